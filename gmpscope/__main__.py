@@ -1,0 +1,5 @@
+import sys
+
+from gmpscope.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""The ``gmpscope`` command: one module per subcommand under gmpscope.commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from gmpscope import __version__
+from gmpscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, CLIError
+
+#: Subcommand name -> module under gmpscope.commands (imported only when used).
+SUBCOMMANDS = {
+    "decode": "decode",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gmpscope",
+        description="See what the Go runtime really does: goroutines, threads, procs, "
+        "the netpoller and syscalls.",
+    )
+    parser.add_argument("--version", action="version", version=f"gmpscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in SUBCOMMANDS.items():
+        mod = importlib.import_module(f"gmpscope.commands.{module}")
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+        return code
+    except CLIError as e:
+        print(f"gmpscope {args.command}: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print(f"gmpscope {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(f"gmpscope {args.command}: {e.strerror or e}: {e.filename or ''}".rstrip(": "),
+              file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+__all__ = ["main", "EXIT_BAD_INPUT"]
