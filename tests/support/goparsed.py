@@ -90,13 +90,14 @@ def _enc(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
 
 
-def go_unquote(lit: str) -> str:
-    """Undo ``strconv.Quote``: ``lit`` includes the surrounding quotes."""
+def go_unquote_bytes(lit: str) -> bytes:
+    """Undo ``strconv.Quote`` (``lit`` includes the double quotes) to the
+    exact bytes of the Go string."""
     if len(lit) < 2 or lit[0] != '"' or lit[-1] != '"':
         raise ValueError(f"not a Go quoted string: {lit!r}")
     body = lit[1:-1]
     if "\\" not in body:
-        return body
+        return _enc(body)
     out = bytearray()
     pos = 0
     for m in _ESCAPE.finditer(body):
@@ -112,7 +113,9 @@ def go_unquote(lit: str) -> str:
         elif c in "uU":
             out += chr(int(esc[1:], 16)).encode("utf-8", "surrogatepass")
         elif c in "01234567":
-            out.append(int(esc, 8) & 0xFF)
+            if int(esc, 8) > 255:
+                raise ValueError(f"octal escape out of range in {lit!r}")
+            out.append(int(esc, 8))
         else:
             out += _SIMPLE_ESCAPES[c]
         pos = m.end()
@@ -120,7 +123,16 @@ def go_unquote(lit: str) -> str:
     if "\\" in rest:
         raise ValueError(f"bad escape in Go string {lit!r}")
     out += _enc(rest)
-    return out.decode("utf-8", "surrogateescape")
+    return bytes(out)
+
+
+def go_unquote(lit: str) -> str:
+    """Undo ``strconv.Quote``: ``lit`` includes the surrounding quotes.
+    Bytes that are not valid UTF-8 become surrogate escapes."""
+    body = lit[1:-1]
+    if len(lit) >= 2 and lit[0] == '"' and lit[-1] == '"' and "\\" not in body:
+        return body
+    return go_unquote_bytes(lit).decode("utf-8", "surrogateescape")
 
 
 def go_quote(s: str) -> str:
