@@ -303,3 +303,18 @@ def test_go_error_reported(tmp_path: Path) -> None:
     p.write_bytes(b"go 1.26 trace\x00\x00\x00\x07garbage")
     evs, err = go_parsed(p)
     assert err and all(e.kind == "Sync" for e in evs)
+
+
+def test_parse_experimental_and_global_scope() -> None:
+    # Built the way Event.String formats these kinds (event.go): Experimental
+    # prints Name=%s Args=[name=Value, ...]; a None scope prints "None".
+    text = (
+        "M=3 P=0 G=1 Experimental Time=9 Name=SpanAlloc "
+        "Args=[id=Value{Uint64(7)}, npages_value=Value{Uint64(2)}, kindclass=Value{Uint64(0)}]\n"
+        'M=3 P=0 G=1 RangeBegin Time=10 Name="GC concurrent mark phase" Scope=None\n'
+        "M=3 P=0 G=1 StackSample Time=11\nStack=\n\tmain.f @ 0x10\n\t\t/x/y.go:3\n\n"
+    )
+    e, r, s = parse_go_parsed(text)
+    assert e.name == "SpanAlloc" and e.attrs == (("id", 7), ("npages_value", 2), ("kindclass", 0))
+    assert (r.scope, r.scope_id) == ("global", -1)
+    assert s.kind == "StackSample" and s.stack == (Frame(0x10, "main.f", "/x/y.go", 3),)
