@@ -1,0 +1,3 @@
+module gmpscope/workloads
+
+go 1.19

@@ -1,0 +1,1 @@
+"""Developer and CI tooling for gmpscope (not imported by the app)."""
