@@ -22,9 +22,9 @@ import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 #: Every toolchain the tests use, oldest first. "1.19" is Debian's package,
 #: whose patch level is whatever Debian ships.
@@ -139,11 +139,17 @@ def _install_debian() -> None:
         print(f"gotoolchains: installing {_DEBIAN_PACKAGE} with apt-get", file=sys.stderr)
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         install = ["apt-get", "install", "-y", "--no-install-recommends", _DEBIAN_PACKAGE]
-        proc = subprocess.run(install, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(
+            install, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         if proc.returncode != 0:
             # A fresh machine has no package lists yet.
-            subprocess.run(["apt-get", "update"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            proc = subprocess.run(install, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            subprocess.run(
+                ["apt-get", "update"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            proc = subprocess.run(
+                install, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
         if proc.returncode != 0:
             raise ToolchainError(f"apt-get failed to install {_DEBIAN_PACKAGE}:\n{proc.stdout}")
 
@@ -157,7 +163,9 @@ def goroot_version(go: Path) -> str:
             return first
     except (OSError, IndexError):
         pass
-    out = subprocess.run([str(go), "env", "GOVERSION"], env=go_env(), capture_output=True, text=True)
+    out = subprocess.run(
+        [str(go), "env", "GOVERSION"], env=go_env(), capture_output=True, text=True
+    )
     return out.stdout.strip() or "unknown"
 
 
@@ -187,9 +195,13 @@ def ensure(versions: Sequence[str] = VERSIONS) -> dict[str, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.gotoolchains", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.gotoolchains", description=__doc__.split("\n")[0]
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
-    p_ensure = sub.add_parser("ensure", help="install missing toolchains (quiet when all are cached)")
+    p_ensure = sub.add_parser(
+        "ensure", help="install missing toolchains (quiet when all are cached)"
+    )
     p_ensure.add_argument("versions", nargs="*", default=list(VERSIONS))
     sub.add_parser("list", help="print each toolchain's version and go binary")
     p_path = sub.add_parser("path", help="print the go binary of one toolchain")

@@ -96,7 +96,9 @@ def workload_hash(go_version: str, workload: str) -> str:
     """The cache key of one workload's trace with one toolchain."""
     _check_workload(workload)
     go = gotoolchains.go_binary(go_version)
-    return _digest(gotoolchains.goroot_version(go), _source_files(workload), RUN_ARGS.get(workload, ()))
+    return _digest(
+        gotoolchains.goroot_version(go), _source_files(workload), RUN_ARGS.get(workload, ())
+    )
 
 
 def _check_workload(workload: str) -> None:
@@ -184,7 +186,9 @@ def _run_once(binary: Path, workload: str, dest: Path) -> str | None:
         return f"not a trace header: {head!r}"
     rc, _out, err = go_parsed_raw(str(dest))
     if rc != 0:
-        return f"Go's parser rejected the trace (status {rc}): {err.decode(errors='replace')[-2000:]}"
+        return (
+            f"Go's parser rejected the trace (status {rc}): {err.decode(errors='replace')[-2000:]}"
+        )
     return None
 
 
