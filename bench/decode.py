@@ -59,14 +59,15 @@ def make_large_trace(size_mb: float) -> Path:
     duration = 2.0
     while True:
         tmp = target.with_suffix(".tmp")
-        subprocess.run([str(exe), "-trace", str(tmp), "-duration", f"{duration}s"],
+        subprocess.run([str(exe), "-trace", str(tmp), "-duration", f"{duration:.1f}s",
+                        "-max-requests", "1000000000", "-cpuprofile"],
                        env=go_env(), check=True, stdout=subprocess.DEVNULL)
         size = tmp.stat().st_size / 1e6
         print(f"  generated {size:.1f} MB with -duration {duration:g}s", file=sys.stderr)
         if size >= size_mb:
             os.replace(tmp, target)
             return target
-        duration = duration * size_mb / max(size, 0.1) * 1.2
+        duration *= min(4.0, size_mb / max(size, 0.1) * 1.2)
 
 
 def run_gmpscope(trace: Path) -> dict[str, float]:
