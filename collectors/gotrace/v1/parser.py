@@ -41,7 +41,7 @@ A2 = 6
 A3 = 7
 STK = 8  # uint32 stack id
 
-Ev = list  # an event: [ts, typ, p, g, a0, a1, a2, a3, stk]
+Ev = list[int]  # an event: [ts, typ, p, g, a0, a1, a2, a3, stk]
 
 # Fake Ps the reference parser moves some events to.
 TIMER_P = 1000001
