@@ -108,7 +108,15 @@ def test_real_traces(name: str) -> None:
     ours, tr = decode_ours(path.read_bytes())
     kinds = {e.kind for e in ours}
     # The recordings exercise every kind the old format can produce.
-    assert {"StackSample", "Label", "Log", "TaskBegin", "RegionBegin", "RangeBegin", "Metric"} <= kinds
+    assert {
+        "StackSample",
+        "Label",
+        "Log",
+        "TaskBegin",
+        "RegionBegin",
+        "RangeBegin",
+        "Metric",
+    } <= kinds
     assert tr.info.go_version == name[2:6]
 
 
@@ -184,8 +192,8 @@ def _decode(data: bytes) -> list[object]:
 def test_garbage_raises_only_trace_format_error(version: str) -> None:
     header = f"go {version} trace".encode().ljust(16, b"\x00")
     rng = random.Random(version)
-    for n in range(300):
-        body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64)))
+    for _ in range(300):
+        body = bytes(rng.randrange(256) for _b in range(rng.randrange(0, 64)))
         with pytest.raises(TraceFormatError):
             _decode(header + body)
 

@@ -17,12 +17,12 @@ reproduce on purpose:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import NO_TASK, NONE, Event, Frame, StackTable
 from collectors.gotrace.v1 import wire as w
-from collectors.gotrace.v1.parser import A0, A1, A2, A3, G, P, STK, TS, TYP, Ev, Parser
+from collectors.gotrace.v1.parser import A0, A1, A2, A3, STK, TS, TYP, Ev, G, P, Parser
 
 # Strings the converter adds after the trace's own and the inline ones.
 _BUILTINS = (
@@ -86,6 +86,7 @@ _PROCS = "/sched/gomaxprocs:threads"
 _ST = "StateTransition"
 _GOR = "goroutine"
 _PROC = "proc"
+_UNDET = "Undetermined"
 
 _TWO63 = 1 << 63
 _TWO64 = 1 << 64
@@ -160,7 +161,9 @@ class Converter:
         k -= len(self._inline)
         if 0 <= k < len(_ALL_BUILTINS):
             return _ALL_BUILTINS[k]
-        raise TraceFormatError(-1, f"{what} refers to string id {sid}, which the trace does not define")
+        raise TraceFormatError(
+            -1, f"{what} refers to string id {sid}, which the trace does not define"
+        )
 
     def stack(self, sid: int) -> int:
         """Global id of old stack ``sid`` (0 for none)."""
@@ -171,11 +174,17 @@ class Converter:
             return got
         pcs = self._v1_stacks.get(sid)
         if pcs is None:
-            raise TraceFormatError(-1, f"an event refers to stack id {sid}, which the trace does not define")
+            raise TraceFormatError(
+                -1, f"an event refers to stack id {sid}, which the trace does not define"
+            )
         frames = []
         for pc in pcs:
             fn, file, line = self._pcs[pc]
-            frames.append(Frame(pc, self.string(fn, "a stack frame"), self.string(file, "a stack frame"), line))
+            frames.append(
+                Frame(
+                    pc, self.string(fn, "a stack frame"), self.string(file, "a stack frame"), line
+                )
+            )
         got = self._interned[sid] = self._table.intern(tuple(frames))
         return got
 
@@ -191,7 +200,7 @@ class Converter:
             # showed a status are runnable. Go emits them in map order; we sort.
             self.pre_init = False
             for gid in sorted(self._created_pre_init):
-                out(Event(_ST, ts, resource=_GOR, rid=_gid(gid), from_state="Undetermined", to_state="Runnable"))
+                out(_go(ts, NONE, NONE, NONE, 0, _gid(gid), _UNDET, "Runnable"))
             self._created_pre_init = {}
             return
         if typ == w.EV_GO_SYS_BLOCK:
@@ -202,16 +211,16 @@ class Converter:
         if typ == w.EV_GO_START_LABEL:
             m = self._proc_m.get(p, 0)
             g = _gid(ev[G])
-            out(Event(_ST, ts, m, p, g, resource=_GOR, rid=_gid(ev[A0]), from_state="Runnable", to_state="Running"))
+            out(_go(ts, m, p, g, 0, _gid(ev[A0]), "Runnable", "Running"))
             label = self.string(ev[A2], "a goroutine label")
             out(Event("Label", ts, m, p, g, name=label, scope=_GOR, scope_id=g))
             return
         if typ == w.EV_GO_SYSCALL and not ev[A0]:
             m = self._proc_m.get(p, 0)
             g = _gid(ev[G])
-            stk = self.stack(ev[STK])
-            out(Event(_ST, ts, m, p, g, stk, resource=_GOR, rid=g, from_state="Running", to_state="Syscall", tstack=stk))
-            out(Event(_ST, ts + 1, m, p, g, resource=_GOR, rid=g, from_state="Syscall", to_state="Running"))
+            s = self.stack(ev[STK])
+            out(_go(ts, m, p, g, s, g, "Running", "Syscall", "", s))
+            out(_go(ts + 1, m, p, g, 0, g, "Syscall", "Running"))
             return
         # General path: the execution context of the old event.
         m = NONE
@@ -228,96 +237,118 @@ class Converter:
         stk = ev[STK]
         if typ in _BLOCK_REASON:
             s = self.stack(stk)
-            return Event(_ST, ts, m, p, g, s, resource=_GOR, rid=g, from_state="Running",
-                         to_state="Waiting", reason=_BLOCK_REASON[typ], tstack=s)
+            return _go(ts, m, p, g, s, g, "Running", "Waiting", _BLOCK_REASON[typ], s)
         if typ == w.EV_GO_UNBLOCK:
-            return Event(_ST, ts, m, p, g, self.stack(stk), resource=_GOR, rid=_gid(ev[A0]),
-                         from_state="Waiting", to_state="Runnable")
+            return _go(ts, m, p, g, self.stack(stk), _gid(ev[A0]), "Waiting", "Runnable")
         if typ == w.EV_GO_START:
             if self.pre_init:
                 self._created_pre_init.pop(ev[A0], None)
-                return Event(_ST, ts, m, p, g, resource=_GOR, rid=_gid(ev[A0]),
-                             from_state="Undetermined", to_state="Running")
-            return Event(_ST, ts, m, p, g, resource=_GOR, rid=_gid(ev[A0]),
-                         from_state="Runnable", to_state="Running")
+                return _go(ts, m, p, g, 0, _gid(ev[A0]), _UNDET, "Running")
+            return _go(ts, m, p, g, 0, _gid(ev[A0]), "Runnable", "Running")
         if typ in _STOP_REASON:
             s = self.stack(stk)
-            return Event(_ST, ts, m, p, g, s, resource=_GOR, rid=g, from_state="Running",
-                         to_state="Runnable", reason=_STOP_REASON[typ], tstack=s)
+            return _go(ts, m, p, g, s, g, "Running", "Runnable", _STOP_REASON[typ], s)
         if typ == w.EV_GO_CREATE:
+            # Go does not check the new goroutine's stack id: a bad one panics.
             new_stack = ev[A1]
-            tstack = 0
-            if new_stack:
-                if new_stack > 0xFFFFFFFF:
-                    raise TraceFormatError(-1, f"a goroutine creation refers to stack id {new_stack}, which the trace does not define")
-                tstack = self.stack(new_stack)
-            return Event(_ST, ts, m, p, g, self.stack(stk), resource=_GOR, rid=_gid(ev[A0]),
-                         from_state="NotExist", to_state="Runnable", tstack=tstack)
+            if new_stack > 0xFFFFFFFF:
+                raise TraceFormatError(-1, f"a goroutine creation refers to stack id {new_stack}")
+            tstack = self.stack(new_stack)
+            s = self.stack(stk)
+            return _go(ts, m, p, g, s, _gid(ev[A0]), "NotExist", "Runnable", "", tstack)
         if typ == w.EV_GO_END:
-            return Event(_ST, ts, m, p, g, resource=_GOR, rid=g, from_state="Running", to_state="NotExist")
+            return _go(ts, m, p, g, 0, g, "Running", "NotExist")
         if typ == w.EV_PROC_START:
-            self._proc_m[p] = _gid(ev[A0])
-            m = self._proc_m[p]
+            m = self._proc_m[p] = _gid(ev[A0])
             if p in self._seen_procs:
-                return Event(_ST, ts, m, p, g, resource=_PROC, rid=p, from_state="Idle", to_state="Running")
+                return _proc(ts, m, p, g, "Idle", "Running")
             self._seen_procs.add(p)
-            return Event(_ST, ts, m, p, g, resource=_PROC, rid=p, from_state="Undetermined", to_state="Running")
+            return _proc(ts, m, p, g, _UNDET, "Running")
         if typ == w.EV_PROC_STOP:
             if p in self._seen_procs:
-                return Event(_ST, ts, m, p, g, resource=_PROC, rid=p, from_state="Running", to_state="Idle")
+                return _proc(ts, m, p, g, "Running", "Idle")
             self._seen_procs.add(p)
-            return Event(_ST, ts, m, p, g, resource=_PROC, rid=p, from_state="Undetermined", to_state="Idle")
-        if typ == w.EV_GO_SYSCALL:  # one that blocked (flagged by mark_blocking_syscalls)
+            return _proc(ts, m, p, g, _UNDET, "Idle")
+        if typ == w.EV_GO_SYSCALL:  # one that blocked (see mark_blocking_syscalls)
             s = self.stack(stk)
-            return Event(_ST, ts, m, p, g, s, resource=_GOR, rid=g, from_state="Running",
-                         to_state="Syscall", tstack=s)
+            return _go(ts, m, p, g, s, g, "Running", "Syscall", "", s)
         if typ == w.EV_GO_SYS_EXIT:
-            return Event(_ST, ts, m, p, g, resource=_GOR, rid=g, from_state="Syscall", to_state="Runnable")
+            return _go(ts, m, p, g, 0, g, "Syscall", "Runnable")
         if typ == w.EV_GO_WAITING or typ == w.EV_GO_IN_SYSCALL:
             self._created_pre_init.pop(ev[A0], None)
             to = "Waiting" if typ == w.EV_GO_WAITING else "Syscall"
-            return Event(_ST, ts, m, p, g, resource=_GOR, rid=_gid(ev[A0]), from_state="Undetermined", to_state=to)
+            return _go(ts, m, p, g, 0, _gid(ev[A0]), _UNDET, to)
         if typ == w.EV_HEAP_ALLOC:
             return Event("Metric", ts, m, p, g, name=_HEAP, value=ev[A0])
         if typ == w.EV_HEAP_GOAL:
             return Event("Metric", ts, m, p, g, name=_GOAL, value=ev[A0])
         if typ == w.EV_GOMAXPROCS:
             return Event("Metric", ts, m, p, g, self.stack(stk), name=_PROCS, value=ev[A0])
+        return self._other(ev, typ, ts, m, p, g)
+
+    def _other(self, ev: Ev, typ: int, ts: int, m: int, p: int, g: int) -> Event:
+        """Ranges, tasks, regions, logs and CPU samples."""
+        stk = ev[STK]
         if typ == w.EV_GC_START:
-            return Event("RangeBegin", ts, m, p, g, self.stack(stk), name=_GC, scope="global")
+            return _range("RangeBegin", ts, m, p, g, self.stack(stk), _GC, "global", NONE)
         if typ == w.EV_GC_DONE:
-            return Event("RangeEnd", ts, m, p, g, name=_GC, scope="global")
-        if typ == w.EV_STW_START:
-            self._last_stw = stw_reason(self.minor, ev[A0])
-            return Event("RangeBegin", ts, m, p, g, name=f"stop-the-world ({self._last_stw})",
-                         scope=_GOR, scope_id=g)
-        if typ == w.EV_STW_DONE:
-            return Event("RangeEnd", ts, m, p, g, name=f"stop-the-world ({self._last_stw})",
-                         scope=_GOR, scope_id=g)
+            return _range("RangeEnd", ts, m, p, g, 0, _GC, "global", NONE)
+        if typ == w.EV_STW_START or typ == w.EV_STW_DONE:
+            kind = "RangeBegin"
+            if typ == w.EV_STW_START:
+                self._last_stw = stw_reason(self.minor, ev[A0])
+            else:
+                kind = "RangeEnd"
+            name = f"stop-the-world ({self._last_stw})"
+            return _range(kind, ts, m, p, g, 0, name, _GOR, g)
         if typ == w.EV_GC_SWEEP_START:
-            return Event("RangeBegin", ts, m, p, g, self.stack(stk), name=_SWEEP, scope=_PROC, scope_id=p)
+            return _range("RangeBegin", ts, m, p, g, self.stack(stk), _SWEEP, _PROC, p)
         if typ == w.EV_GC_SWEEP_DONE:
-            return Event("RangeEnd", ts, m, p, g, name=_SWEEP, scope=_PROC, scope_id=p,
-                         attrs=[("bytes swept", ev[A0]), ("bytes reclaimed", ev[A1])])
+            e = _range("RangeEnd", ts, m, p, g, 0, _SWEEP, _PROC, p)
+            e.attrs = [("bytes swept", ev[A0]), ("bytes reclaimed", ev[A1])]
+            return e
         if typ == w.EV_GC_MARK_ASSIST_START:
-            return Event("RangeBegin", ts, m, p, g, self.stack(stk), name=_ASSIST, scope=_GOR, scope_id=g)
+            return _range("RangeBegin", ts, m, p, g, self.stack(stk), _ASSIST, _GOR, g)
         if typ == w.EV_GC_MARK_ASSIST_DONE:
-            return Event("RangeEnd", ts, m, p, g, name=_ASSIST, scope=_GOR, scope_id=g)
+            return _range("RangeEnd", ts, m, p, g, 0, _ASSIST, _GOR, g)
+        s = self.stack(stk)
         if typ == w.EV_USER_TASK_CREATE:
             name = self.string(ev[A2], "a task")
             self._tasks[ev[A0]] = (name, ev[A1])
             parent = ev[A1] if ev[A1] != 0 else NO_TASK
-            return Event("TaskBegin", ts, m, p, g, self.stack(stk), task=ev[A0], parent=parent, name=name)
+            return Event("TaskBegin", ts, m, p, g, s, task=ev[A0], parent=parent, name=name)
         if typ == w.EV_USER_TASK_END:
+            # Go reports the parent as the task was created with it (0 for none).
             known = self._tasks.pop(ev[A0], None)
             name, parent = known if known is not None else ("", NO_TASK)
-            return Event("TaskEnd", ts, m, p, g, self.stack(stk), task=ev[A0], parent=parent, name=name)
+            return Event("TaskEnd", ts, m, p, g, s, task=ev[A0], parent=parent, name=name)
         if typ == w.EV_USER_REGION:
             kind = "RegionBegin" if ev[A1] == 0 else "RegionEnd"
-            return Event(kind, ts, m, p, g, self.stack(stk), task=ev[A0], name=self.string(ev[A2], "a region"))
+            name = self.string(ev[A2], "a region")
+            return Event(kind, ts, m, p, g, s, task=ev[A0], name=name)
         if typ == w.EV_USER_LOG:
-            return Event("Log", ts, m, p, g, self.stack(stk), task=ev[A0],
-                         category=self.string(ev[A1], "a log"), message=self._inline[ev[A3]])
+            category = self.string(ev[A1], "a log")
+            message = self._inline[ev[A3]]
+            return Event("Log", ts, m, p, g, s, task=ev[A0], category=category, message=message)
         if typ == w.EV_CPU_SAMPLE:
-            return Event("StackSample", ts, m, p, g, self.stack(stk))
+            return Event("StackSample", ts, m, p, g, s)
         raise TraceFormatError(-1, f"unexpected event type {typ}")
+
+
+def _go(
+    ts: int, m: int, p: int, g: int, stk: int, rid: int, frm: str, to: str,
+    reason: str = "", tstack: int = 0,
+) -> Event:  # fmt: skip
+    """A goroutine state transition."""
+    return Event(_ST, ts, m, p, g, stk, _GOR, rid, frm, to, reason, tstack)
+
+
+def _proc(ts: int, m: int, p: int, g: int, frm: str, to: str) -> Event:
+    """A proc state transition (of the event's own P)."""
+    return Event(_ST, ts, m, p, g, 0, _PROC, p, frm, to)
+
+
+def _range(
+    kind: str, ts: int, m: int, p: int, g: int, stk: int, name: str, scope: str, scope_id: int
+) -> Event:
+    return Event(kind, ts, m, p, g, stk, name=name, scope=scope, scope_id=scope_id)

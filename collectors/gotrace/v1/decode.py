@@ -8,7 +8,7 @@ end, so a truncated file cannot be decoded sensibly, and Go refuses it too).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import Event, StackTable, TraceInfo
@@ -35,7 +35,9 @@ def parse_v1(data: bytes, version: str) -> tuple[Parser, list[Ev]]:
     return parser, events
 
 
-def decode_v1(data: memoryview, version: str, stacks: StackTable, info: TraceInfo) -> Iterator[Event]:
+def decode_v1(
+    data: memoryview, version: str, stacks: StackTable, info: TraceInfo
+) -> Iterator[Event]:
     """Yield the events Go 1.27 reports for an old-family trace, in order.
 
     All the parsing happens before the first event is yielded; errors are

@@ -1,10 +1,10 @@
 """Old-family events, strings and stacks: indexing pass and batch loading.
 
-The file is read twice, as Go's reference parser does: a first pass records
-where each P's batches start and collects the CPU samples; then batches are
-loaded one at a time, in the order the merge (``order.py``) asks for them,
-which is also the order in which strings, stacks and the frequency are
-learnt.
+``scan.py`` splits the file into per-P batches of raw events; batches are
+then loaded one at a time, in the order the merge (``order.py``) asks for
+them, as Go does, which is also the order in which strings, stacks and the
+frequency are learnt (it matters only for damaged traces that define one
+twice).
 
 An event is a plain list (see the index constants below) because millions
 of them are created and a few fields are rewritten later.
@@ -13,10 +13,9 @@ of them are created and a few fields are rewritten later.
 from __future__ import annotations
 
 from collectors.gotrace.errors import TraceFormatError
-from collectors.gotrace.v1 import wire
+from collectors.gotrace.v1.scan import Raw, scan
 from collectors.gotrace.v1.wire import (
     ARG_COUNT,
-    DESCS,
     EV_BATCH,
     EV_CPU_SAMPLE,
     EV_FREQUENCY,
@@ -28,6 +27,7 @@ from collectors.gotrace.v1.wire import (
     INT64_MAX,
     INT64_MIN,
     MASK64,
+    NAMES,
 )
 
 # Event list layout.
@@ -57,6 +57,8 @@ _ENDS_G = frozenset((15, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 30, 42))
 # Event types whose goroutine is named by their first argument.
 _G_FROM_ARG = frozenset((29, 31, 32))
 _STARTS_G = frozenset((14, 38, 41))
+# Raw events that produce no event (EvCPUSample never reaches a batch here).
+_SPECIAL = frozenset((EV_BATCH, EV_FREQUENCY, EV_TIMER_GOROUTINE, EV_STACK))
 
 
 def to_int64(v: int) -> int:
@@ -83,8 +85,8 @@ class Parser:
         self.strings: dict[int, str] = {}
         self.inline_strings: list[str] = []
         self._inline_ids: dict[str, int] = {}
-        #: P -> offsets of its batches not yet loaded (first-seen P order).
-        self.batches: dict[int, list[int]] = {}
+        #: P -> its batches of raw events not yet loaded (first-seen P order).
+        self.batches: dict[int, list[list[Raw]]] = {}
         self._next_batch: dict[int, int] = {}
         #: stack id -> PCs (only non-empty stacks with a non-zero id).
         self.stacks: dict[int, list[int]] = {}
@@ -99,162 +101,129 @@ class Parser:
         self._last_p = 0
         self._last_gs: dict[int, int] = {}
 
-    # ------------------------------------------------------------------
-    # Pass 1
-
     def index(self) -> None:
-        """Record batch offsets per P and collect CPU samples."""
-        data = self.data
-        end = len(data)
-        minor = self.minor
-        read_raw = wire.read_raw
-        batches = self.batches
-        off = self.start
-        cur: list[int] | None = None
-        cur_p = 0
-        while off < end:
-            try:
-                raw = read_raw(data, off, minor, None)
-            except wire.EndOfData:
-                break
-            off = raw.end
-            typ = raw.typ
-            if typ == EV_STRING:
-                continue
-            if typ == EV_BATCH:
-                pid = raw.args[0]
-                cur_p = -1 if pid == MASK64 else pid
-                cur = batches.setdefault(cur_p, [])
-                cur.append(raw.start)
-            elif cur is None or not batches.get(cur_p):
-                raise TraceFormatError(
-                    raw.start,
-                    f"read event {typ} with current P of {cur_p}, but P has no batches yet",
-                )
-            if typ == EV_CPU_SAMPLE:
-                a = raw.args
-                if len(a) != 5:
-                    raise TraceFormatError(
-                        raw.start,
-                        f"CPU sample has wrong number of arguments: want 5, got {len(a)}",
-                    )
-                # [delta, real ticks, P, G, stack]; placed by the real time.
-                self.cpu_samples.append(
-                    [to_int64(a[1]), EV_CPU_SAMPLE, to_int32(a[2]), a[3], 0, a[2], a[3], 0,
-                     a[4] & 0xFFFFFFFF]
-                )
-        self._next_batch = {pid: 0 for pid in batches}
-
-    # ------------------------------------------------------------------
-    # Pass 2
+        """Split the file into batches and collect the CPU samples."""
+        found = scan(self.data, self.start, self.minor)
+        self.batches = found.batches
+        self._next_batch = {pid: 0 for pid in found.batches}
+        for _, a in found.cpu_samples:
+            # [delta, real ticks, P, G, stack]: placed by the real time.
+            ev: Ev = [to_int64(a[1]), EV_CPU_SAMPLE, to_int32(a[2]), a[3], 0, a[2], a[3], 0, 0]
+            ev[STK] = a[4] & 0xFFFFFFFF
+            self.cpu_samples.append(ev)
 
     def load_batch(self, pid: int) -> list[Ev] | None:
         """Events of the next batch of ``pid`` (may be empty); None when the
         P has no batches left."""
-        offsets = self.batches.get(pid)
+        batches = self.batches.get(pid)
         i = self._next_batch.get(pid, 0)
-        if offsets is None or i >= len(offsets):
+        if batches is None or i >= len(batches):
             return None
         self._next_batch[pid] = i + 1
-        data = self.data
-        end = len(data)
-        minor = self.minor
-        read_raw = wire.read_raw
-        strings = self.strings
-        off = offsets[i]
+        raws = batches[i]
+        batches[i] = []  # loaded once; let the raw events go
         out: list[Ev] = []
         append = out.append
-        got_header = False
-        while off < end:
-            raw = read_raw(data, off, minor, strings)
-            off = raw.end
-            typ = raw.typ
-            if typ == EV_STRING or typ == EV_CPU_SAMPLE:
+        strings = self.strings
+        arg_count = ARG_COUNT
+        has_stack = HAS_STACK
+        special = _SPECIAL
+        for raw in raws:
+            typ, args, text, at, err = raw
+            if typ == EV_STRING:
+                sid = args[0]
+                if sid == 0:
+                    raise TraceFormatError(at, "string has invalid id 0")
+                if sid in strings:
+                    raise TraceFormatError(at, f"string has duplicate id {sid}")
+                if err is not None or text is None:
+                    raise TraceFormatError(at, err or "bad string")
+                strings[sid] = text
                 continue
-            if typ == EV_BATCH:
-                if got_header:
-                    break
-                got_header = True
-            ev = self._parse(raw)
-            if ev is not None:
-                append(ev)
+            if err is not None:
+                raise TraceFormatError(at, err)
+            n = len(args)
+            if typ in special:
+                if typ == EV_STACK:
+                    self._parse_stack(args, at)
+                elif n != arg_count[typ]:
+                    raise TraceFormatError(
+                        at,
+                        f"{NAMES[typ]} has wrong number of arguments: "
+                        f"want {arg_count[typ]}, got {n}",
+                    )
+                else:
+                    self._parse_special(typ, args, at)
+                continue
+            if n != arg_count[typ]:
+                raise TraceFormatError(
+                    at,
+                    f"{NAMES[typ]} has wrong number of arguments: want {arg_count[typ]}, got {n}",
+                )
+            ts = self._last_ts + args[0]
+            if ts > INT64_MAX or ts < INT64_MIN:
+                ts = to_int64(ts)
+            self._last_ts = ts
+            ev: Ev = [ts, typ, self._last_p, self._last_g, 0, 0, 0, 0, 0]
+            if has_stack[typ]:
+                n -= 1
+                ev[STK] = args[n] & 0xFFFFFFFF
+            if n > 1:
+                ev[A0] = args[1]
+                if n > 2:
+                    ev[A1] = args[2]
+                    if n > 3:
+                        ev[A2] = args[3]
+            if typ in _STARTS_G:
+                self._last_g = ev[G] = ev[A0]
+            elif typ in _ENDS_G:
+                self._last_g = 0
+            elif typ in _G_FROM_ARG:
+                ev[G] = ev[A0]
+            elif typ == EV_USER_LOG:
+                msg = text if text is not None else ""
+                iid = self._inline_ids.get(msg)
+                if iid is None:
+                    iid = self._inline_ids[msg] = len(self.inline_strings)
+                    self.inline_strings.append(msg)
+                ev[A3] = iid
+            append(ev)
         return out
 
-    def _parse(self, raw: wire.RawEvent) -> Ev | None:
-        typ = raw.typ
-        args = raw.args
-        desc = DESCS[typ]
-        want = len(args) if typ == EV_STACK else ARG_COUNT[typ]
-        if len(args) != want:
-            raise TraceFormatError(
-                raw.start,
-                f"{desc.name} has wrong number of arguments: want {want}, got {len(args)}",
-            )
+    def _parse_special(self, typ: int, args: list[int], at: int) -> None:
+        """Batch headers, the frequency and timer goroutines: no event."""
         if typ == EV_BATCH:
             self._last_gs[self._last_p] = self._last_g
             pid = args[0]
             self._last_p = -1 if pid == MASK64 else pid
             self._last_g = self._last_gs.get(self._last_p, 0)
             self._last_ts = to_int64(args[1])
-            return None
-        if typ == EV_FREQUENCY:
+        elif typ == EV_FREQUENCY:
             self.ticks_per_sec = to_int64(args[0])
             if self.ticks_per_sec <= 0:
-                raise TraceFormatError(raw.start, "time stamps out of order")
-            return None
-        if typ == EV_TIMER_GOROUTINE:
+                raise TraceFormatError(at, "time stamps out of order")
+        else:
             self.timer_goids.add(args[0])
-            return None
-        if typ == EV_STACK:
-            self._parse_stack(raw)
-            return None
-        ts = self._last_ts + args[0]
-        if ts > INT64_MAX or ts < INT64_MIN:
-            ts = to_int64(ts)
-        self._last_ts = ts
-        ev: Ev = [ts, typ, self._last_p, self._last_g, 0, 0, 0, 0, 0]
-        n = len(args)
-        if HAS_STACK[typ]:
-            ev[STK] = args[n - 1] & 0xFFFFFFFF
-            n -= 1
-        for i in range(1, n):
-            ev[A0 + i - 1] = args[i]
-        if typ in _STARTS_G:
-            self._last_g = ev[G] = ev[A0]
-        elif typ in _ENDS_G:
-            self._last_g = 0
-        elif typ in _G_FROM_ARG:
-            ev[G] = ev[A0]
-        elif typ == EV_USER_LOG:
-            text = raw.text if raw.text is not None else ""
-            sid = self._inline_ids.get(text)
-            if sid is None:
-                sid = self._inline_ids[text] = len(self.inline_strings)
-                self.inline_strings.append(text)
-            ev[A3] = sid
-        return ev
 
-    def _parse_stack(self, raw: wire.RawEvent) -> None:
-        args = raw.args
+    def _parse_stack(self, args: list[int], at: int) -> None:
         if len(args) < 2:
             raise TraceFormatError(
-                raw.start, f"EvStack has wrong number of arguments: want at least 2, got {len(args)}"
+                at, f"EvStack has wrong number of arguments: want at least 2, got {len(args)}"
             )
         size = args[1]
         if size > 1000:
-            raise TraceFormatError(raw.start, f"EvStack has bad number of frames: {size}")
+            raise TraceFormatError(at, f"EvStack has bad number of frames: {size}")
         want = 2 + 4 * size
         if len(args) != want:
             raise TraceFormatError(
-                raw.start, f"EvStack has wrong number of arguments: want {want}, got {len(args)}"
+                at, f"EvStack has wrong number of arguments: want {want}, got {len(args)}"
             )
         sid = args[0] & 0xFFFFFFFF
         if sid == 0 or size == 0:
             return
         pcs = self.pcs
-        stk = args[2::4]
         for i in range(2, want, 4):
             pc = args[i]
             if pc not in pcs:
                 pcs[pc] = (args[i + 1], args[i + 2], args[i + 3])
-        self.stacks[sid] = stk
+        self.stacks[sid] = args[2::4]

@@ -10,7 +10,20 @@ moves to the fake netpoll P, and a stack id naming no stack is dropped.
 from __future__ import annotations
 
 from collectors.gotrace.errors import TraceFormatError
-from collectors.gotrace.v1.parser import A0, A1, A2, G, GC_P, NETPOLL_P, P, STK, TIMER_P, TS, TYP, Ev
+from collectors.gotrace.v1.parser import (
+    A0,
+    A1,
+    A2,
+    GC_P,
+    NETPOLL_P,
+    STK,
+    TIMER_P,
+    TS,
+    TYP,
+    Ev,
+    G,
+    P,
+)
 from collectors.gotrace.v1.wire import (
     EV_GC_DONE,
     EV_GC_MARK_ASSIST_DONE,
@@ -50,36 +63,39 @@ _RUN, _PG, _SWEEP = 0, 1, 2
 
 # GoSleep, GoBlock, GoBlockSend/Recv/Select/Sync/Cond/Net, GoBlockGC.
 _BLOCKS = frozenset((19, 20, 22, 23, 24, 25, 26, 27, 42))
-_CHECKED = frozenset(
-    (
-        EV_PROC_START,
-        EV_PROC_STOP,
-        EV_GC_START,
-        EV_GC_DONE,
-        EV_STW_START,
-        EV_STW_DONE,
-        EV_GC_SWEEP_START,
-        EV_GC_SWEEP_DONE,
-        EV_GC_MARK_ASSIST_START,
-        EV_GC_MARK_ASSIST_DONE,
-        EV_GO_WAITING,
-        EV_GO_IN_SYSCALL,
-        EV_GO_CREATE,
-        EV_GO_START,
-        EV_GO_START_LABEL,
-        EV_GO_END,
-        EV_GO_STOP,
-        EV_GO_SCHED,
-        EV_GO_PREEMPT,
-        EV_GO_UNBLOCK,
-        EV_GO_SYSCALL,
-        EV_GO_SYS_BLOCK,
-        EV_GO_SYS_EXIT,
-        EV_USER_TASK_CREATE,
-        EV_USER_TASK_END,
-        EV_USER_REGION,
+_CHECKED = (
+    frozenset(
+        (
+            EV_PROC_START,
+            EV_PROC_STOP,
+            EV_GC_START,
+            EV_GC_DONE,
+            EV_STW_START,
+            EV_STW_DONE,
+            EV_GC_SWEEP_START,
+            EV_GC_SWEEP_DONE,
+            EV_GC_MARK_ASSIST_START,
+            EV_GC_MARK_ASSIST_DONE,
+            EV_GO_WAITING,
+            EV_GO_IN_SYSCALL,
+            EV_GO_CREATE,
+            EV_GO_START,
+            EV_GO_START_LABEL,
+            EV_GO_END,
+            EV_GO_STOP,
+            EV_GO_SCHED,
+            EV_GO_PREEMPT,
+            EV_GO_UNBLOCK,
+            EV_GO_SYSCALL,
+            EV_GO_SYS_BLOCK,
+            EV_GO_SYS_EXIT,
+            EV_USER_TASK_CREATE,
+            EV_USER_TASK_END,
+            EV_USER_REGION,
+        )
     )
-) | _BLOCKS
+    | _BLOCKS
+)
 
 
 def _fail(msg: str) -> TraceFormatError:
@@ -129,7 +145,9 @@ def check(events: list[Ev], stacks: dict[int, list[int]]) -> None:
                 if not p[_RUN]:
                     raise _fail(f"p {ev[P]} is not running before stop (time {ts})")
                 if p[_PG] != 0:
-                    raise _fail(f"p {ev[P]} is running a goroutine {p[_PG]} during stop (time {ts})")
+                    raise _fail(
+                        f"p {ev[P]} is running a goroutine {p[_PG]} during stop (time {ts})"
+                    )
                 p[_RUN] = 0
                 ps[ev[P]] = p
             elif typ == EV_GC_START:
@@ -280,8 +298,8 @@ def check(events: list[Ev], stacks: dict[int, list[int]]) -> None:
                     if stack:
                         if stack[-1] != (ev[A0], ev[A2]):
                             raise _fail(
-                                f"misuse of region in goroutine {ev[G]}: region end (task {ev[A0]}, "
-                                f"type {ev[A2]}) does not match the innermost active region "
+                                f"misuse of region in goroutine {ev[G]}: region end "
+                                f"(task {ev[A0]}, type {ev[A2]}) does not match the innermost one "
                                 f"(task {stack[-1][0]}, type {stack[-1][1]}) (time {ts})"
                             )
                         stack.pop()

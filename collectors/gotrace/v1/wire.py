@@ -6,14 +6,13 @@ number of inline arguments minus one (3 means the arguments are preceded by
 their total byte length). Arguments are unsigned LEB128 varints; the first
 one of a timed event is the time delta to the previous event of the batch.
 
-This module knows the event-type table and reads one raw event at a time.
+This module holds the event-type table and the varint reader; ``scan.py``
+reads the events.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
-
-from collectors.gotrace.errors import TraceFormatError
 
 MASK64 = (1 << 64) - 1
 INT64_MAX = (1 << 63) - 1
@@ -186,152 +185,3 @@ def uvarint(data: bytes, off: int, end: int) -> tuple[int, int]:
         x |= (b & 0x7F) << shift
         shift += 7
         i += 1
-
-
-def varints(data: bytes, off: int, end: int) -> list[int]:
-    """All varints packed in ``data[off:end]``."""
-    out: list[int] = []
-    while off < end:
-        b = data[off]
-        if b < 0x80:
-            out.append(b)
-            off += 1
-        else:
-            v, off = uvarint(data, off, end)
-            out.append(v)
-    return out
-
-
-class RawEvent(NamedTuple):
-    """One event as stored: type, argument values, the inline string of a
-    UserLog (or a String entry's text), and where it starts and ends."""
-
-    typ: int
-    args: list[int]
-    text: str | None
-    start: int
-    end: int
-
-
-def as_text(raw: bytes) -> str:
-    # Go keeps the bytes as they are; surrogateescape round-trips invalid UTF-8.
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def read_raw(data: bytes, off: int, minor: int, strings: dict[int, str] | None) -> RawEvent:
-    """Read the raw event at ``off`` (``off < len(data)``).
-
-    ``strings`` is the string dictionary to add String entries to; None
-    selects the indexing mode, where String entries and the arguments of
-    ordinary events are stepped over (CPU samples and batch headers are
-    still decoded). String entries come back with type EV_STRING.
-    """
-    skip = strings is None
-    end = len(data)
-    start = off
-    b = data[off]
-    off += 1
-    typ = b & 0x3F
-    narg = (b >> 6) + 1
-    if typ == EV_NONE or typ >= EV_COUNT or DESCS[typ].min_version > minor:
-        raise TraceFormatError(start, f"unknown event type {typ}")
-    try:
-        if typ == EV_STRING:
-            sid, off = uvarint(data, off, end)
-            if strings is None:
-                ln, off = uvarint(data, off, end)
-                if ln > end - off:
-                    raise TraceFormatError(start, "failed to read trace: EOF")
-                return RawEvent(EV_STRING, [], None, start, off + ln)
-            if sid == 0:
-                raise TraceFormatError(start, "string has invalid id 0")
-            if sid in strings:
-                raise TraceFormatError(start, f"string has duplicate id {sid}")
-            ln, off = uvarint(data, off, end)
-            if ln == 0:
-                raise TraceFormatError(start, "string has invalid length 0")
-            if ln > MAX_STRING:
-                raise TraceFormatError(start, f"string has too large length {ln}")
-            if ln > end - off:
-                raise TraceFormatError(start, "failed to read trace: unexpected EOF")
-            strings[sid] = as_text(data[off : off + ln])
-            return RawEvent(EV_STRING, [], None, start, off + ln)
-        if typ == EV_BATCH:
-            if narg != 2:
-                raise TraceFormatError(
-                    start, f"EvBatch has wrong number of arguments: got {narg}, want 2"
-                )
-            pid, off = uvarint(data, off, end)
-            if pid != MASK64 and pid > 0x7FFFFFFF:
-                raise TraceFormatError(
-                    start, f"processor ID {pid} is larger than maximum of {MASK64}"
-                )
-            ticks, off = uvarint(data, off, end)
-            return RawEvent(EV_BATCH, [pid, ticks], None, start, off)
-    except Malformed:
-        raise TraceFormatError(start, MALFORMED_VARINT) from None
-    args: list[int] = []
-    if narg <= 3:
-        try:
-            for _ in range(narg):
-                if off < end and data[off] < 0x80:
-                    args.append(data[off])
-                    off += 1
-                else:
-                    v, off = uvarint(data, off, end)
-                    args.append(v)
-        except Malformed:
-            raise TraceFormatError(
-                start, f"failed to read event {typ} argument: {MALFORMED_VARINT}"
-            ) from None
-        # The indexing pass drops inline arguments, even a CPU sample's.
-        return RawEvent(typ, [] if skip else args, None, start, off)
-    try:
-        size, off = uvarint(data, off, end)
-    except Malformed:
-        raise TraceFormatError(
-            start, f"failed to read event {typ} argument: {MALFORMED_VARINT}"
-        ) from None
-    if size > MAX_ARG_BLOCK:
-        raise TraceFormatError(
-            start,
-            f"failed to read event {typ} argument: length-prefixed argument too big: "
-            f"{size} bytes, limit is {MAX_ARG_BLOCK}",
-        )
-    if not skip or typ == EV_CPU_SAMPLE:
-        # Go refuses even an empty block that starts at the very end.
-        if off >= end or size > end - off:
-            raise TraceFormatError(start, "failed to read trace: unexpected EOF")
-        try:
-            args = varints(data, off, off + size)
-        except Malformed:
-            raise TraceFormatError(start, MALFORMED_VARINT) from None
-    elif size > end - off:
-        raise TraceFormatError(start, "failed to read trace: EOF")
-    off += size
-    text: str | None = None
-    if typ == EV_USER_LOG:
-        # A UserLog's message follows its arguments as a length-prefixed string.
-        try:
-            ln, off = uvarint(data, off, end)
-        except Malformed:
-            raise TraceFormatError(start, MALFORMED_VARINT) from None
-        if skip:
-            if ln > end - off:
-                # The indexing pass treats this like the end of the data.
-                raise EndOfData
-            off += ln
-        elif ln:
-            if ln > MAX_STRING:
-                raise TraceFormatError(start, f"string is too large (len={ln})")
-            if ln > end - off:
-                raise TraceFormatError(start, "failed to read trace: unexpected EOF")
-            text = as_text(data[off : off + ln])
-            off += ln
-        else:
-            text = ""
-    return RawEvent(typ, args, text, start, off)
-
-
-class EndOfData(Exception):
-    """Internal: the indexing pass stops here as if the data ended."""
