@@ -5,8 +5,8 @@ BIN    := $(VENV)/bin
 export GMPSCOPE_CACHE ?= $(HOME)/.cache/gmpscope
 
 # The bundled sample trace that `make run` shows (a real trace of a workload
-# in collectors/workloads, written by Go 1.27).
-SAMPLE ?= tests/data/traces/go1.26-httpnet.trace
+# written by Go 1.27: worker goroutines, channels, tasks and regions).
+SAMPLE ?= tests/data/traces/go1.26-workers.trace
 
 .PHONY: setup run test test-setup lint typecheck unit bench clean
 
