@@ -259,7 +259,9 @@ class Converter:
         if typ == w.EV_GO_END:
             return _go(ts, m, p, g, 0, g, "Running", "NotExist")
         if typ == w.EV_PROC_START:
-            m = self._proc_m[p] = _gid(ev[A0])
+            self._proc_m[p] = _gid(ev[A0])
+            if p != -1:  # the general rule: no thread for events without a P
+                m = self._proc_m[p]
             if p in self._seen_procs:
                 return _proc(ts, m, p, g, "Idle", "Running")
             self._seen_procs.add(p)
