@@ -130,7 +130,7 @@ def build_workloads(go_version: str) -> Path:
     out = base / f"{_version_dir(go_version)}-{key}"
     if all((out / w).is_file() for w in WORKLOADS):
         return out
-    with _locked(base / f"{out.name}.lock"):
+    with _locked(base / f".{_version_dir(go_version)}.lock"):
         if all((out / w).is_file() for w in WORKLOADS):
             return out
         tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{out.name}-"))
@@ -157,7 +157,19 @@ def build_workloads(go_version: str) -> Path:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+        _prune(base, f"{_version_dir(go_version)}-*", keep=out)
     return out
+
+
+def _prune(directory: Path, pattern: str, keep: Path) -> None:
+    """Remove entries for older source states so the cache stays bounded."""
+    for old in directory.glob(pattern):
+        if old == keep or old.name.endswith(".lock"):
+            continue
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
 
 
 def _run_once(binary: Path, workload: str, dest: Path) -> str | None:
@@ -202,7 +214,7 @@ def workload_trace(go_version: str, workload: str) -> Path:
     dest = dest_dir / f"{workload}-{key}.trace"
     if dest.is_file():
         return dest
-    with _locked(dest_dir / f".{workload}-{key}.lock"):
+    with _locked(dest_dir / f".{workload}.lock"):
         if dest.is_file():
             return dest
         binary = build_workloads(go_version) / workload
@@ -213,6 +225,7 @@ def workload_trace(go_version: str, workload: str) -> Path:
                 why = _run_once(binary, workload, tmp)
                 if why is None:
                     os.replace(tmp, dest)
+                    _prune(dest_dir, f"{workload}-*.trace", keep=dest)
                     return dest
                 problems.append(why)
             finally:
