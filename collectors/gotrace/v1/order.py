@@ -130,38 +130,6 @@ class _Proc:
 _Item = tuple[int, Ev, "_Proc"]
 
 
-def _push(h: list[_Item], item: _Item) -> None:
-    """Binary-heap push comparing timestamps only (ties keep heap order)."""
-    h.append(item)
-    j = len(h) - 1
-    ts = item[0]
-    while j > 0:
-        i = (j - 1) // 2
-        if not ts < h[i][0]:
-            break
-        h[i], h[j] = h[j], h[i]
-        j = i
-
-
-def _pop(h: list[_Item]) -> _Item:
-    """Binary-heap pop: swap root and last, sift the new root down, take last."""
-    n = len(h) - 1
-    h[0], h[n] = h[n], h[0]
-    i = 0
-    while True:
-        j = 2 * i + 1
-        if j >= n:
-            break
-        j2 = j + 1
-        if j2 < n and h[j2][0] < h[j][0]:
-            j = j2
-        if not h[j][0] < h[i][0]:
-            break
-        h[i], h[j] = h[j], h[i]
-        i = j
-    return h.pop()
-
-
 def merge(parser: Parser) -> list[Ev]:
     """Interleave all batches (loading them lazily) into one ordered list."""
     samples = sorted(parser.cpu_samples, key=lambda e: e[TS])
@@ -201,12 +169,41 @@ def merge(parser: Parser) -> list[Ev]:
             proc.pos += 1
             available[i] = available[-1]
             available.pop()
-            _push(frontier, (ev[TS], ev, proc))
+            # Binary-heap push comparing timestamps only (ties keep heap order).
+            ts = ev[TS]
+            item = (ts, ev, proc)
+            frontier.append(item)
+            j = len(frontier) - 1
+            while j > 0:
+                k = (j - 1) >> 1
+                if not ts < frontier[k][0]:
+                    break
+                frontier[j] = frontier[k]
+                j = k
+            frontier[j] = item
         if not frontier:
             if any(not p.done for p in procs):
                 raise TraceFormatError(-1, "no consistent ordering of events possible")
             break
-        _, ev, proc = _pop(frontier)
+        # Binary-heap pop: swap root and last, sift the new root down over the
+        # others, take the last: the same moves as Go's container/heap.
+        h = frontier
+        n = len(h) - 1
+        top = h[0]
+        h[0] = h[n]
+        h[n] = top
+        i = 0
+        while True:
+            j = 2 * i + 1
+            if j >= n:
+                break
+            if j + 1 < n and h[j + 1][0] < h[j][0]:
+                j += 1
+            if not h[j][0] < h[i][0]:
+                break
+            h[i], h[j] = h[j], h[i]
+            i = j
+        _, ev, proc = h.pop()
         typ = ev[TYP]
         if typ in ordered:
             g, need_seq, need_st, next_seq, next_st = _transition(ev)
