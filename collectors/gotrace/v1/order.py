@@ -137,7 +137,7 @@ def merge(parser: Parser) -> list[Ev]:
     procs.append(_Proc(PROFILE_P, samples))
     available = list(procs)
     gs: dict[int, tuple[int, int]] = {}
-    frontier: list[tuple[int, Ev, _Proc]] = []
+    frontier: list[_Item] = []
     out: list[Ev] = []
     append = out.append
     ordered = _ORDERED_TYPES
