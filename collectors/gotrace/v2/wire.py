@@ -109,7 +109,9 @@ def read_batch(buf: bytes | memoryview, pos: int) -> tuple[Batch, int, int]:
         if npos < 0:
             if npos == -2:
                 raise WireError(pos, f"error reading batch {what}: varint overflows a 64-bit integer")
-            raise WireError(pos, f"error reading batch {what}: unexpected EOF")
+            # Go's wording: plain "EOF" when not a single byte of the field is there.
+            eof = "EOF" if pos >= end else "unexpected EOF"
+            raise WireError(pos, f"error reading batch {what}: {eof}")
         fields.append(v)
         pos = npos
     gen, m, ts, size = fields
