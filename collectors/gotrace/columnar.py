@@ -1,0 +1,179 @@
+"""Fast path for Go 1.22+ traces: the C decoder (``_v2fast``) produces column
+chunks that go straight into Parquet row groups, with no per-event Python
+objects.
+
+The output is the same, row for row and value for value (and row group for
+row group), as :func:`collectors.gotrace.parquet_out.write_parquet` fed by
+the pure-Python decoder; the C code mirrors ``collectors/gotrace/v2`` step by
+step. Used by ``gmpscope decode`` when the extension is built and
+``GMPSCOPE_PURE`` is not ``1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from collectors.gotrace.errors import TraceFormatError
+from collectors.gotrace.model import KINDS
+from collectors.gotrace.parquet_out import (
+    EVENTS_SCHEMA,
+    SCHEMA_VERSION,
+    STACKS_SCHEMA,
+    TRANSITION_STACKS_SCHEMA,
+    TRANSITIONS_SCHEMA,
+    _source_facts,
+)
+from collectors.gotrace.reader import read_header
+
+try:
+    from collectors.gotrace import _v2fast
+except ImportError:  # not built: callers fall back to the pure-Python decoder
+    _v2fast = None  # type: ignore[assignment]
+
+#: Rows per row group, as parquet_out writes them.
+CHUNK_ROWS = 65536
+
+_Column = tuple[bytes, bytes | None, bytes | None]
+
+
+def available() -> bool:
+    """True when the C extension is importable and not disabled by GMPSCOPE_PURE=1."""
+    return _v2fast is not None and os.environ.get("GMPSCOPE_PURE", "") != "1"
+
+
+def _array(typ: pa.DataType, rows: int, col: _Column) -> pa.Array:
+    data, offsets, valid = col
+    vbuf = pa.py_buffer(valid) if valid is not None else None
+    if offsets is not None:
+        return pa.Array.from_buffers(typ, rows, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.Array.from_buffers(typ, rows, [vbuf, pa.py_buffer(data)])
+
+
+def _table(schema: pa.Schema, rows: int, cols: list[_Column]) -> pa.Table:
+    arrays = [_array(f.type, rows, c) for f, c in zip(schema, cols)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class ChunkDecoder:
+    """Iterates the C decoder's chunks as Arrow tables.
+
+    ``chunks()`` yields (name, table) with name ``transitions``, ``events``
+    or ``transition_stacks``; each table is one row group of that file.
+    ``result()`` and ``stacks_tables()`` are complete once it is exhausted.
+    """
+
+    SCHEMAS = (TRANSITIONS_SCHEMA, EVENTS_SCHEMA, TRANSITION_STACKS_SCHEMA)
+    NAMES = ("transitions", "events", "transition_stacks")
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        if _v2fast is None:
+            raise RuntimeError("the C decoder (collectors.gotrace._v2fast) is not built")
+        version, family = read_header(data)
+        if family != "v2":
+            raise ValueError(f"the fast decoder reads Go 1.22+ traces, not {version}")
+        self.version = version
+        self.size = len(data)
+        self._dec = _v2fast.Decoder(data, int(version.split(".")[1]))
+
+    def chunks(self) -> Any:
+        """Yield (file name, Arrow table) per row group, in decoding order."""
+        while True:
+            got = self._dec.next_chunk(CHUNK_ROWS)
+            if got is None:
+                return
+            for which, rows, cols in got:
+                yield self.NAMES[which], _table(self.SCHEMAS[which], rows, cols)
+
+    def result(self) -> dict[str, Any]:
+        """Facts known at the end: counts, loss, clock (raw form from C)."""
+        res: dict[str, Any] = self._dec.result()
+        return res
+
+    def stacks_tables(self) -> list[pa.Table]:
+        """stacks.parquet as the row groups parquet_out writes."""
+        rows, cols, bounds = self._dec.stacks()
+        sid, depth, fn, fno, fl, flo, line, pc = cols
+        arrays = [
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(sid)]),
+            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(depth)]),
+            pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(fno), pa.py_buffer(fn)]),
+            pa.Array.from_buffers(pa.string(), rows, [None, pa.py_buffer(flo), pa.py_buffer(fl)]),
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(line)]),
+            pa.Array.from_buffers(pa.uint64(), rows, [None, pa.py_buffer(pc)]),
+        ]
+        table = pa.Table.from_arrays(arrays, schema=STACKS_SCHEMA)
+        out = []
+        start = 0
+        for end in [*bounds, rows]:
+            if end > start:
+                out.append(table.slice(start, end - start))
+            start = end
+        return out
+
+
+def write_parquet_fast(
+    data: bytes | memoryview, out_dir: Path, source: Path | None = None
+) -> dict[str, Any]:
+    """Decode a Go 1.22+ trace with the C decoder and write the Parquet
+    directory; return meta.json's content (as parquet_out.write_parquet).
+
+    Raises TraceFormatError when not even the first generation is readable.
+    """
+    dec = ChunkDecoder(data)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    writers = {
+        name: pq.ParquetWriter(str(out_dir / f"{name}.parquet"), schema, compression="zstd")
+        for name, schema in zip(ChunkDecoder.NAMES, ChunkDecoder.SCHEMAS)
+    }
+    try:
+        for name, table in dec.chunks():
+            writers[name].write_table(table)
+    finally:
+        for w in writers.values():
+            w.close()
+    res = dec.result()
+    fail = res["fail"]
+    if fail is not None and res["completed"] == 0:
+        raise TraceFormatError(fail[0], fail[1])
+    with pq.ParquetWriter(str(out_dir / "stacks.parquet"), STACKS_SCHEMA,
+                          compression="zstd") as sw:
+        for t in dec.stacks_tables():
+            sw.write_table(t)
+    loss = {"bytes_lost": 0, "generations_lost": 0, "error": "", "offset": -1}
+    if fail is not None:
+        loss = {
+            "bytes_lost": max(0, dec.size - res["lost_from"]),
+            "generations_lost": res["generations_lost"],
+            "error": fail[1],
+            "offset": fail[0],
+        }
+    clock = res["clock"]
+    counts = {k: n for k, n in zip(KINDS, res["kinds"]) if n}
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "go_version": dec.version,
+        "family": "v2",
+        "ticks_per_sec": res["ticks_per_sec"],
+        "generations": res["completed"],
+        "first_ts": res["first_ts"],
+        "last_ts": res["last_ts"],
+        "wall_clock": (
+            {"trace_ns": clock[0], "mono_ns": clock[1], "wall_ns": clock[2]} if clock else None
+        ),
+        "events": res["events"],
+        "transitions": res["transitions"],
+        "event_counts": dict(sorted(counts.items())),
+        "stacks": res["stacks"],
+        "loss": loss,
+        "source": _source_facts(source) if source else None,
+    }
+    tmp = out_dir / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, out_dir / "meta.json")
+    return meta

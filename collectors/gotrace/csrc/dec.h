@@ -1,0 +1,281 @@
+/* Shared state of the fast new-family (Go 1.22+) decoder.
+ *
+ * The decoder mirrors collectors/gotrace/v2 (the pure-Python reference)
+ * step for step: same generation reading, same ordering state machine, same
+ * error offsets and messages. Instead of Event objects it appends rows to
+ * column buffers (see out.c) that Python turns into Arrow arrays. */
+#ifndef GMPSCOPE_DEC_H
+#define GMPSCOPE_DEC_H
+
+#include "util.h"
+
+#define NONE_ID ((int64_t)-1)
+#define NO_TASK UINT64_MAX
+#define MAX_BATCH_SIZE (64u << 10)
+#define MAX_STRING_SIZE (1u << 10)
+#define MAX_FRAMES 128u
+#define NUM_SPECS 137
+#define MSG_CAP 4096
+
+/* Wire event types. */
+enum {
+    EV_EVENT_BATCH = 1, EV_STACKS, EV_STACK, EV_STRINGS, EV_STRING, EV_CPU_SAMPLES,
+    EV_CPU_SAMPLE, EV_FREQUENCY, EV_PROCS_CHANGE, EV_PROC_START, EV_PROC_STOP,
+    EV_PROC_STEAL, EV_PROC_STATUS, EV_GO_CREATE, EV_GO_CREATE_SYSCALL, EV_GO_START,
+    EV_GO_DESTROY, EV_GO_DESTROY_SYSCALL, EV_GO_STOP, EV_GO_BLOCK, EV_GO_UNBLOCK,
+    EV_GO_SYSCALL_BEGIN, EV_GO_SYSCALL_END, EV_GO_SYSCALL_END_BLOCKED, EV_GO_STATUS,
+    EV_STW_BEGIN, EV_STW_END, EV_GC_ACTIVE, EV_GC_BEGIN, EV_GC_END, EV_GC_SWEEP_ACTIVE,
+    EV_GC_SWEEP_BEGIN, EV_GC_SWEEP_END, EV_GC_MARK_ASSIST_ACTIVE, EV_GC_MARK_ASSIST_BEGIN,
+    EV_GC_MARK_ASSIST_END, EV_HEAP_ALLOC, EV_HEAP_GOAL, EV_GO_LABEL, EV_USER_TASK_BEGIN,
+    EV_USER_TASK_END, EV_USER_REGION_BEGIN, EV_USER_REGION_END, EV_USER_LOG,
+    EV_GO_SWITCH, EV_GO_SWITCH_DESTROY, EV_GO_CREATE_BLOCKED, EV_GO_STATUS_STACK,
+    EV_EXPERIMENTAL_BATCH, EV_SYNC, EV_CLOCK_SNAPSHOT, EV_END_OF_GENERATION
+};
+
+/* Wire statuses and API states (same numbering as v2/specs.py). */
+enum { GS_BAD, GS_RUNNABLE, GS_RUNNING, GS_SYSCALL, GS_WAITING };
+enum { PS_BAD, PS_RUNNING, PS_IDLE, PS_SYSCALL, PS_SYSCALL_ABANDONED };
+enum { GO_UNDETERMINED, GO_NOT_EXIST, GO_RUNNABLE, GO_RUNNING, GO_WAITING, GO_SYSCALL };
+enum { PROC_UNDETERMINED, PROC_NOT_EXIST, PROC_RUNNING, PROC_IDLE };
+
+typedef struct {
+    const char *name;
+    const char *args[6]; /* argument names; timed events start with "dt" */
+    int8_t nargs;
+    uint8_t timed;
+    int8_t stacks[2]; /* arg positions (0 = dt) holding stack ids; first = event stack */
+    int8_t nstacks;
+    int8_t strings[2];
+    int8_t nstrings;
+    uint8_t start;
+    uint8_t experimental;
+} Spec;
+
+extern Spec SPECS[NUM_SPECS];
+extern int8_t TIMED_NARGS[256]; /* -1 out of range, -2 no timestamp */
+void specs_init(void);
+const char *event_name(int minor, int typ, char *tmp, size_t tmpcap);
+
+/* A failure: byte offset (-1 none) and message. */
+typedef struct {
+    int set;
+    int64_t off;
+    char msg[MSG_CAP];
+} Err;
+
+/* ------------------------------------------------------------ generations */
+
+typedef struct {
+    uint64_t off;  /* file offset of the payload */
+    uint64_t hdr;  /* file offset of the batch header */
+    uint32_t size; /* payload size */
+    uint32_t mi;   /* index of its thread in Gen.ms */
+    int64_t m;
+    uint64_t time;
+    uint8_t exp;
+    uint8_t eog;   /* an EndOfGeneration marker */
+} CBatch;
+
+typedef struct { uint64_t off; uint32_t len; } StrRef;
+typedef struct { uint64_t fn, fl, line; } PcInfo;
+typedef struct { uint64_t sid; uint32_t first, n; } StackRec;
+typedef struct { int64_t t; int64_t m, p, g; uint64_t stk; } Sample;
+
+typedef struct {
+    uint64_t gen;
+    int64_t start, end;
+    Buf batches; /* CBatch of event batches, grouped by thread after finishing */
+    Buf ms;      /* int64 thread ids in first-seen order */
+    Buf mstart;  /* uint32 first batch index of each thread (after grouping) */
+    U64Map mindex;
+    Buf samples; /* Sample */
+    uint64_t min_ts;
+    double freq;
+    int has_clock;
+    uint64_t snap_time, snap_mono, snap_sec, snap_nsec;
+    U64Map strings; /* id -> index into strs */
+    Buf strs;       /* StrRef */
+    U64Map stacks;  /* id -> index into stackrecs */
+    Buf stackrecs;  /* StackRec, in read order */
+    Buf stackpcs;   /* uint64 pcs */
+    U64Map pcs;     /* pc -> index into pcinfo */
+    Buf pcinfo;     /* PcInfo */
+    U64Map resolved; /* stack id -> global stack id */
+} Gen;
+
+/* A batch framed by read_batch. */
+typedef struct {
+    CBatch b;
+    uint64_t gen;
+} Framed;
+
+/* ------------------------------------------------------------ ordering */
+
+typedef struct { uint16_t typ; uint64_t desc; } RangeRec;
+typedef struct { uint64_t task; uint32_t name; } RegionRec; /* name: global string id */
+
+typedef struct {
+    int64_t id;
+    uint8_t status;
+    uint64_t sgen, seq;
+    Buf regions; /* RegionRec */
+    Buf ranges;  /* RangeRec */
+} RState; /* a goroutine or a proc */
+
+typedef struct { int64_t id, g, p; } MRec;
+
+typedef struct {
+    uint16_t typ;
+    int64_t time;
+    uint64_t a[4];
+    int64_t m, p, g;
+} QEv;
+
+typedef struct {
+    uint64_t parent;
+    uint32_t name;
+} TaskRec;
+
+/* Cursor over one thread's batches. */
+typedef struct {
+    uint32_t mi;
+    uint32_t bi, bend; /* batch index range in Gen.batches */
+    uint32_t off;      /* offset inside the current batch payload */
+    int64_t last;
+    uint16_t typ;
+    int64_t time;
+    uint64_t a[4];
+} Cursor;
+
+/* ------------------------------------------------------------ output */
+
+enum { COL_I64, COL_STR };
+
+typedef struct {
+    uint8_t type;
+    uint8_t nullable;
+    Buf data;    /* int64 values, or string bytes */
+    Buf offsets; /* int32 string offsets (n + 1 entries) */
+    Buf valid;   /* one byte per row, packed at flush */
+} Col;
+
+#define T_COLS 10
+#define E_COLS 21
+#define S_COLS 2
+
+typedef struct {
+    int ncols;
+    Col cols[E_COLS];
+    int64_t rows;
+} Table;
+
+/* Kinds as in model.KINDS. */
+enum { K_SYNC, K_METRIC, K_LABEL, K_STACK_SAMPLE, K_RANGE_BEGIN, K_RANGE_ACTIVE,
+       K_RANGE_END, K_TASK_BEGIN, K_TASK_END, K_REGION_BEGIN, K_REGION_END, K_LOG,
+       K_STATE_TRANSITION, K_EXPERIMENTAL, NKINDS };
+
+/* ------------------------------------------------------------ decoder */
+
+typedef struct Dec {
+    const uint8_t *data;
+    size_t len;
+    int minor; /* 22, 23, 25, 26 */
+    int nomem;
+
+    /* reading */
+    size_t pos;
+    Gen gen;
+    int have_gen;
+    int done;
+    Err read_err;   /* 1.26+: deferred reading error */
+    Err spill_err;  /* <1.26: deferred reading error */
+    int spill_err_sync;
+    int have_spill;
+    Framed spill;
+    uint64_t completed;
+    int64_t lost_from;
+    Err fail;       /* the failure that stopped decoding */
+    int finished;
+
+    /* merging */
+    Buf frontier;   /* Cursor */
+    uint32_t si;    /* next sample */
+    Buf samples;    /* Sample, sorted by time */
+    int64_t last_ts;
+    int64_t syncs;
+    double ticks;
+
+    /* ordering */
+    U64Map gs;      /* goroutine id -> index into rstates */
+    U64Map ps;      /* proc id -> index into rstates */
+    Buf rstates;    /* RState */
+    Buf rfree;      /* uint32 free rstate indexes */
+    U64Map mmap;    /* thread id -> index into mlist */
+    Buf mlist;      /* MRec, insertion order */
+    U64Map tasks;   /* task id -> index into taskrecs */
+    Buf taskrecs;   /* TaskRec */
+    Buf taskfree;   /* uint32 */
+    uint64_t gc_seq;
+    int gc_state;
+    uint64_t initial_gen;
+    Buf queue;      /* QEv ring */
+    size_t qhead, qlen, qcap;
+
+    /* interning */
+    Buf gstr;       /* global string bytes */
+    Buf gstroff;    /* uint64 offset per id, plus one */
+    uint32_t *gstr_tab;
+    size_t gstr_cap, gstr_len;
+    Buf frames;     /* Frame records of all stacks */
+    Buf stackoff;   /* uint32 first frame of each global stack (id-1), plus total */
+    uint32_t *stk_tab;
+    size_t stk_cap, stk_len;
+    Buf tmpframes;
+
+    /* output */
+    Table tt, et, st;
+    int64_t seq, ntrans;
+    int64_t kinds[NKINDS];
+    int64_t first_ts, last_out_ts;
+    int have_first;
+    int have_clock;
+    int64_t clock[3];
+} Dec;
+
+typedef struct { uint64_t pc; uint32_t fn, fl; uint64_t line; } Frame;
+
+/* wire.c */
+int read_batch(Dec *d, size_t pos, Framed *out, size_t *npos, Err *err);
+int read_generation_spill(Dec *d, Err *err);
+int read_generation_marked(Dec *d, int *eof, Err *err);
+void gen_reset(Gen *g);
+void gen_free(Gen *g);
+int64_t count_generations(Dec *d, size_t pos);
+int64_t ns_of(uint64_t t, double freq);
+
+/* order.c */
+int order_advance(Dec *d, Cursor *c, int *ok, Err *err);
+int queue_push(Dec *d, const QEv *q);
+void order_free(Dec *d);
+
+/* out.c */
+void tables_init(Dec *d);
+void tables_free(Dec *d);
+int emit_queued(Dec *d, const QEv *q, Err *err);
+int emit_sync(Dec *d, int with_clock, int64_t t);
+int emit_sample(Dec *d, const Sample *s, Err *err);
+int64_t intern_string(Dec *d, const uint8_t *p, size_t n);
+int resolve_stack(Dec *d, uint64_t sid, uint64_t *gid, int *missing);
+void intern_free(Dec *d);
+
+/* merge.c */
+int run_until(Dec *d, int64_t limit);
+
+/* Formatting helper: errors carry printf-style messages. */
+void set_err(Err *e, int64_t off, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#endif

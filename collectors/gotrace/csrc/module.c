@@ -1,0 +1,340 @@
+/* Python binding: collectors.gotrace._v2fast.Decoder.
+ *
+ *   dec = Decoder(data, minor)      # data: bytes-like holding the whole trace
+ *   dec.next_chunk(limit)           # [(table, rows, columns), ...] or None at the end
+ *   dec.result()                    # dict of facts known at the end (loss, counts, ...)
+ *   dec.stacks()                    # (rows, columns, row-group boundaries) of stacks.parquet
+ *
+ * Tables: 0 transitions, 1 events, 2 transition_stacks. A column is
+ * (data, offsets or None, validity bitmap or None) as bytes, laid out as
+ * Arrow buffers (int64 values, int32 string offsets, LSB-first bitmaps). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dec.h"
+
+#define CHUNK 65536
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    int have_view;
+    Dec *d;
+} DecoderObject;
+
+static void dec_free_all(Dec *d)
+{
+    gen_free(&d->gen);
+    buf_free(&d->frontier);
+    buf_free(&d->samples);
+    order_free(d);
+    intern_free(d);
+    tables_free(d);
+    free(d);
+}
+
+static void Decoder_dealloc(DecoderObject *self)
+{
+    if (self->d)
+        dec_free_all(self->d);
+    if (self->have_view)
+        PyBuffer_Release(&self->view);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Decoder_init(DecoderObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"data", "minor", NULL};
+    PyObject *data;
+    int minor;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi", kwlist, &data, &minor))
+        return -1;
+    if (minor != 22 && minor != 23 && minor != 25 && minor != 26) {
+        PyErr_Format(PyExc_ValueError, "unsupported new-family version 1.%d", minor);
+        return -1;
+    }
+    if (self->d || self->have_view) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder already initialised");
+        return -1;
+    }
+    if (PyObject_GetBuffer(data, &self->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    self->have_view = 1;
+    specs_init();
+    Dec *d = (Dec *)calloc(1, sizeof(Dec));
+    if (!d) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->d = d;
+    d->data = (const uint8_t *)self->view.buf;
+    d->len = (size_t)self->view.len;
+    d->minor = minor;
+    d->pos = 16;
+    d->lost_from = 16;
+    tables_init(d);
+    if (d->nomem) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *bytes_of(const Buf *b, size_t n) { return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)n); }
+
+/* Hand a table's rows to Python and reset it. */
+static PyObject *take_table(Table *t, int which)
+{
+    int64_t rows = t->rows;
+    PyObject *cols = PyList_New(t->ncols);
+    if (!cols)
+        return NULL;
+    for (int i = 0; i < t->ncols; i++) {
+        Col *c = &t->cols[i];
+        PyObject *data, *offs, *valid;
+        if (c->type == COL_I64) {
+            data = bytes_of(&c->data, (size_t)rows * 8);
+            offs = Py_None;
+            Py_INCREF(offs);
+        } else {
+            data = bytes_of(&c->data, c->data.n);
+            offs = bytes_of(&c->offsets, (size_t)(rows + 1) * 4);
+        }
+        if (c->nullable) {
+            valid = bytes_of(&c->valid, (size_t)(rows + 7) / 8);
+        } else {
+            valid = Py_None;
+            Py_INCREF(valid);
+        }
+        PyObject *tup = (data && offs && valid) ? PyTuple_Pack(3, data, offs, valid) : NULL;
+        Py_XDECREF(data);
+        Py_XDECREF(offs);
+        Py_XDECREF(valid);
+        if (!tup) {
+            Py_DECREF(cols);
+            return NULL;
+        }
+        PyList_SET_ITEM(cols, i, tup);
+        /* Reset the column for the next chunk. */
+        c->data.n = 0;
+        if (c->type == COL_STR)
+            c->offsets.n = 4;
+        if (c->nullable)
+            memset(c->valid.p, 0, CHUNK / 8);
+    }
+    t->rows = 0;
+    PyObject *res = Py_BuildValue("(iLN)", which, (long long)rows, cols);
+    return res;
+}
+
+static PyObject *Decoder_next_chunk(DecoderObject *self, PyObject *args)
+{
+    long long limit = CHUNK;
+    if (!PyArg_ParseTuple(args, "|L", &limit))
+        return NULL;
+    if (limit < 1 || limit > CHUNK)
+        limit = CHUNK;
+    Dec *d = self->d;
+    if (!d) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = run_until(d, limit);
+    Py_END_ALLOW_THREADS
+    if (r < 0 || d->nomem)
+        return PyErr_NoMemory();
+    Table *ts[3] = {&d->tt, &d->et, &d->st};
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    for (int k = 0; k < 3; k++) {
+        /* Full tables now; every non-empty one at the end. */
+        if (ts[k]->rows >= limit || (d->finished && ts[k]->rows > 0)) {
+            PyObject *t = take_table(ts[k], k);
+            if (!t || PyList_Append(out, t) < 0) {
+                Py_XDECREF(t);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(t);
+        }
+    }
+    if (PyList_GET_SIZE(out) == 0 && d->finished) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+static PyObject *str_from(const char *s, Py_ssize_t n)
+{
+    return PyUnicode_DecodeUTF8(s, n, "surrogateescape");
+}
+
+static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
+{
+    Dec *d = self->d;
+    if (!d) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    PyObject *kinds = PyList_New(NKINDS);
+    if (!kinds)
+        return NULL;
+    for (int i = 0; i < NKINDS; i++)
+        PyList_SET_ITEM(kinds, i, PyLong_FromLongLong(d->kinds[i]));
+    PyObject *fail;
+    long long gens_lost = 0;
+    if (d->fail.set) {
+        fail = Py_BuildValue("(LN)", (long long)d->fail.off,
+                             str_from(d->fail.msg, (Py_ssize_t)strlen(d->fail.msg)));
+        gens_lost = count_generations(d, (size_t)d->lost_from);
+    } else {
+        fail = Py_None;
+        Py_INCREF(fail);
+    }
+    PyObject *clock;
+    if (d->have_clock)
+        clock = Py_BuildValue("(LLL)", (long long)d->clock[0], (long long)d->clock[1],
+                              (long long)d->clock[2]);
+    else {
+        clock = Py_None;
+        Py_INCREF(clock);
+    }
+    PyObject *ticks = PyLong_FromDouble(d->ticks);
+    return Py_BuildValue(
+        "{s:N,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:L,s:N,s:O,s:L}", "fail", fail, "completed",
+        (long long)d->completed, "lost_from", (long long)d->lost_from, "events", (long long)d->seq,
+        "transitions", (long long)d->ntrans, "first_ts", (long long)(d->have_first ? d->first_ts : 0),
+        "last_ts", (long long)d->last_out_ts, "kinds", kinds, "clock", clock, "stacks",
+        (long long)(d->stackoff.n ? VEC_LEN(&d->stackoff, uint32_t) - 1 : 0), "ticks_per_sec", ticks,
+        "finished", d->finished ? Py_True : Py_False, "generations_lost", gens_lost);
+}
+
+/* stacks.parquet columns: stack_id, depth (int32), function, file, line, pc. */
+static PyObject *Decoder_stacks(DecoderObject *self, PyObject *unused)
+{
+    Dec *d = self->d;
+    if (!d) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    size_t nstk = d->stackoff.n ? VEC_LEN(&d->stackoff, uint32_t) - 1 : 0;
+    size_t nf = VEC_LEN(&d->frames, Frame);
+    const uint32_t *so = (const uint32_t *)d->stackoff.p;
+    const Frame *fr = (const Frame *)d->frames.p;
+    Buf sid = {0}, depth = {0}, line = {0}, pc = {0}, fn = {0}, fl = {0}, fno = {0}, flo = {0}, bounds = {0};
+    PyObject *res = NULL;
+    int32_t zero = 0;
+    if (buf_grow(&sid, nf * 8 + 8) || buf_grow(&depth, nf * 4 + 4) || buf_grow(&line, nf * 8 + 8) ||
+        buf_grow(&pc, nf * 8 + 8) || buf_grow(&fno, nf * 4 + 8) || buf_grow(&flo, nf * 4 + 8) ||
+        buf_put(&fno, &zero, 4) || buf_put(&flo, &zero, 4))
+        goto nomem;
+    int64_t rows_in_group = 0;
+    for (size_t s = 0; s < nstk; s++) {
+        for (uint32_t k = so[s]; k < so[s + 1]; k++) {
+            int64_t id = (int64_t)(s + 1);
+            int32_t dep = (int32_t)(k - so[s]);
+            const Frame *f = &fr[k];
+            uint64_t *o1 = &VEC_AT(&d->gstroff, uint64_t, f->fn);
+            uint64_t *o2 = &VEC_AT(&d->gstroff, uint64_t, f->fl);
+            if (buf_put(&sid, &id, 8) || buf_put(&depth, &dep, 4) || buf_put(&line, &f->line, 8) ||
+                buf_put(&pc, &f->pc, 8) || buf_put(&fn, d->gstr.p + o1[0], (size_t)(o1[1] - o1[0])) ||
+                buf_put(&fl, d->gstr.p + o2[0], (size_t)(o2[1] - o2[0])))
+                goto nomem;
+            if (fn.n > INT32_MAX || fl.n > INT32_MAX)
+                goto nomem;
+            int32_t e1 = (int32_t)fn.n, e2 = (int32_t)fl.n;
+            if (buf_put(&fno, &e1, 4) || buf_put(&flo, &e2, 4))
+                goto nomem;
+            rows_in_group++;
+        }
+        /* parquet_out flushes a row group after a stack once it holds CHUNK rows. */
+        if (rows_in_group >= CHUNK) {
+            int64_t end = (int64_t)VEC_LEN(&sid, int64_t);
+            if (buf_put(&bounds, &end, 8))
+                goto nomem;
+            rows_in_group = 0;
+        }
+    }
+    {
+        Py_ssize_t rows = (Py_ssize_t)VEC_LEN(&sid, int64_t);
+        PyObject *bl = PyList_New(0);
+        if (!bl)
+            goto done;
+        for (size_t i = 0; i < VEC_LEN(&bounds, int64_t); i++) {
+            PyObject *x = PyLong_FromLongLong(VEC_AT(&bounds, int64_t, i));
+            if (!x || PyList_Append(bl, x) < 0) {
+                Py_XDECREF(x);
+                Py_DECREF(bl);
+                goto done;
+            }
+            Py_DECREF(x);
+        }
+        res = Py_BuildValue("(n(y#y#y#y#y#y#y#y#)N)", rows, sid.p ? (char *)sid.p : "", (Py_ssize_t)sid.n,
+                            depth.p ? (char *)depth.p : "", (Py_ssize_t)depth.n,
+                            fn.p ? (char *)fn.p : "", (Py_ssize_t)fn.n, fno.p, (Py_ssize_t)fno.n,
+                            fl.p ? (char *)fl.p : "", (Py_ssize_t)fl.n, flo.p, (Py_ssize_t)flo.n,
+                            line.p ? (char *)line.p : "", (Py_ssize_t)line.n,
+                            pc.p ? (char *)pc.p : "", (Py_ssize_t)pc.n, bl);
+    }
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    buf_free(&sid);
+    buf_free(&depth);
+    buf_free(&line);
+    buf_free(&pc);
+    buf_free(&fn);
+    buf_free(&fl);
+    buf_free(&fno);
+    buf_free(&flo);
+    buf_free(&bounds);
+    return res;
+}
+
+static PyMethodDef Decoder_methods[] = {
+    {"next_chunk", (PyCFunction)Decoder_next_chunk, METH_VARARGS,
+     "Decode until a table holds `limit` rows; return the full tables, or all at the end; None when done."},
+    {"result", (PyCFunction)Decoder_result, METH_NOARGS, "Facts known at the end of decoding."},
+    {"stacks", (PyCFunction)Decoder_stacks, METH_NOARGS, "Columns of stacks.parquet."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collectors.gotrace._v2fast.Decoder",
+    .tp_basicsize = sizeof(DecoderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Fast decoder of Go 1.22+ execution traces into column chunks.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Decoder_init,
+    .tp_dealloc = (destructor)Decoder_dealloc,
+    .tp_methods = Decoder_methods,
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_v2fast", "Fast decoder of Go 1.22+ execution traces (C).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__v2fast(void)
+{
+    if (PyType_Ready(&DecoderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&DecoderType);
+    if (PyModule_AddObject(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+        Py_DECREF(&DecoderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "CHUNK_ROWS", CHUNK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

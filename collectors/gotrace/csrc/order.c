@@ -1,0 +1,942 @@
+/* The ordering state machine (mirrors v2/order.py and v2/order_misc.py):
+ * decides whether the event at the head of a thread's cursor may be emitted
+ * now, validates it against the emulated scheduler state and queues the
+ * resulting events. */
+#include <stdio.h>
+
+#include "dec.h"
+
+enum { MUST_NOT, MAY, MUST };
+enum { GC_UNDETERMINED, GC_NOT_RUNNING, GC_RUNNING };
+
+static const char *GO_STATUS_NAMES[5] = {"Bad", "Runnable", "Running", "Syscall", "Waiting"};
+static const char *PROC_STATUS_NAMES[5] = {"Bad", "Running", "Idle", "Syscall", "SyscallAbandoned"};
+static const uint8_t GO_STATUS_TO_STATE[5] = {GO_UNDETERMINED, GO_RUNNABLE, GO_RUNNING, GO_SYSCALL,
+                                              GO_WAITING};
+static const uint8_t PROC_STATUS_TO_STATE[5] = {PROC_UNDETERMINED, PROC_RUNNING, PROC_IDLE,
+                                                PROC_RUNNING, PROC_IDLE};
+
+#define LL(x) ((long long)(x))
+#define ULL(x) ((unsigned long long)(x))
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        set_err(err, -1, __VA_ARGS__);                                                             \
+        return -1;                                                                                 \
+    } while (0)
+#define NOMEM()                                                                                    \
+    do {                                                                                           \
+        d->nomem = 1;                                                                              \
+        set_err(err, -1, "out of memory");                                                         \
+        return -1;                                                                                 \
+    } while (0)
+
+/* ------------------------------------------------------------ state tables */
+
+static RState *rstate(Dec *d, uint64_t idx) { return &VEC_AT(&d->rstates, RState, idx); }
+
+static RState *find(Dec *d, U64Map *m, int64_t id)
+{
+    uint64_t *v = map_get(m, (uint64_t)id);
+    return v ? rstate(d, *v) : NULL;
+}
+
+static RState *create(Dec *d, U64Map *m, int64_t id, uint8_t status, uint64_t sgen)
+{
+    uint64_t idx;
+    if (d->rfree.n) {
+        d->rfree.n -= sizeof(uint32_t);
+        idx = *(uint32_t *)(d->rfree.p + d->rfree.n);
+    } else {
+        RState z;
+        memset(&z, 0, sizeof z);
+        idx = VEC_LEN(&d->rstates, RState);
+        if (idx >= UINT32_MAX || buf_put(&d->rstates, &z, sizeof z))
+            return NULL;
+    }
+    if (map_put(m, (uint64_t)id, idx))
+        return NULL;
+    RState *st = rstate(d, idx);
+    st->id = id;
+    st->status = status;
+    st->sgen = sgen;
+    st->seq = 0;
+    st->regions.n = 0;
+    st->ranges.n = 0;
+    return st;
+}
+
+static int destroy(Dec *d, U64Map *m, int64_t id)
+{
+    uint64_t *v = map_get(m, (uint64_t)id);
+    if (!v)
+        return 0;
+    uint32_t idx = (uint32_t)*v;
+    map_del(m, (uint64_t)id);
+    return buf_put(&d->rfree, &idx, sizeof idx);
+}
+
+static MRec *mfind(Dec *d, int64_t id)
+{
+    uint64_t *v = map_get(&d->mmap, (uint64_t)id);
+    return v ? &VEC_AT(&d->mlist, MRec, *v) : NULL;
+}
+
+static int64_t madd(Dec *d, int64_t id, int64_t g, int64_t p)
+{
+    MRec r = {id, g, p};
+    uint64_t idx = VEC_LEN(&d->mlist, MRec);
+    if (map_put(&d->mmap, (uint64_t)id, idx) || buf_put(&d->mlist, &r, sizeof r))
+        return -1;
+    return (int64_t)idx;
+}
+
+/* ------------------------------------------------------------ queue */
+
+int queue_push(Dec *d, const QEv *q)
+{
+    if (d->qlen == d->qcap) {
+        size_t ncap = d->qcap ? d->qcap * 2 : 64;
+        QEv *nq = (QEv *)malloc(ncap * sizeof(QEv));
+        if (!nq)
+            return -1;
+        QEv *old = (QEv *)d->queue.p;
+        for (size_t i = 0; i < d->qlen; i++)
+            nq[i] = old[(d->qhead + i) % d->qcap];
+        free(d->queue.p);
+        d->queue.p = (uint8_t *)nq;
+        d->queue.cap = ncap * sizeof(QEv);
+        d->qcap = ncap;
+        d->qhead = 0;
+    }
+    ((QEv *)d->queue.p)[(d->qhead + d->qlen) % d->qcap] = *q;
+    d->qlen++;
+    return 0;
+}
+
+static int push(Dec *d, const Cursor *c, int64_t m, int64_t p, int64_t g)
+{
+    QEv q;
+    q.typ = c->typ;
+    q.time = c->time;
+    memcpy(q.a, c->a, sizeof q.a);
+    q.m = m;
+    q.p = p;
+    q.g = g;
+    return queue_push(d, &q);
+}
+
+static int push_raw(Dec *d, uint16_t typ, int64_t t, uint64_t a0, uint64_t a1, uint64_t a2,
+                    uint64_t a3, int64_t m, int64_t p, int64_t g)
+{
+    QEv q = {typ, t, {a0, a1, a2, a3}, m, p, g};
+    return queue_push(d, &q);
+}
+
+void order_free(Dec *d)
+{
+    size_t n = VEC_LEN(&d->rstates, RState);
+    for (size_t i = 0; i < n; i++) {
+        buf_free(&rstate(d, i)->regions);
+        buf_free(&rstate(d, i)->ranges);
+    }
+    buf_free(&d->rstates);
+    buf_free(&d->rfree);
+    map_free(&d->gs);
+    map_free(&d->ps);
+    map_free(&d->mmap);
+    buf_free(&d->mlist);
+    map_free(&d->tasks);
+    buf_free(&d->taskrecs);
+    buf_free(&d->taskfree);
+    buf_free(&d->queue);
+    d->qcap = d->qlen = d->qhead = 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+static int check_ctx(int64_t p, int64_t g, int64_t m, int rm, int rp, int rg, Err *err)
+{
+    if (rm == MUST && m == NONE_ID)
+        FAIL("expected a thread but didn't have one");
+    if (rm == MUST_NOT && m != NONE_ID)
+        FAIL("expected no thread but had one");
+    if (rp == MUST && p == NONE_ID)
+        FAIL("expected a proc but didn't have one");
+    if (rp == MUST_NOT && p != NONE_ID)
+        FAIL("expected no proc but had one");
+    if (rg == MUST && g == NONE_ID)
+        FAIL("expected a goroutine but didn't have one");
+    if (rg == MUST_NOT && g != NONE_ID)
+        FAIL("expected no goroutine but had one");
+    return 0;
+}
+
+static int check_user(int64_t m, int64_t p, int64_t g, Err *err)
+{
+    if (m == NONE_ID || p == NONE_ID || g == NONE_ID)
+        return check_ctx(p, g, m, MUST, MUST, MUST, err);
+    return 0;
+}
+
+static inline int succeeds(uint64_t sgen, uint64_t seq, uint64_t gen, uint64_t nw)
+{
+    return sgen == gen && nw == seq + 1;
+}
+
+#define NAME(typ) event_name(d->minor, (typ), namebuf, sizeof namebuf)
+
+static RState *running_g(Dec *d, int typ, int64_t g, uint8_t want, Err *err)
+{
+    char namebuf[32];
+    RState *st = find(d, &d->gs, g);
+    if (!st) {
+        set_err(err, -1, "event %s for goroutine (%lld) that doesn't exist", NAME(typ), LL(g));
+        return NULL;
+    }
+    if (st->status != want) {
+        const char *w = (want == GS_SYSCALL && typ == EV_GO_DESTROY_SYSCALL) ? "Syscall" : "Running";
+        set_err(err, -1, "%s event for goroutine that's not %s", NAME(typ), w);
+        return NULL;
+    }
+    return st;
+}
+
+static RState *pstate(Dec *d, int64_t pid, int typ, const char *what, Err *err)
+{
+    char namebuf[32];
+    RState *st = find(d, &d->ps, pid);
+    if (!st)
+        set_err(err, -1, "%s proc %lld found during %s", what, LL(pid), NAME(typ));
+    return st;
+}
+
+/* ------------------------------------------------------------ ranges */
+
+static int has_range(RState *st, uint16_t typ, uint64_t desc)
+{
+    size_t n = VEC_LEN(&st->ranges, RangeRec);
+    for (size_t i = 0; i < n; i++) {
+        RangeRec *r = &VEC_AT(&st->ranges, RangeRec, i);
+        if (r->typ == typ && r->desc == desc)
+            return 1;
+    }
+    return 0;
+}
+
+static int begin_range(Dec *d, RState *st, uint16_t typ, uint64_t desc, Err *err)
+{
+    if (has_range(st, typ, desc))
+        FAIL("discovered event already in-flight for when starting event %s", SPECS[typ].name);
+    RangeRec r = {typ, desc};
+    if (buf_put(&st->ranges, &r, sizeof r))
+        NOMEM();
+    return 0;
+}
+
+static int active_range(Dec *d, RState *st, uint16_t typ, int initial, Err *err)
+{
+    if (initial) {
+        if (has_range(st, typ, 0))
+            FAIL("found named active range already in first gen: %s", SPECS[typ].name);
+        RangeRec r = {typ, 0};
+        if (buf_put(&st->ranges, &r, sizeof r))
+            NOMEM();
+    } else if (!has_range(st, typ, 0)) {
+        FAIL("resource is missing active range: %s", SPECS[typ].name);
+    }
+    return 0;
+}
+
+static int end_range(RState *st, int typ, uint64_t *desc, Err *err)
+{
+    uint8_t start = SPECS[typ].start;
+    size_t n = VEC_LEN(&st->ranges, RangeRec);
+    RangeRec *rs = (RangeRec *)st->ranges.p;
+    for (size_t i = 0; i < n; i++) {
+        if (rs[i].typ == start) {
+            *desc = rs[i].desc;
+            /* Swap-remove, as Go does: the order of the ranges left matters later. */
+            rs[i] = rs[n - 1];
+            st->ranges.n -= sizeof(RangeRec);
+            return 0;
+        }
+    }
+    FAIL("tried to end event %s, but not in-flight", SPECS[start].name);
+}
+
+/* Gen string content for an id (0 is ""); NULL when unknown. */
+static const uint8_t *gen_string(Dec *d, uint64_t sid, size_t *len)
+{
+    if (sid == 0) {
+        *len = 0;
+        return (const uint8_t *)"";
+    }
+    uint64_t *v = map_get(&d->gen.strings, sid);
+    if (!v)
+        return NULL;
+    StrRef *s = &VEC_AT(&d->gen.strs, StrRef, *v);
+    *len = s->len;
+    return d->data + s->off;
+}
+
+static int64_t name_id(Dec *d, uint64_t sid, int typ, Err *err)
+{
+    size_t n;
+    const uint8_t *s = gen_string(d, sid, &n);
+    if (!s) {
+        set_err(err, -1, "invalid string ID %llu for %d event", ULL(sid), typ);
+        return -1;
+    }
+    int64_t id = intern_string(d, s, n);
+    if (id < 0) {
+        d->nomem = 1;
+        set_err(err, -1, "out of memory");
+    }
+    return id;
+}
+
+/* ------------------------------------------------------------ advance */
+
+/* Try to advance the event at the head of cursor c. *ok = 1 when it (and
+ * possibly derived events) was queued. Returns -1 when the trace is broken. */
+int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
+{
+    char namebuf[32];
+    uint64_t gen = d->gen.gen;
+    if (d->initial_gen == 0)
+        d->initial_gen = gen;
+    int64_t m = VEC_AT(&d->gen.ms, int64_t, c->mi);
+    int64_t p = NONE_ID, g = NONE_ID;
+    int64_t mi = -1;
+    if (m != NONE_ID) {
+        uint64_t *v = map_get(&d->mmap, (uint64_t)m);
+        if (v) {
+            mi = (int64_t)*v;
+        } else {
+            /* Created even when the event cannot advance yet (Go does too). */
+            mi = madd(d, m, NONE_ID, NONE_ID);
+            if (mi < 0)
+                NOMEM();
+        }
+        MRec *r = &VEC_AT(&d->mlist, MRec, mi);
+        p = r->p;
+        g = r->g;
+    }
+    int typ = c->typ;
+    uint64_t *a = c->a;
+    int64_t np = p, ng = g; /* the new context */
+    *ok = 0;
+    RState *st;
+    switch (typ) {
+    /* ---------------------------------------------------------- procs */
+    case EV_PROC_STATUS: {
+        int64_t pid = (int64_t)a[0];
+        uint64_t status = a[1];
+        if (status >= 5)
+            FAIL("invalid status for proc %lld: %llu", LL(pid), ULL(status));
+        uint64_t old = PROC_STATUS_TO_STATE[status];
+        st = find(d, &d->ps, pid);
+        if (st) {
+            if (status == PS_SYSCALL_ABANDONED && st->status == PS_SYSCALL) {
+                /* Nothing was lost after all: the P is still known to be in a syscall. */
+                old = PROC_RUNNING;
+                a[1] = PS_SYSCALL;
+            } else if (status == PS_SYSCALL_ABANDONED && st->status == PS_SYSCALL_ABANDONED) {
+                old = PROC_IDLE;
+                a[1] = PS_SYSCALL_ABANDONED;
+            } else if (st->status != status) {
+                FAIL("inconsistent status for proc %lld: old %s vs. new %s", LL(pid),
+                     PROC_STATUS_NAMES[st->status], PROC_STATUS_NAMES[status]);
+            }
+            st->sgen = gen;
+            st->seq = 0;
+        } else {
+            if (!create(d, &d->ps, pid, (uint8_t)status, gen))
+                NOMEM();
+            old = gen == d->initial_gen ? PROC_UNDETERMINED : PROC_NOT_EXIST;
+        }
+        a[2] = old;
+        np = (status == PS_RUNNING || status == PS_SYSCALL) ? pid : p;
+        int64_t em = m, ep = p, eg = g;
+        if (status == PS_SYSCALL_ABANDONED && old == PROC_RUNNING) {
+            /* Report it in the context of the thread the P is still bound to. */
+            int found = 0;
+            size_t n = VEC_LEN(&d->mlist, MRec);
+            for (size_t i = 0; i < n; i++) {
+                MRec *r = &VEC_AT(&d->mlist, MRec, i);
+                if (r->p == pid) {
+                    em = r->id;
+                    ep = pid;
+                    eg = r->g;
+                    found = 1;
+                }
+            }
+            if (!found)
+                FAIL("failed to find sched context for proc %lld that's about to be stolen", LL(pid));
+        }
+        if (push(d, c, em, ep, eg))
+            NOMEM();
+        break;
+    }
+    case EV_PROC_START: {
+        int64_t pid = (int64_t)a[0];
+        st = find(d, &d->ps, pid);
+        if (!st || st->status != PS_IDLE || !succeeds(st->sgen, st->seq, gen, a[1]) || p != NONE_ID)
+            return 0;
+        if (check_ctx(p, g, m, MUST, MUST_NOT, MAY, err))
+            return -1;
+        st->status = PS_RUNNING;
+        st->sgen = gen;
+        st->seq = a[1];
+        if (push(d, c, m, p, g))
+            NOMEM();
+        np = pid;
+        break;
+    }
+    case EV_PROC_STOP:
+        st = find(d, &d->ps, p);
+        if (!st)
+            FAIL("event %s for proc (%lld) that doesn't exist", NAME(typ), LL(p));
+        if (st->status != PS_RUNNING && st->status != PS_SYSCALL)
+            FAIL("%s event for proc that's not Running or Syscall", NAME(typ));
+        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
+            return -1;
+        st->status = PS_IDLE;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        np = NONE_ID;
+        break;
+    case EV_PROC_STEAL: {
+        int64_t pid = (int64_t)a[0];
+        st = find(d, &d->ps, pid);
+        if (!st || (st->status != PS_SYSCALL && st->status != PS_SYSCALL_ABANDONED) ||
+            !succeeds(st->sgen, st->seq, gen, a[1]))
+            return 0;
+        if (check_ctx(p, g, m, MUST, MAY, MAY, err))
+            return -1;
+        uint8_t old = st->status;
+        a[3] = old; /* lets the event report Idle->Idle when information was lost */
+        st->status = PS_IDLE;
+        st->sgen = gen;
+        st->seq = a[1];
+        if (old == PS_SYSCALL_ABANDONED) {
+            if (push(d, c, m, p, g))
+                NOMEM();
+            break;
+        }
+        int64_t victim = (int64_t)a[2];
+        if (victim == m) {
+            if (p != pid)
+                FAIL("tried to self-steal proc %lld (thread %lld), but got proc %lld instead",
+                     LL(pid), LL(victim), LL(p));
+            if (push(d, c, m, p, g))
+                NOMEM();
+            np = NONE_ID;
+            break;
+        }
+        MRec *vst = mfind(d, victim);
+        if (!vst)
+            FAIL("stole proc from non-existent thread %lld", LL(victim));
+        if (vst->p != pid)
+            FAIL("tried to steal proc %lld from thread %lld, but got proc %lld instead", LL(pid),
+                 LL(victim), LL(vst->p));
+        vst->p = NONE_ID; /* the victim may now leave its syscall */
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    /* ---------------------------------------------------------- goroutines */
+    case EV_GO_STATUS:
+    case EV_GO_STATUS_STACK: {
+        int64_t gid = (int64_t)a[0], mid = (int64_t)a[1];
+        uint64_t status = a[2];
+        if (status >= 5)
+            FAIL("invalid status for goroutine %lld: %llu", LL(gid), ULL(status));
+        uint64_t old = GO_STATUS_TO_STATE[status];
+        st = find(d, &d->gs, gid);
+        if (st) {
+            if (st->status != status)
+                FAIL("inconsistent status for goroutine %lld: old %s vs. new %s", LL(gid),
+                     GO_STATUS_NAMES[st->status], GO_STATUS_NAMES[status]);
+            st->sgen = gen;
+            st->seq = 0;
+        } else if (gen == d->initial_gen) {
+            if (!create(d, &d->gs, gid, (uint8_t)status, gen))
+                NOMEM();
+            old = GO_UNDETERMINED;
+        } else {
+            FAIL("found goroutine status for new goroutine after the first generation: id=%lld "
+                 "status=%s", LL(gid), GO_STATUS_NAMES[status]);
+        }
+        a[2] = (old << 32) | status;
+        int64_t em = m, eg = g;
+        if (status == GS_RUNNING) {
+            ng = gid;
+        } else if (status == GS_SYSCALL) {
+            if (mid == NONE_ID)
+                FAIL("found goroutine %lld in syscall without a thread", LL(gid));
+            if (mid == m) {
+                if (gen != d->initial_gen && g != gid)
+                    FAIL("inconsistent thread for syscalling goroutine %lld: thread has goroutine %lld",
+                         LL(gid), LL(g));
+                ng = gid;
+            } else {
+                /* A goroutine in a syscall on another thread for the whole generation. */
+                MRec *mst = mfind(d, mid);
+                if (mst) {
+                    if (mst->g != gid)
+                        FAIL("inconsistent thread for syscalling goroutine %lld: thread has "
+                             "goroutine %lld", LL(gid), LL(mst->g));
+                    eg = mst->g;
+                } else if (madd(d, mid, gid, NONE_ID) < 0) {
+                    NOMEM();
+                }
+                em = mid;
+            }
+        }
+        if (push(d, c, em, p, eg))
+            NOMEM();
+        break;
+    }
+    case EV_GO_CREATE:
+    case EV_GO_CREATE_BLOCKED: {
+        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
+            return -1;
+        st = find(d, &d->gs, g);
+        if (st && st->status != GS_RUNNING)
+            FAIL("%s event for goroutine that's not Running", NAME(typ));
+        int64_t newg = (int64_t)a[0];
+        if (find(d, &d->gs, newg))
+            FAIL("tried to create goroutine (%lld) that already exists", LL(newg));
+        if (!create(d, &d->gs, newg, typ == EV_GO_CREATE_BLOCKED ? GS_WAITING : GS_RUNNABLE, gen))
+            NOMEM();
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GO_DESTROY:
+    case EV_GO_STOP:
+    case EV_GO_BLOCK:
+        if (check_user(m, p, g, err))
+            return -1;
+        st = running_g(d, typ, g, GS_RUNNING, err);
+        if (!st)
+            return -1;
+        if (typ == EV_GO_DESTROY) {
+            if (destroy(d, &d->gs, g))
+                NOMEM();
+        } else {
+            st->status = typ == EV_GO_STOP ? GS_RUNNABLE : GS_WAITING;
+        }
+        if (push(d, c, m, p, g))
+            NOMEM();
+        ng = NONE_ID;
+        break;
+    case EV_GO_START: {
+        int64_t gid = (int64_t)a[0];
+        st = find(d, &d->gs, gid);
+        if (!st || st->status != GS_RUNNABLE || !succeeds(st->sgen, st->seq, gen, a[1]))
+            return 0;
+        if (check_ctx(p, g, m, MUST, MUST, MUST_NOT, err))
+            return -1;
+        st->status = GS_RUNNING;
+        st->sgen = gen;
+        st->seq = a[1];
+        if (push(d, c, m, p, g))
+            NOMEM();
+        ng = gid;
+        break;
+    }
+    case EV_GO_UNBLOCK: {
+        st = find(d, &d->gs, (int64_t)a[0]);
+        if (!st || st->status != GS_WAITING || !succeeds(st->sgen, st->seq, gen, a[1]))
+            return 0;
+        st->status = GS_RUNNABLE;
+        st->sgen = gen;
+        st->seq = a[1];
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GO_SWITCH:
+    case EV_GO_SWITCH_DESTROY: {
+        if (check_user(m, p, g, err))
+            return -1;
+        RState *cur = running_g(d, typ, g, GS_RUNNING, err);
+        if (!cur)
+            return -1;
+        int64_t nextg = (int64_t)a[0];
+        RState *nst = find(d, &d->gs, nextg);
+        if (!nst || nst->status != GS_WAITING || !succeeds(nst->sgen, nst->seq, gen, a[1]))
+            return 0;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        int64_t t = c->time;
+        if (typ == EV_GO_SWITCH) {
+            cur->status = GS_WAITING;
+            if (push_raw(d, EV_GO_BLOCK, t, 0, 0, 0, 0, m, p, g))
+                NOMEM();
+        } else {
+            if (destroy(d, &d->gs, g))
+                NOMEM();
+            if (push_raw(d, EV_GO_DESTROY, t, 0, 0, 0, 0, m, p, g))
+                NOMEM();
+        }
+        nst = find(d, &d->gs, nextg);
+        nst->status = GS_RUNNING;
+        nst->sgen = gen;
+        nst->seq = a[1];
+        if (push_raw(d, EV_GO_START, t, a[0], a[1], 0, 0, m, p, NONE_ID))
+            NOMEM();
+        ng = nextg;
+        break;
+    }
+    case EV_GO_SYSCALL_BEGIN: {
+        if (check_user(m, p, g, err))
+            return -1;
+        st = running_g(d, typ, g, GS_RUNNING, err);
+        if (!st)
+            return -1;
+        st->status = GS_SYSCALL;
+        RState *pst = pstate(d, p, typ, "uninitialized", err);
+        if (!pst)
+            return -1;
+        pst->status = PS_SYSCALL;
+        /* The P sequence number tells which syscall a later steal refers to. */
+        if (!succeeds(pst->sgen, pst->seq, gen, a[0]))
+            FAIL("failed to advance %s: can't make sequence: %llu (gen=%llu) -> %llu (gen=%llu)",
+                 NAME(typ), ULL(pst->seq), ULL(pst->sgen), ULL(a[0]), ULL(gen));
+        pst->sgen = gen;
+        pst->seq = a[0];
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GO_SYSCALL_END: {
+        if (check_user(m, p, g, err))
+            return -1;
+        st = running_g(d, typ, g, GS_SYSCALL, err);
+        if (!st)
+            return -1;
+        st->status = GS_RUNNING;
+        RState *pst = pstate(d, p, typ, "uninitialized", err);
+        if (!pst)
+            return -1;
+        if (pst->status != PS_SYSCALL)
+            FAIL("expected proc %lld in state Syscall, but got %s instead", LL(p),
+                 PROC_STATUS_NAMES[pst->status]);
+        pst->status = PS_RUNNING;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GO_SYSCALL_END_BLOCKED: {
+        if (p != NONE_ID) {
+            /* While this thread still holds the P, wait for the ProcStop or ProcSteal. */
+            RState *pst = pstate(d, p, typ, "uninitialized", err);
+            if (!pst)
+                return -1;
+            if (pst->status == PS_SYSCALL)
+                return 0;
+        }
+        if (check_ctx(p, g, m, MUST, MAY, MUST, err))
+            return -1;
+        st = running_g(d, typ, g, GS_SYSCALL, err);
+        if (!st)
+            return -1;
+        st->status = GS_RUNNABLE;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        ng = NONE_ID;
+        break;
+    }
+    case EV_GO_CREATE_SYSCALL: {
+        if (check_ctx(p, g, m, MUST, MAY, MUST_NOT, err))
+            return -1;
+        int64_t newg = (int64_t)a[0];
+        if (find(d, &d->gs, newg))
+            FAIL("tried to create goroutine (%lld) in syscall that already exists", LL(newg));
+        if (!create(d, &d->gs, newg, GS_SYSCALL, gen))
+            NOMEM();
+        if (push(d, c, m, p, g))
+            NOMEM();
+        ng = newg;
+        break;
+    }
+    case EV_GO_DESTROY_SYSCALL: {
+        if (check_ctx(p, g, m, MUST, MAY, MUST, err))
+            return -1;
+        if (!running_g(d, typ, g, GS_SYSCALL, err))
+            return -1;
+        if (destroy(d, &d->gs, g))
+            NOMEM();
+        if (p != NONE_ID) {
+            /* The thread id may be reused: drop the P now, as if it stole it from itself. */
+            RState *pst = pstate(d, p, typ, "invalid", err);
+            if (!pst)
+                return -1;
+            if (pst->status != PS_SYSCALL)
+                FAIL("proc %lld in unexpected state %s during %s", LL(p),
+                     PROC_STATUS_NAMES[pst->status], NAME(typ));
+            pst->status = PS_SYSCALL_ABANDONED;
+            np = NONE_ID;
+            if (push_raw(d, EV_PROC_STEAL, c->time, (uint64_t)p, 0, 0, PS_SYSCALL, m, p, g))
+                NOMEM();
+        }
+        if (push(d, c, m, p, g))
+            NOMEM();
+        ng = NONE_ID;
+        break;
+    }
+    /* ---------------------------------------------------------- GC */
+    case EV_GC_ACTIVE: {
+        uint64_t seq = a[0];
+        if (gen == d->initial_gen) {
+            if (d->gc_state != GC_UNDETERMINED)
+                FAIL("GCActive in the first generation isn't first GC event");
+            d->gc_seq = seq;
+            d->gc_state = GC_RUNNING;
+            if (push(d, c, m, p, g))
+                NOMEM();
+            break;
+        }
+        if (seq != d->gc_seq + 1)
+            return 0;
+        if (d->gc_state != GC_RUNNING)
+            FAIL("encountered GCActive while GC was not in progress");
+        d->gc_seq = seq;
+        if (check_user(m, p, g, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GC_BEGIN: {
+        uint64_t seq = a[0];
+        if (d->gc_state == GC_UNDETERMINED) {
+            d->gc_seq = seq;
+            d->gc_state = GC_RUNNING;
+            if (push(d, c, m, p, g))
+                NOMEM();
+            break;
+        }
+        if (seq != d->gc_seq + 1)
+            return 0;
+        if (d->gc_state == GC_RUNNING)
+            FAIL("encountered GCBegin while GC was already in progress");
+        d->gc_seq = seq;
+        d->gc_state = GC_RUNNING;
+        if (check_user(m, p, g, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GC_END: {
+        uint64_t seq = a[0];
+        if (seq != d->gc_seq + 1)
+            return 0;
+        if (d->gc_state == GC_NOT_RUNNING)
+            FAIL("encountered GCEnd when GC was not in progress");
+        if (d->gc_state == GC_UNDETERMINED)
+            FAIL("encountered GCEnd when GC was in an undetermined state");
+        d->gc_seq = seq;
+        d->gc_state = GC_NOT_RUNNING;
+        if (check_user(m, p, g, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GC_SWEEP_BEGIN:
+        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
+            return -1;
+        st = pstate(d, p, typ, "uninitialized", err);
+        if (!st || begin_range(d, st, EV_GC_SWEEP_BEGIN, 0, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    case EV_GC_SWEEP_ACTIVE: {
+        int64_t pid = (int64_t)a[0];
+        st = find(d, &d->ps, pid);
+        if (!st)
+            FAIL("encountered GCSweepActive for unknown proc %lld", LL(pid));
+        if (active_range(d, st, EV_GC_SWEEP_BEGIN, gen == d->initial_gen, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GC_SWEEP_END: {
+        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
+            return -1;
+        st = pstate(d, p, typ, "uninitialized", err);
+        uint64_t desc;
+        if (!st || end_range(st, typ, &desc, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_STW_BEGIN:
+    case EV_GC_MARK_ASSIST_BEGIN: {
+        if (check_user(m, p, g, err))
+            return -1;
+        uint64_t desc = typ == EV_STW_BEGIN ? a[0] : 0;
+        st = find(d, &d->gs, g);
+        if (!st)
+            FAIL("encountered event of type %d without known state for current goroutine %lld", typ,
+                 LL(g));
+        if (begin_range(d, st, (uint16_t)typ, desc, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_GC_MARK_ASSIST_ACTIVE: {
+        int64_t gid = (int64_t)a[0];
+        st = find(d, &d->gs, gid);
+        if (!st)
+            FAIL("uninitialized goroutine %lld found during %s", LL(gid), NAME(typ));
+        if (active_range(d, st, SPECS[typ].start, gen == d->initial_gen, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_STW_END:
+    case EV_GC_MARK_ASSIST_END: {
+        if (check_user(m, p, g, err))
+            return -1;
+        st = find(d, &d->gs, g);
+        if (!st)
+            FAIL("encountered event of type %d without known state for current goroutine %lld", typ,
+                 LL(g));
+        uint64_t desc;
+        if (end_range(st, typ, &desc, err))
+            return -1;
+        if (typ == EV_STW_END)
+            a[0] = desc; /* the stop-the-world kind, for the range name */
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    /* ---------------------------------------------------------- simple events */
+    case EV_PROCS_CHANGE:
+    case EV_GO_LABEL:
+    case EV_USER_LOG:
+        if (check_user(m, p, g, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    case EV_HEAP_ALLOC:
+    case EV_HEAP_GOAL:
+        if ((m == NONE_ID || p == NONE_ID) && check_ctx(p, g, m, MUST, MUST, MAY, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    /* ---------------------------------------------------------- tasks and regions */
+    case EV_USER_TASK_BEGIN: {
+        uint64_t tid = a[0];
+        if (map_get(&d->tasks, tid))
+            FAIL("task ID conflict: %llu", ULL(tid));
+        if (a[1] == 0)
+            a[1] = NO_TASK; /* parent 0 means "no parent" here, not the background task */
+        int64_t name = name_id(d, a[2], typ, err);
+        if (name < 0)
+            return -1;
+        TaskRec tr = {a[1], (uint32_t)name};
+        uint64_t idx;
+        if (d->taskfree.n) {
+            d->taskfree.n -= sizeof(uint32_t);
+            idx = *(uint32_t *)(d->taskfree.p + d->taskfree.n);
+            VEC_AT(&d->taskrecs, TaskRec, idx) = tr;
+        } else {
+            idx = VEC_LEN(&d->taskrecs, TaskRec);
+            if (buf_put(&d->taskrecs, &tr, sizeof tr))
+                NOMEM();
+        }
+        if (map_put(&d->tasks, tid, idx))
+            NOMEM();
+        if (check_user(m, p, g, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_USER_TASK_END: {
+        uint64_t *v = map_get(&d->tasks, a[0]);
+        if (v) {
+            uint32_t idx = (uint32_t)*v;
+            TaskRec *tr = &VEC_AT(&d->taskrecs, TaskRec, idx);
+            a[2] = tr->parent;
+            a[3] = tr->name;
+            map_del(&d->tasks, a[0]);
+            if (buf_put(&d->taskfree, &idx, sizeof idx))
+                NOMEM();
+        } else {
+            int64_t e = intern_string(d, (const uint8_t *)"", 0);
+            if (e < 0)
+                NOMEM();
+            a[2] = NO_TASK;
+            a[3] = (uint64_t)e;
+        }
+        if (check_user(m, p, g, err))
+            return -1;
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    case EV_USER_REGION_BEGIN:
+    case EV_USER_REGION_END: {
+        if (check_user(m, p, g, err))
+            return -1;
+        int64_t name = name_id(d, a[1], typ, err);
+        if (name < 0)
+            return -1;
+        const char *what = typ == EV_USER_REGION_BEGIN ? "EvUserRegionBegin" : "EvUserRegionEnd";
+        st = find(d, &d->gs, g);
+        if (!st)
+            FAIL("encountered %s without known state for current goroutine %lld", what, LL(g));
+        if (typ == EV_USER_REGION_BEGIN) {
+            RegionRec r = {a[0], (uint32_t)name};
+            if (buf_put(&st->regions, &r, sizeof r))
+                NOMEM();
+        } else if (st->regions.n) {
+            /* Regions begun before tracing started are unknown; check only known ones. */
+            RegionRec *top = &((RegionRec *)st->regions.p)[VEC_LEN(&st->regions, RegionRec) - 1];
+            if (top->task != a[0] || top->name != (uint32_t)name) {
+                uint64_t *o1 = &VEC_AT(&d->gstroff, uint64_t, name);
+                uint64_t *o2 = &VEC_AT(&d->gstroff, uint64_t, top->name);
+                FAIL("misuse of region in goroutine %lld: region end {%llu %.*s} when the "
+                     "inner-most active region start event is {%llu %.*s}",
+                     LL(g), ULL(a[0]), (int)(o1[1] - o1[0]), (const char *)d->gstr.p + o1[0],
+                     ULL(top->task), (int)(o2[1] - o2[0]), (const char *)d->gstr.p + o2[0]);
+            }
+            st->regions.n -= sizeof(RegionRec);
+        }
+        if (push(d, c, m, p, g))
+            NOMEM();
+        break;
+    }
+    default:
+        if (typ >= 128 && typ < NUM_SPECS) {
+            if (check_ctx(p, g, m, MUST, MAY, MAY, err))
+                return -1;
+            if (push(d, c, m, p, g))
+                NOMEM();
+            break;
+        }
+        FAIL("bad event type found while ordering: %d", typ);
+    }
+    if (mi >= 0) {
+        MRec *r = &VEC_AT(&d->mlist, MRec, mi);
+        r->p = np;
+        r->g = ng;
+    }
+    *ok = 1;
+    return 0;
+}

@@ -1,0 +1,717 @@
+/* Events to columns (mirrors v2/events.py and parquet_out.py's row layout)
+ * and global interning of strings and stacks (model.StackTable semantics:
+ * ids 1.. in first-use order, 0 for no stack or an empty one). */
+#include <stdio.h>
+
+#include "dec.h"
+
+#define CHUNK 65536
+
+static const char *KIND_NAMES[NKINDS] = {
+    "Sync", "Metric", "Label", "StackSample", "RangeBegin", "RangeActive", "RangeEnd",
+    "TaskBegin", "TaskEnd", "RegionBegin", "RegionEnd", "Log", "StateTransition", "Experimental"};
+static const char *GO_STATE_NAMES[6] = {"Undetermined", "NotExist", "Runnable", "Running",
+                                        "Waiting", "Syscall"};
+static const char *PROC_STATE_NAMES[4] = {"Undetermined", "NotExist", "Running", "Idle"};
+static const uint8_t GO_STATUS_TO_STATE[5] = {GO_UNDETERMINED, GO_RUNNABLE, GO_RUNNING, GO_SYSCALL,
+                                              GO_WAITING};
+static const uint8_t PROC_STATUS_TO_STATE[5] = {PROC_UNDETERMINED, PROC_RUNNING, PROC_IDLE,
+                                                PROC_RUNNING, PROC_IDLE};
+
+/* ------------------------------------------------------------ tables */
+
+static int col_init(Col *c, uint8_t type, uint8_t nullable)
+{
+    c->type = type;
+    c->nullable = nullable;
+    if (type == COL_I64) {
+        if (buf_grow(&c->data, CHUNK * 8))
+            return -1;
+    } else {
+        if (buf_grow(&c->offsets, (CHUNK + 1) * 4) || buf_grow(&c->data, 1024))
+            return -1;
+        *(int32_t *)c->offsets.p = 0;
+        c->offsets.n = 4;
+    }
+    if (nullable) {
+        if (buf_grow(&c->valid, CHUNK / 8))
+            return -1;
+        memset(c->valid.p, 0, CHUNK / 8);
+    }
+    return 0;
+}
+
+static int table_init(Table *t, int ncols, const char *types, const char *nullable)
+{
+    t->ncols = ncols;
+    t->rows = 0;
+    for (int i = 0; i < ncols; i++)
+        if (col_init(&t->cols[i], types[i] == 's' ? COL_STR : COL_I64, nullable[i] == 'n'))
+            return -1;
+    return 0;
+}
+
+void tables_init(Dec *d)
+{
+    /* Column types: i = int64-sized, s = string; n = nullable. */
+    if (table_init(&d->tt, T_COLS, "isisssiiii", "----------") ||
+        table_init(&d->et, E_COLS, "isiiiiisissisiissiiii", "-------nnnnnnnnnnnnnn") ||
+        table_init(&d->st, S_COLS, "ii", "--"))
+        d->nomem = 1;
+}
+
+void tables_free(Dec *d)
+{
+    Table *ts[3] = {&d->tt, &d->et, &d->st};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < E_COLS; i++) {
+            buf_free(&ts[k]->cols[i].data);
+            buf_free(&ts[k]->cols[i].offsets);
+            buf_free(&ts[k]->cols[i].valid);
+        }
+}
+
+static inline void put_i64(Col *c, int64_t row, int64_t v) { ((int64_t *)c->data.p)[row] = v; }
+
+static inline void put_opt(Col *c, int64_t row, int valid, int64_t v)
+{
+    ((int64_t *)c->data.p)[row] = valid ? v : 0;
+    if (valid)
+        c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
+}
+
+/* Append a string; for nullable columns an empty string is a null. */
+static inline int put_str(Col *c, int64_t row, const void *s, size_t n)
+{
+    if (n && buf_put(&c->data, s, n))
+        return -1;
+    if (c->data.n > INT32_MAX)
+        return -1;
+    ((int32_t *)c->offsets.p)[row + 1] = (int32_t)c->data.n;
+    if (c->nullable && n)
+        c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
+    return 0;
+}
+
+static inline int put_cstr(Col *c, int64_t row, const char *s)
+{
+    return put_str(c, row, s, strlen(s));
+}
+
+/* ------------------------------------------------------------ interning */
+
+static int grow_tab(uint32_t **tab, size_t *cap, size_t len, uint64_t (*hash)(Dec *, uint32_t),
+                    Dec *d)
+{
+    if ((len + 1) * 2 <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 1024;
+    uint32_t *nt = (uint32_t *)calloc(ncap, sizeof(uint32_t));
+    if (!nt)
+        return -1;
+    for (size_t i = 0; i < *cap; i++) {
+        uint32_t id = (*tab)[i];
+        if (!id)
+            continue;
+        size_t j = (size_t)hash(d, id) & (ncap - 1);
+        while (nt[j])
+            j = (j + 1) & (ncap - 1);
+        nt[j] = id;
+    }
+    free(*tab);
+    *tab = nt;
+    *cap = ncap;
+    return 0;
+}
+
+static uint64_t gstr_hash(Dec *d, uint32_t id)
+{
+    uint64_t *o = &VEC_AT(&d->gstroff, uint64_t, id - 1);
+    return hash_bytes(d->gstr.p + o[0], (size_t)(o[1] - o[0]), 0);
+}
+
+/* Global id (0..) of a string by content; -1 when out of memory. */
+int64_t intern_string(Dec *d, const uint8_t *p, size_t n)
+{
+    if (!d->gstroff.n) {
+        uint64_t z = 0;
+        if (buf_put(&d->gstroff, &z, sizeof z))
+            return -1;
+    }
+    if (grow_tab(&d->gstr_tab, &d->gstr_cap, d->gstr_len, gstr_hash, d))
+        return -1;
+    uint64_t h = hash_bytes(p, n, 0);
+    size_t mask = d->gstr_cap - 1, j = (size_t)h & mask;
+    for (;;) {
+        uint32_t id = d->gstr_tab[j];
+        if (!id)
+            break;
+        uint64_t *o = &VEC_AT(&d->gstroff, uint64_t, id - 1);
+        if (o[1] - o[0] == n && memcmp(d->gstr.p + o[0], p, n) == 0)
+            return id - 1;
+        j = (j + 1) & mask;
+    }
+    int64_t id = (int64_t)VEC_LEN(&d->gstroff, uint64_t) - 1;
+    uint64_t end = d->gstr.n + n;
+    if (buf_put(&d->gstr, p, n) || buf_put(&d->gstroff, &end, sizeof end))
+        return -1;
+    d->gstr_tab[j] = (uint32_t)(id + 1);
+    d->gstr_len++;
+    return id;
+}
+
+static uint64_t frames_hash(const Frame *f, size_t n)
+{
+    return hash_bytes((const uint8_t *)f, n * sizeof(Frame), 1);
+}
+
+static uint64_t stk_hash(Dec *d, uint32_t id)
+{
+    uint32_t *o = &VEC_AT(&d->stackoff, uint32_t, id - 1);
+    return frames_hash(&VEC_AT(&d->frames, Frame, o[0]), o[1] - o[0]);
+}
+
+/* Global id of the generation's stack sid (0 for none). *missing is set
+ * when the generation has no such stack. Returns -1 when out of memory. */
+int resolve_stack(Dec *d, uint64_t sid, uint64_t *gid, int *missing)
+{
+    *missing = 0;
+    *gid = 0;
+    if (sid == 0)
+        return 0;
+    Gen *g = &d->gen;
+    uint64_t *cached = map_get(&g->resolved, sid);
+    if (cached) {
+        *gid = *cached;
+        return 0;
+    }
+    uint64_t *si = map_get(&g->stacks, sid);
+    if (!si) {
+        *missing = 1;
+        return 0;
+    }
+    StackRec *rec = &VEC_AT(&g->stackrecs, StackRec, *si);
+    d->tmpframes.n = 0;
+    for (uint32_t k = 0; k < rec->n; k++) {
+        uint64_t pc = VEC_AT(&g->stackpcs, uint64_t, rec->first + k);
+        PcInfo *pi = &VEC_AT(&g->pcinfo, PcInfo, *map_get(&g->pcs, pc));
+        Frame f;
+        memset(&f, 0, sizeof f);
+        f.pc = pc;
+        f.line = pi->line;
+        uint64_t ids[2] = {pi->fn, pi->fl};
+        int64_t gids[2];
+        for (int i = 0; i < 2; i++) {
+            const uint8_t *s = (const uint8_t *)"";
+            size_t n = 0;
+            uint64_t *v = ids[i] ? map_get(&g->strings, ids[i]) : NULL;
+            if (v) {
+                StrRef *r = &VEC_AT(&g->strs, StrRef, *v);
+                s = d->data + r->off;
+                n = r->len;
+            }
+            gids[i] = intern_string(d, s, n);
+            if (gids[i] < 0)
+                return -1;
+        }
+        f.fn = (uint32_t)gids[0];
+        f.fl = (uint32_t)gids[1];
+        if (buf_put(&d->tmpframes, &f, sizeof f))
+            return -1;
+    }
+    size_t n = VEC_LEN(&d->tmpframes, Frame);
+    uint64_t id = 0;
+    if (n) {
+        if (!d->stackoff.n) {
+            uint32_t z = 0;
+            if (buf_put(&d->stackoff, &z, sizeof z))
+                return -1;
+        }
+        if (grow_tab(&d->stk_tab, &d->stk_cap, d->stk_len, stk_hash, d))
+            return -1;
+        const Frame *fr = (const Frame *)d->tmpframes.p;
+        size_t mask = d->stk_cap - 1, j = (size_t)frames_hash(fr, n) & mask;
+        for (;;) {
+            uint32_t cand = d->stk_tab[j];
+            if (!cand)
+                break;
+            uint32_t *o = &VEC_AT(&d->stackoff, uint32_t, cand - 1);
+            if (o[1] - o[0] == n && memcmp(&VEC_AT(&d->frames, Frame, o[0]), fr, n * sizeof(Frame)) == 0) {
+                id = cand;
+                break;
+            }
+            j = (j + 1) & mask;
+        }
+        if (!id) {
+            id = VEC_LEN(&d->stackoff, uint32_t);
+            if (buf_put(&d->frames, fr, n * sizeof(Frame)))
+                return -1;
+            uint32_t end = (uint32_t)VEC_LEN(&d->frames, Frame);
+            if (buf_put(&d->stackoff, &end, sizeof end))
+                return -1;
+            d->stk_tab[j] = (uint32_t)id;
+            d->stk_len++;
+        }
+    }
+    if (map_put(&g->resolved, sid, id))
+        return -1;
+    *gid = id;
+    return 0;
+}
+
+void intern_free(Dec *d)
+{
+    buf_free(&d->gstr);
+    buf_free(&d->gstroff);
+    free(d->gstr_tab);
+    d->gstr_tab = NULL;
+    d->gstr_cap = d->gstr_len = 0;
+    buf_free(&d->frames);
+    buf_free(&d->stackoff);
+    free(d->stk_tab);
+    d->stk_tab = NULL;
+    d->stk_cap = d->stk_len = 0;
+    buf_free(&d->tmpframes);
+}
+
+/* ------------------------------------------------------------ rows */
+
+typedef struct {
+    int kind;
+    int64_t ts, m, p, g, stack;
+    const uint8_t *name;
+    size_t name_len;
+    int has_value;
+    uint64_t value;
+    const char *scope;
+    int64_t scope_id;
+    const char *attrs;
+    size_t attrs_len;
+    int has_task, has_parent;
+    uint64_t task, parent;
+    const uint8_t *cat, *msg;
+    size_t cat_len, msg_len;
+    int has_sync;
+    int64_t sync_n;
+    int has_clock;
+    int64_t clock[3];
+} ERow;
+
+static void note_event(Dec *d, int kind, int64_t ts)
+{
+    d->kinds[kind]++;
+    if (!d->have_first) {
+        d->have_first = 1;
+        d->first_ts = ts;
+    }
+    d->last_out_ts = ts;
+    d->seq++;
+}
+
+static int e_row(Dec *d, const ERow *r)
+{
+    Table *t = &d->et;
+    Col *c = t->cols;
+    int64_t i = t->rows;
+    put_i64(&c[0], i, d->seq);
+    if (put_cstr(&c[1], i, KIND_NAMES[r->kind]))
+        return -1;
+    put_i64(&c[2], i, r->ts);
+    put_i64(&c[3], i, r->m);
+    put_i64(&c[4], i, r->p);
+    put_i64(&c[5], i, r->g);
+    put_i64(&c[6], i, r->stack);
+    if (put_str(&c[7], i, r->name, r->name_len))
+        return -1;
+    put_opt(&c[8], i, r->has_value, (int64_t)r->value);
+    if (put_str(&c[9], i, "", 0))
+        return -1;
+    const char *scope = r->scope ? r->scope : "";
+    if (put_cstr(&c[10], i, scope))
+        return -1;
+    put_opt(&c[11], i, scope[0] != 0, r->scope_id);
+    if (put_str(&c[12], i, r->attrs, r->attrs_len))
+        return -1;
+    put_opt(&c[13], i, r->has_task, (int64_t)r->task);
+    put_opt(&c[14], i, r->has_parent, (int64_t)r->parent);
+    if (put_str(&c[15], i, r->cat, r->cat_len) || put_str(&c[16], i, r->msg, r->msg_len))
+        return -1;
+    put_opt(&c[17], i, r->has_sync, r->sync_n);
+    for (int k = 0; k < 3; k++)
+        put_opt(&c[18 + k], i, r->has_clock, r->clock[k]);
+    t->rows++;
+    if (r->has_clock && !d->have_clock) {
+        d->have_clock = 1;
+        memcpy(d->clock, r->clock, sizeof d->clock);
+    }
+    note_event(d, r->kind, r->ts);
+    return 0;
+}
+
+static int t_row(Dec *d, int64_t ts, int proc, int64_t id, const char *from, const char *to,
+                 const uint8_t *reason, size_t reason_len, int64_t m, int64_t p, int64_t g,
+                 int64_t stack, int64_t tstack)
+{
+    Table *t = &d->tt;
+    Col *c = t->cols;
+    int64_t i = t->rows;
+    put_i64(&c[0], i, ts);
+    if (put_cstr(&c[1], i, proc ? "proc" : "goroutine"))
+        return -1;
+    put_i64(&c[2], i, id);
+    if (put_cstr(&c[3], i, from) || put_cstr(&c[4], i, to) || put_str(&c[5], i, reason, reason_len))
+        return -1;
+    put_i64(&c[6], i, m);
+    put_i64(&c[7], i, p);
+    put_i64(&c[8], i, g);
+    put_i64(&c[9], i, stack);
+    t->rows++;
+    if (tstack && tstack != stack) {
+        Table *s = &d->st;
+        put_i64(&s->cols[0], s->rows, d->ntrans);
+        put_i64(&s->cols[1], s->rows, tstack);
+        s->rows++;
+    }
+    d->ntrans++;
+    note_event(d, K_STATE_TRANSITION, ts);
+    return 0;
+}
+
+/* ------------------------------------------------------------ emission */
+
+static int64_t fix_ts(Dec *d, int64_t t)
+{
+    /* Go forces strictly increasing times across all emitted events. */
+    if (t <= d->last_ts)
+        t = (int64_t)((uint64_t)d->last_ts + 1);
+    d->last_ts = t;
+    return t;
+}
+
+int emit_sync(Dec *d, int with_clock, int64_t t)
+{
+    ERow r;
+    memset(&r, 0, sizeof r);
+    d->syncs++;
+    r.kind = K_SYNC;
+    r.m = r.p = r.g = NONE_ID;
+    if (with_clock) {
+        Gen *g = &d->gen;
+        r.has_clock = 1;
+        r.clock[0] = ns_of(g->snap_time, g->freq);
+        r.clock[1] = (int64_t)g->snap_mono;
+        r.clock[2] = (int64_t)(g->snap_sec * 1000000000ULL + g->snap_nsec);
+    }
+    r.ts = fix_ts(d, t);
+    r.has_sync = 1;
+    r.sync_n = d->syncs;
+    return e_row(d, &r);
+}
+
+int emit_sample(Dec *d, const Sample *s, Err *err)
+{
+    uint64_t gid;
+    int missing;
+    if (resolve_stack(d, s->stk, &gid, &missing))
+        goto nomem;
+    if (missing) {
+        set_err(err, -1, "CPU sample: found invalid stack ID %llu", (unsigned long long)s->stk);
+        return -1;
+    }
+    ERow r;
+    memset(&r, 0, sizeof r);
+    r.kind = K_STACK_SAMPLE;
+    r.ts = fix_ts(d, s->t);
+    r.m = s->m;
+    r.p = s->p;
+    r.g = s->g;
+    r.stack = (int64_t)gid;
+    if (e_row(d, &r))
+        goto nomem;
+    return 0;
+nomem:
+    d->nomem = 1;
+    set_err(err, -1, "out of memory");
+    return -1;
+}
+
+static const uint8_t *gstr_of(Dec *d, uint64_t id, size_t *n)
+{
+    uint64_t *o = &VEC_AT(&d->gstroff, uint64_t, id);
+    *n = (size_t)(o[1] - o[0]);
+    return d->gstr.p + o[0];
+}
+
+static int str_of(Dec *d, uint64_t sid, const uint8_t **s, size_t *n, Err *err)
+{
+    if (sid == 0) {
+        *s = (const uint8_t *)"";
+        *n = 0;
+        return 0;
+    }
+    uint64_t *v = map_get(&d->gen.strings, sid);
+    if (!v) {
+        set_err(err, -1, "found invalid string ID %llu", (unsigned long long)sid);
+        return -1;
+    }
+    StrRef *r = &VEC_AT(&d->gen.strs, StrRef, *v);
+    *s = d->data + r->off;
+    *n = r->len;
+    return 0;
+}
+
+static int stack_of(Dec *d, uint64_t sid, int64_t *out, Err *err)
+{
+    uint64_t gid;
+    int missing;
+    if (resolve_stack(d, sid, &gid, &missing)) {
+        d->nomem = 1;
+        set_err(err, -1, "out of memory");
+        return -1;
+    }
+    if (missing) {
+        set_err(err, -1, "found invalid stack ID %llu", (unsigned long long)sid);
+        return -1;
+    }
+    *out = (int64_t)gid;
+    return 0;
+}
+
+/* Go's check that every stack and string id an event names exists. */
+static int validate_ids(Dec *d, const QEv *q, Err *err)
+{
+    const Spec *s = &SPECS[q->typ];
+    for (int i = 0; i < s->nstacks; i++) {
+        uint64_t sid = q->a[s->stacks[i] - 1];
+        if (sid != 0 && !map_get(&d->gen.stacks, sid)) {
+            set_err(err, -1, "found invalid stack ID %llu for event %s", (unsigned long long)sid,
+                    s->name);
+            return -1;
+        }
+    }
+    for (int i = 0; i < s->nstrings; i++) {
+        uint64_t sid = q->a[s->strings[i] - 1];
+        if (sid != 0 && !map_get(&d->gen.strings, sid)) {
+            set_err(err, -1, "found invalid string ID %llu for event %s", (unsigned long long)sid,
+                    s->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (x)                                                                                     \
+            return -1;                                                                             \
+    } while (0)
+#define ROWCHECK(x)                                                                                \
+    do {                                                                                           \
+        if (x) {                                                                                   \
+            d->nomem = 1;                                                                          \
+            set_err(err, -1, "out of memory");                                                     \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static int go_row(Dec *d, const QEv *q, int64_t ts, int64_t stack, int64_t rid, int from, int to,
+                  const uint8_t *reason, size_t rlen, int64_t tstack, Err *err)
+{
+    ROWCHECK(t_row(d, ts, 0, rid, GO_STATE_NAMES[from], GO_STATE_NAMES[to], reason, rlen, q->m,
+                   q->p, q->g, stack, tstack));
+    return 0;
+}
+
+static int proc_row(Dec *d, const QEv *q, int64_t ts, int64_t stack, int64_t rid, uint64_t from,
+                    int to, Err *err)
+{
+    const char *f = from < 4 ? PROC_STATE_NAMES[from] : "Bad";
+    ROWCHECK(t_row(d, ts, 1, rid, f, PROC_STATE_NAMES[to], NULL, 0, q->m, q->p, q->g, stack, 0));
+    return 0;
+}
+
+/* Validate, convert and append the queued event q. */
+int emit_queued(Dec *d, const QEv *q, Err *err)
+{
+    CHECK(validate_ids(d, q, err));
+    int typ = q->typ;
+    int64_t ts = fix_ts(d, q->time);
+    const Spec *spec = &SPECS[typ];
+    int64_t stack = 0;
+    if (spec->nstacks)
+        CHECK(stack_of(d, q->a[spec->stacks[0] - 1], &stack, err));
+    const uint64_t *a = q->a;
+    ERow r;
+    memset(&r, 0, sizeof r);
+    r.ts = ts;
+    r.m = q->m;
+    r.p = q->p;
+    r.g = q->g;
+    r.stack = stack;
+    char buf[MAX_STRING_SIZE + 64];
+    const uint8_t *s1;
+    size_t n1;
+    switch (typ) {
+    case EV_GO_CREATE:
+    case EV_GO_CREATE_BLOCKED: {
+        int64_t tstack;
+        CHECK(stack_of(d, a[1], &tstack, err));
+        return go_row(d, q, ts, stack, (int64_t)a[0], GO_NOT_EXIST,
+                      typ == EV_GO_CREATE_BLOCKED ? GO_WAITING : GO_RUNNABLE, NULL, 0, tstack, err);
+    }
+    case EV_GO_START:
+        return go_row(d, q, ts, stack, (int64_t)a[0], GO_RUNNABLE, GO_RUNNING, NULL, 0, 0, err);
+    case EV_GO_UNBLOCK:
+    case EV_GO_SWITCH:
+    case EV_GO_SWITCH_DESTROY:
+        return go_row(d, q, ts, stack, (int64_t)a[0], GO_WAITING, GO_RUNNABLE, NULL, 0, 0, err);
+    case EV_GO_STOP:
+    case EV_GO_BLOCK:
+        CHECK(str_of(d, a[0], &s1, &n1, err));
+        return go_row(d, q, ts, stack, q->g, GO_RUNNING,
+                      typ == EV_GO_STOP ? GO_RUNNABLE : GO_WAITING, s1, n1, stack, err);
+    case EV_GO_DESTROY:
+        return go_row(d, q, ts, stack, q->g, GO_RUNNING, GO_NOT_EXIST, NULL, 0, 0, err);
+    case EV_GO_SYSCALL_BEGIN:
+        return go_row(d, q, ts, stack, q->g, GO_RUNNING, GO_SYSCALL, NULL, 0, stack, err);
+    case EV_GO_SYSCALL_END:
+    case EV_GO_SYSCALL_END_BLOCKED:
+        return go_row(d, q, ts, stack, q->g, GO_SYSCALL,
+                      typ == EV_GO_SYSCALL_END ? GO_RUNNING : GO_RUNNABLE, NULL, 0, 0, err);
+    case EV_GO_CREATE_SYSCALL:
+        return go_row(d, q, ts, stack, (int64_t)a[0], GO_NOT_EXIST, GO_SYSCALL, NULL, 0, 0, err);
+    case EV_GO_DESTROY_SYSCALL:
+        return go_row(d, q, ts, stack, q->g, GO_SYSCALL, GO_NOT_EXIST, NULL, 0, 0, err);
+    case EV_GO_STATUS:
+    case EV_GO_STATUS_STACK: {
+        uint64_t to = a[2] & 0xffffffffu;
+        return go_row(d, q, ts, stack, (int64_t)a[0], (int)(a[2] >> 32),
+                      to < 5 ? GO_STATUS_TO_STATE[to] : 0, NULL, 0, stack, err);
+    }
+    case EV_PROC_START:
+        return proc_row(d, q, ts, stack, (int64_t)a[0], PROC_IDLE, PROC_RUNNING, err);
+    case EV_PROC_STOP:
+        return proc_row(d, q, ts, stack, q->p, PROC_RUNNING, PROC_IDLE, err);
+    case EV_PROC_STEAL:
+        return proc_row(d, q, ts, stack, (int64_t)a[0],
+                        a[3] == PS_SYSCALL_ABANDONED ? PROC_IDLE : PROC_RUNNING, PROC_IDLE, err);
+    case EV_PROC_STATUS:
+        return proc_row(d, q, ts, stack, (int64_t)a[0], a[2], PROC_STATUS_TO_STATE[a[1]], err);
+    case EV_PROCS_CHANGE:
+    case EV_HEAP_ALLOC:
+    case EV_HEAP_GOAL: {
+        const char *nm = typ == EV_PROCS_CHANGE ? "/sched/gomaxprocs:threads"
+                         : typ == EV_HEAP_ALLOC ? "/memory/classes/heap/objects:bytes"
+                                                : "/gc/heap/goal:bytes";
+        r.kind = K_METRIC;
+        r.name = (const uint8_t *)nm;
+        r.name_len = strlen(nm);
+        r.has_value = 1;
+        r.value = a[0];
+        break;
+    }
+    case EV_GO_LABEL:
+        CHECK(str_of(d, a[0], &r.name, &r.name_len, err));
+        r.kind = K_LABEL;
+        r.scope = "goroutine";
+        r.scope_id = q->g;
+        break;
+    case EV_STW_BEGIN:
+    case EV_STW_END:
+        CHECK(str_of(d, a[0], &s1, &n1, err));
+        r.kind = typ == EV_STW_BEGIN ? K_RANGE_BEGIN : K_RANGE_END;
+        memcpy(buf, "stop-the-world (", 16);
+        memcpy(buf + 16, s1, n1);
+        buf[16 + n1] = ')';
+        r.name = (const uint8_t *)buf;
+        r.name_len = 17 + n1;
+        r.scope = "goroutine";
+        r.scope_id = q->g;
+        break;
+    case EV_GC_BEGIN:
+    case EV_GC_ACTIVE:
+    case EV_GC_END:
+        r.kind = typ == EV_GC_BEGIN ? K_RANGE_BEGIN : typ == EV_GC_ACTIVE ? K_RANGE_ACTIVE : K_RANGE_END;
+        r.name = (const uint8_t *)"GC concurrent mark phase";
+        r.name_len = 24;
+        r.scope = "global";
+        r.scope_id = -1;
+        break;
+    case EV_GC_SWEEP_BEGIN:
+    case EV_GC_SWEEP_ACTIVE:
+    case EV_GC_SWEEP_END:
+        r.kind = typ == EV_GC_SWEEP_BEGIN    ? K_RANGE_BEGIN
+                 : typ == EV_GC_SWEEP_ACTIVE ? K_RANGE_ACTIVE
+                                             : K_RANGE_END;
+        r.name = (const uint8_t *)"GC incremental sweep";
+        r.name_len = 20;
+        r.scope = "proc";
+        r.scope_id = typ == EV_GC_SWEEP_ACTIVE ? (int64_t)a[0] : q->p;
+        if (typ == EV_GC_SWEEP_END) {
+            int n = snprintf(buf, sizeof buf, "[[\"bytes swept\", %llu], [\"bytes reclaimed\", %llu]]",
+                             (unsigned long long)a[0], (unsigned long long)a[1]);
+            r.attrs = buf;
+            r.attrs_len = (size_t)n;
+        }
+        break;
+    case EV_GC_MARK_ASSIST_BEGIN:
+    case EV_GC_MARK_ASSIST_ACTIVE:
+    case EV_GC_MARK_ASSIST_END:
+        r.kind = typ == EV_GC_MARK_ASSIST_BEGIN    ? K_RANGE_BEGIN
+                 : typ == EV_GC_MARK_ASSIST_ACTIVE ? K_RANGE_ACTIVE
+                                                   : K_RANGE_END;
+        r.name = (const uint8_t *)"GC mark assist";
+        r.name_len = 14;
+        r.scope = "goroutine";
+        r.scope_id = typ == EV_GC_MARK_ASSIST_ACTIVE ? (int64_t)a[0] : q->g;
+        break;
+    case EV_USER_TASK_BEGIN:
+        CHECK(str_of(d, a[2], &r.name, &r.name_len, err));
+        r.kind = K_TASK_BEGIN;
+        r.has_task = r.has_parent = 1;
+        r.task = a[0];
+        r.parent = a[1];
+        break;
+    case EV_USER_TASK_END:
+        r.kind = K_TASK_END;
+        r.has_task = r.has_parent = 1;
+        r.task = a[0];
+        r.parent = a[2];
+        r.name = gstr_of(d, a[3], &r.name_len);
+        break;
+    case EV_USER_REGION_BEGIN:
+    case EV_USER_REGION_END:
+        CHECK(str_of(d, a[1], &r.name, &r.name_len, err));
+        r.kind = typ == EV_USER_REGION_BEGIN ? K_REGION_BEGIN : K_REGION_END;
+        r.has_task = 1;
+        r.task = a[0];
+        break;
+    case EV_USER_LOG:
+        CHECK(str_of(d, a[1], &r.cat, &r.cat_len, err));
+        CHECK(str_of(d, a[2], &r.msg, &r.msg_len, err));
+        r.kind = K_LOG;
+        r.has_task = 1;
+        r.task = a[0];
+        break;
+    default: {
+        /* Experimental AllocFree events: every argument is an integer. */
+        size_t n = 0;
+        buf[n++] = '[';
+        for (int i = 1; i < spec->nargs; i++) {
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s[\"%s\", %llu]", i > 1 ? ", " : "",
+                                  spec->args[i], (unsigned long long)a[i - 1]);
+        }
+        buf[n++] = ']';
+        r.kind = K_EXPERIMENTAL;
+        r.name = (const uint8_t *)spec->name;
+        r.name_len = strlen(spec->name);
+        if (spec->nargs > 1) {
+            r.attrs = buf;
+            r.attrs_len = n;
+        }
+        break;
+    }
+    }
+    ROWCHECK(e_row(d, &r));
+    return 0;
+}
