@@ -460,9 +460,37 @@ def go_env() -> dict[str, str]:
 _CACHE_MAGIC = b"gmpscope-parsed 1"
 
 
+_tool_paths: dict[tuple[str, str], str] = {}
+
+
+def trace_tool() -> list[str]:
+    """Command prefix for Go's trace tool.
+
+    ``go tool trace`` costs about a second per call (the go command checks and
+    links the tool each time); ``go tool -n trace`` names the cached binary,
+    which runs in milliseconds. Fall back to ``go tool trace`` if that fails.
+    """
+    go = oracle_go()
+    key = (go, os.path.join(cache_dir(), "gocache"))
+    path = _tool_paths.get(key)
+    if path is None or not os.path.exists(path):
+        proc = subprocess.run(
+            [go, "tool", "-n", "trace"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=go_env(),
+            check=False,
+        )
+        path = proc.stdout.decode(errors="replace").strip()
+        if proc.returncode != 0 or not path or not os.path.exists(path):
+            return [go, "tool", "trace"]
+        _tool_paths[key] = path
+    return [path]
+
+
 def _run_go_parsed(trace_path: str) -> tuple[int, bytes, bytes]:
     proc = subprocess.run(
-        [oracle_go(), "tool", "trace", "-d=parsed", trace_path],
+        [*trace_tool(), "-d=parsed", trace_path],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         env=go_env(),
