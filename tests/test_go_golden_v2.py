@@ -139,7 +139,7 @@ MUTATE_ALL_MAX = 400  # files up to this size get every byte mutated
 MUTATE_SAMPLES = 100  # larger files: this many evenly spaced bytes, XOR 0x01 only
 TRUNCATE_ALL_MAX = 512  # files up to this size are cut at every offset
 TRUNCATE_SAMPLES = 256  # larger files: this many evenly spaced cut points
-XORS = (0x01, 0x80, 0xFF)
+XORS: tuple[int, ...] = (0x01, 0x80, 0xFF)
 
 
 def _variants(data: bytes, kind: str) -> list[tuple[str, bytes]]:
