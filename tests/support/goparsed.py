@@ -33,7 +33,6 @@ from collectors.gotrace.model import NONE, ClockSnapshot, Event, Frame
 Stack = tuple[Frame, ...]
 AttrValue = int | str | None
 
-DEFAULT_GO = "/root/.cache/gmpscope/go/go1.27.3/go/bin/go"
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,7 +437,12 @@ def cache_dir() -> str:
 
 def oracle_go() -> str:
     """Path of the go1.27.3 binary (``$GMPSCOPE_ORACLE_GO`` overrides)."""
-    return os.environ.get("GMPSCOPE_ORACLE_GO", DEFAULT_GO)
+    override = os.environ.get("GMPSCOPE_ORACLE_GO")
+    if override:
+        return override
+    from tools.gotoolchains import ORACLE_VERSION, go_binary
+
+    return str(go_binary(ORACLE_VERSION))
 
 
 def go_env() -> dict[str, str]:
