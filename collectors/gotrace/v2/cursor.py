@@ -38,48 +38,60 @@ def ns(t: int, freq: float) -> int:
 class Cursor:
     """Reads the events of one thread's batches in order."""
 
-    __slots__ = ("m", "batches", "idx", "off", "last", "ev")
+    __slots__ = ("m", "batches", "idx", "off", "last", "ev", "data", "end", "base")
 
     def __init__(self, m: int, batches: list[Batch]) -> None:
         self.m = m
         self.batches = batches
-        self.idx = 0
+        self.idx = -1
         self.off = 0
         self.last = 0
+        self.data = b""
+        self.end = 0
+        self.base = 0  # file offset of the current batch payload
         # [type, time, a0, a1, a2, a3] of the event at the head of this cursor.
         self.ev: list[Any] = [0, 0, 0, 0, 0, 0]
 
+    def _load(self) -> bool:
+        """Move to the next batch that still has data (times restart there)."""
+        batches = self.batches
+        idx = self.idx
+        while True:
+            idx += 1
+            if idx >= len(batches):
+                self.idx = len(batches)
+                self.data, self.end, self.off = b"", 0, 0
+                return False
+            b = batches[idx]
+            if b.data:
+                self.idx = idx
+                self.data, self.end, self.off, self.base = b.data, len(b.data), 0, b.data_offset
+                self.last = 0
+                return True
+
     def next(self, freq: float) -> bool:
         """Load the next event into ``ev``; False when there are no more."""
-        batches = self.batches
-        nb = len(batches)
-        idx = self.idx
-        while idx < nb and len(batches[idx].data) == self.off:
-            idx += 1
-            self.off = 0
-            self.last = 0
-        self.idx = idx
-        if idx == nb:
-            return False
-        b = batches[idx]
-        if self.last == 0:
-            self.last = ns(b.time, freq)
-        data = b.data
         pos = self.off
-        end = len(data)
+        if pos >= self.end:
+            if not self._load():
+                return False
+            pos = 0
+        if self.last == 0:
+            self.last = ns(self.batches[self.idx].time, freq)
+        data = self.data
+        end = self.end
         typ = data[pos]
         nargs = TIMED_NARGS[typ]
         if nargs < 0:
             if nargs == -1:
-                raise CursorError(b.data_offset + pos, f"found invalid event type: {typ}")
-            raise CursorError(b.data_offset + pos, f"found event without a timestamp: type={typ}")
+                raise CursorError(self.base + pos, f"found invalid event type: {typ}")
+            raise CursorError(self.base + pos, f"found event without a timestamp: type={typ}")
         pos += 1
         ev = self.ev
         ev[0] = typ
-        for k in range(nargs):
+        for k in range(1, nargs + 1):
             if pos >= end:
-                raise CursorError(b.data_offset + pos, "found invalid uvarint for timestamp"
-                                  if k == 0 else "found invalid uvarint")
+                raise self._bad(pos, k)
             x = data[pos]
             pos += 1
             if x >= 0x80:
@@ -88,20 +100,18 @@ class Cursor:
                 i = 1
                 while True:
                     if pos >= end:
-                        raise CursorError(b.data_offset + pos, "found invalid uvarint for timestamp"
-                                          if k == 0 else "found invalid uvarint")
+                        raise self._bad(pos, k)
                     c = data[pos]
                     pos += 1
                     if i == 9 and c > 1:
-                        raise CursorError(b.data_offset + pos, "found invalid uvarint for timestamp"
-                                          if k == 0 else "found invalid uvarint")
+                        raise self._bad(pos, k)
                     if c < 0x80:
                         x |= c << s
                         break
                     x |= (c & 0x7F) << s
                     s += 7
                     i += 1
-            ev[k + 1] = x
+            ev[k] = x
         # ev[1] held the raw delta; turn it into an absolute ns time.
         t = ev[1] * freq
         t = (int(t) if t < _BIG else _I64_MIN) + self.last
@@ -110,11 +120,13 @@ class Cursor:
         self.off = pos
         return True
 
+    def _bad(self, pos: int, k: int) -> CursorError:
+        return CursorError(self.base + pos, "found invalid uvarint for timestamp"
+                           if k == 1 else "found invalid uvarint")
+
     def offset(self) -> int:
         """File offset of the current event (for error reports)."""
-        if self.idx < len(self.batches):
-            return self.batches[self.idx].data_offset + self.off
-        return -1
+        return self.base + self.off if self.idx < len(self.batches) else -1
 
 
 def _sift_up(h: list[Cursor], i: int) -> int:

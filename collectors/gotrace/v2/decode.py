@@ -11,10 +11,12 @@ from typing import Any, Iterator
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import ClockSnapshot, Event, Loss, StackTable, TraceInfo
 from collectors.gotrace.v2.cursor import Cursor, CursorError, heap_insert, heap_remove, heap_update, ns
-from collectors.gotrace.v2.events import Resolver, to_event, validate_ids
+from collectors.gotrace.v2.events import Resolver, to_event
+from collectors.gotrace.v2.gosort import go_sort
 from collectors.gotrace.v2.generation import (
     Generation,
     SpillState,
+    TableEOF,
     read_generation_marked,
     read_generation_spill,
 )
@@ -106,7 +108,6 @@ class _Decoder:
 
     def _queued(self, q: tuple[Any, ...]) -> Event:
         try:
-            validate_ids(q)
             return to_event(q, self._ts(q[1]), self.resolver)
         except OrderError as e:
             raise _Failure(-1, str(e)) from None
@@ -129,7 +130,7 @@ class _Decoder:
             self.info.ticks_per_sec = round(1e9 / g.freq) if g.freq != float("inf") else 0
         freq = g.freq
         samples = [(ns(t, freq), m, p, gid, stk) for (t, m, p, gid, stk) in g.samples]
-        samples.sort(key=lambda s: s[0])
+        go_sort(samples, _sample_time)
         self.samples = samples
         self.si = 0
         for m in g.batch_ms:
@@ -153,7 +154,8 @@ class _Decoder:
         if self.version < "1.26":
             return self._refresh_spill()
         if self.read_err is not None:
-            raise _Failure(self.read_err.offset, self.read_err.reason)
+            self._stored_error(self.read_err)
+            return None
         try:
             g, self.pos = read_generation_marked(self.data, self.pos, self.version)
         except WireError as e:
@@ -166,11 +168,21 @@ class _Decoder:
             return self._sync(None, self.last_ts)
         return self._install(g)
 
+    def _stored_error(self, err: WireError) -> None:
+        """Report a generation read error after its Sync has been yielded."""
+        if isinstance(err, TableEOF):
+            # Go hands a bare end-of-file up, which its callers treat as the
+            # regular end of the trace: no error.
+            self.done = True
+            return
+        raise _Failure(err.offset, err.reason)
+
     def _refresh_spill(self) -> Event | None:
         sp = self.spill
         if sp.error is not None:
             if self.spill_err_sync:
-                raise _Failure(sp.error.offset, sp.error.reason)
+                self._stored_error(sp.error)
+                return None
             self.spill_err_sync = True
             self.gen = None
             return self._sync(None, self.last_ts)
@@ -205,44 +217,81 @@ class _Decoder:
         return True
 
     def run(self) -> Iterator[Event]:
-        self.done = False
+        """Go's ReadEvent loop; one iteration per returned event."""
         queue = self.order.queue
         frontier = self.frontier
+        advance = self.order.advance
+        res = self.resolver
         while True:
-            if queue:
-                yield self._queued(queue.popleft())
-                continue
-            if self.done:
-                return
-            if not frontier and self.si >= len(self.samples):
-                ev = self._refresh()
-                if ev is not None:
-                    yield ev
-                continue
-            if self.si < len(self.samples) and (
-                not frontier or self.samples[self.si][0] < frontier[0].ev[1]
-            ):
-                s = self.samples[self.si]
-                self.si += 1
-                yield self._sample(s)
-                continue
-            if not self._try(0):
-                # Rare path: try the other threads in time order.
-                frontier.sort(key=_time)
-                for i in range(1, len(frontier)):
-                    if self._try(i):
-                        break
+            try:
+                while queue:
+                    q = queue.popleft()
+                    t = q[1]
+                    if t <= self.last_ts:
+                        t = self.last_ts + 1
+                    self.last_ts = t
+                    yield to_event(q, t, res)
+                if self.done:
+                    return
+                samples = self.samples
+                if not frontier and self.si >= len(samples):
+                    ev = self._refresh()
+                    if ev is not None:
+                        yield ev
+                    continue
+                if self.si < len(samples) and (
+                    not frontier or samples[self.si][0] < frontier[0].ev[1]
+                ):
+                    s = samples[self.si]
+                    self.si += 1
+                    yield self._sample(s)
+                    continue
+                g = self.gen
+                assert g is not None
+                c = frontier[0]
+                if advance(c.ev, g, c.m, g.gen):
+                    if c.next(g.freq):
+                        # heap_update(0) without the calls when nothing moves.
+                        t = c.ev[1]
+                        n = len(frontier)
+                        if (n > 1 and frontier[1].ev[1] < t) or (n > 2 and frontier[2].ev[1] < t):
+                            heap_update(frontier, 0)
+                    else:
+                        heap_remove(frontier, 0)
                 else:
-                    raise _Failure(
-                        frontier[0].offset() if frontier else -1,
-                        f"broken trace: failed to advance: no thread can make progress "
-                        f"in generation {self.gen.gen if self.gen else 0}",
-                    )
-            yield self._queued(queue.popleft())
+                    self._advance_other()
+                q = queue.popleft()
+                t = q[1]
+                if t <= self.last_ts:
+                    t = self.last_ts + 1
+                self.last_ts = t
+                yield to_event(q, t, res)
+            except OrderError as e:
+                raise _Failure(frontier[0].offset() if frontier else -1, str(e)) from None
+            except CursorError as e:
+                raise _Failure(e.offset, e.reason) from None
+
+    def _advance_other(self) -> None:
+        """Rare path: the earliest thread cannot advance; try the others in
+        time order (Go sorts the heap array first, which keeps it a heap)."""
+        frontier = self.frontier
+        go_sort(frontier, _time)
+        for i in range(1, len(frontier)):
+            if self._try(i):
+                return
+        raise _Failure(
+            frontier[0].offset() if frontier else -1,
+            f"broken trace: failed to advance: no thread can make progress "
+            f"in generation {self.gen.gen if self.gen else 0}",
+        )
 
 
 def _time(c: Cursor) -> int:
     return int(c.ev[1])
+
+
+def _sample_time(s: tuple[int, int, int, int, int]) -> int:
+    return s[0]
 
 
 def _as_i64(x: int) -> int:

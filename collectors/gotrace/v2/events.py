@@ -22,6 +22,7 @@ for _t, _s in enumerate(S.SPECS):
             STACK_POS[_t] = 1 + _s.stacks[0]
         CHECK_STACKS[_t] = tuple(1 + i for i in _s.stacks)
         CHECK_STRINGS[_t] = tuple(1 + i for i in _s.strings)
+NEEDS_CHECK: list[bool] = [bool(a or b) for a, b in zip(CHECK_STACKS, CHECK_STRINGS)]
 
 
 class Resolver:
@@ -83,105 +84,90 @@ def _str(gt: Generation, sid: int) -> str:
     return s
 
 
-Conv = Callable[[Event, tuple[Any, ...], Resolver], None]
+Q = tuple[Any, ...]
+Conv = Callable[[Q, int, int, Resolver], Event]
+_ST = "StateTransition"
+_G = "goroutine"
+_P = "proc"
+_NOT_EXIST, _RUNNABLE, _RUNNING, _WAITING, _SYSCALL = _GO[1:]
+_IDLE = _PROC[S.PROC_IDLE]
+_PRUNNING = _PROC[S.PROC_RUNNING]
 
 
-def _go(e: Event, rid: int, frm: int, to: int) -> None:
-    e.kind = "StateTransition"
-    e.resource = "goroutine"
-    e.rid = rid
-    e.from_state = _GO[frm]
-    e.to_state = _GO[to]
+def _c_go_create(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    to = _WAITING if q[0] == S.EV_GO_CREATE_BLOCKED else _RUNNABLE
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _NOT_EXIST, to, "",
+                 r.stack(q[9], q[3]))
 
 
-def _proc(e: Event, rid: int, frm: int, to: int) -> None:
-    e.kind = "StateTransition"
-    e.resource = "proc"
-    e.rid = rid
-    e.from_state = _state_name(_PROC, frm)
-    e.to_state = _PROC[to]
+def _c_go_start(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _RUNNABLE, _RUNNING)
 
 
-def _c_go_create(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    to = S.GO_WAITING if q[0] == S.EV_GO_CREATE_BLOCKED else S.GO_RUNNABLE
-    _go(e, as_i64(q[2]), S.GO_NOT_EXIST, to)
-    e.tstack = r.stack(q[9], q[3])
+def _c_go_unblock(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _WAITING, _RUNNABLE)
 
 
-def _c_go_start(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _go(e, as_i64(q[2]), S.GO_RUNNABLE, S.GO_RUNNING)
+def _c_go_stop(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    to = _RUNNABLE if q[0] == S.EV_GO_STOP else _WAITING
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, q[8], _RUNNING, to, _str(q[9], q[2]), stk)
 
 
-def _c_go_unblock(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _go(e, as_i64(q[2]), S.GO_WAITING, S.GO_RUNNABLE)
+def _c_go_destroy(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, q[8], _RUNNING, _NOT_EXIST)
 
 
-def _c_go_stop(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    to = S.GO_RUNNABLE if q[0] == S.EV_GO_STOP else S.GO_WAITING
-    _go(e, e.g, S.GO_RUNNING, to)
-    e.reason = _str(q[9], q[2])
-    e.tstack = e.stack
+def _c_go_syscall_begin(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, q[8], _RUNNING, _SYSCALL, "", stk)
 
 
-def _c_go_destroy(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _go(e, e.g, S.GO_RUNNING, S.GO_NOT_EXIST)
+def _c_go_syscall_end(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    to = _RUNNING if q[0] == S.EV_GO_SYSCALL_END else _RUNNABLE
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, q[8], _SYSCALL, to)
 
 
-def _c_go_syscall_begin(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _go(e, e.g, S.GO_RUNNING, S.GO_SYSCALL)
-    e.tstack = e.stack
+def _c_go_create_syscall(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _NOT_EXIST, _SYSCALL)
 
 
-def _c_go_syscall_end(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    to = S.GO_RUNNING if q[0] == S.EV_GO_SYSCALL_END else S.GO_RUNNABLE
-    _go(e, e.g, S.GO_SYSCALL, to)
+def _c_go_destroy_syscall(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, q[8], _SYSCALL, _NOT_EXIST)
 
 
-def _c_go_create_syscall(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _go(e, as_i64(q[2]), S.GO_NOT_EXIST, S.GO_SYSCALL)
-
-
-def _c_go_destroy_syscall(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _go(e, e.g, S.GO_SYSCALL, S.GO_NOT_EXIST)
-
-
-def _c_go_status(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
+def _c_go_status(q: Q, ts: int, stk: int, r: Resolver) -> Event:
     packed = q[4]
     to = packed & 0xFFFFFFFF
-    _go(e, as_i64(q[2]), packed >> 32, S.GO_STATUS_TO_STATE[to] if to < 5 else 0)
-    e.tstack = e.stack
+    to_state = _GO[S.GO_STATUS_TO_STATE[to] if to < 5 else 0]
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _GO[packed >> 32], to_state,
+                 "", stk)
 
 
-def _c_proc_start(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _proc(e, as_i64(q[2]), S.PROC_IDLE, S.PROC_RUNNING)
+def _c_proc_start(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _P, as_i64(q[2]), _IDLE, _PRUNNING)
 
 
-def _c_proc_stop(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _proc(e, e.p, S.PROC_RUNNING, S.PROC_IDLE)
+def _c_proc_stop(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _P, q[7], _PRUNNING, _IDLE)
 
 
-def _c_proc_steal(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    frm = S.PROC_IDLE if q[5] == S.PS_SYSCALL_ABANDONED else S.PROC_RUNNING
-    _proc(e, as_i64(q[2]), frm, S.PROC_IDLE)
+def _c_proc_steal(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    frm = _IDLE if q[5] == S.PS_SYSCALL_ABANDONED else _PRUNNING
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _P, as_i64(q[2]), frm, _IDLE)
 
 
-def _c_proc_status(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    _proc(e, as_i64(q[2]), q[4], S.PROC_STATUS_TO_STATE[q[3]])
+def _c_proc_status(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event(_ST, ts, q[6], q[7], q[8], stk, _P, as_i64(q[2]), _state_name(_PROC, q[4]),
+                 _PROC[S.PROC_STATUS_TO_STATE[q[3]]])
 
 
 def _metric(name: str) -> Conv:
-    def conv(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-        e.kind = "Metric"
-        e.name = name
-        e.value = q[2]
+    def conv(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+        return Event("Metric", ts, q[6], q[7], q[8], stk, name=name, value=q[2])
     return conv
 
 
-def _c_label(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    e.kind = "Label"
-    e.name = _str(q[9], q[2])
-    e.scope = "goroutine"
-    e.scope_id = e.g
+def _c_label(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event("Label", ts, q[6], q[7], q[8], stk, name=_str(q[9], q[2]), scope=_G, scope_id=q[8])
 
 
 _RANGE_KIND = {
@@ -194,60 +180,54 @@ _RANGE_KIND = {
 }
 
 
-def _c_range(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
+def _c_range(q: Q, ts: int, stk: int, r: Resolver) -> Event:
     typ = q[0]
-    e.kind = _RANGE_KIND[typ]
+    e = Event(_RANGE_KIND[typ], ts, q[6], q[7], q[8], stk)
     if typ == S.EV_STW_BEGIN or typ == S.EV_STW_END:
         e.name = "stop-the-world (" + _str(q[9], q[2]) + ")"
-        e.scope, e.scope_id = "goroutine", e.g
+        e.scope, e.scope_id = _G, e.g
     elif typ in (S.EV_GC_BEGIN, S.EV_GC_ACTIVE, S.EV_GC_END):
         e.name = "GC concurrent mark phase"
         e.scope, e.scope_id = "global", -1
     elif typ in (S.EV_GC_SWEEP_BEGIN, S.EV_GC_SWEEP_ACTIVE, S.EV_GC_SWEEP_END):
         e.name = "GC incremental sweep"
-        e.scope = "proc"
+        e.scope = _P
         e.scope_id = as_i64(q[2]) if typ == S.EV_GC_SWEEP_ACTIVE else e.p
         if typ == S.EV_GC_SWEEP_END:
             e.attrs = [("bytes swept", q[2]), ("bytes reclaimed", q[3])]
     else:
         e.name = "GC mark assist"
-        e.scope = "goroutine"
+        e.scope = _G
         e.scope_id = as_i64(q[2]) if typ == S.EV_GC_MARK_ASSIST_ACTIVE else e.g
+    return e
 
 
-def _c_task_begin(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    e.kind = "TaskBegin"
-    e.task, e.parent = q[2], q[3]
-    e.name = _str(q[9], q[4])
+def _c_task_begin(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event("TaskBegin", ts, q[6], q[7], q[8], stk, name=_str(q[9], q[4]), task=q[2],
+                 parent=q[3])
 
 
-def _c_task_end(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    e.kind = "TaskEnd"
-    e.task, e.parent, e.name = q[2], q[4], q[5]
+def _c_task_end(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event("TaskEnd", ts, q[6], q[7], q[8], stk, name=q[5], task=q[2], parent=q[4])
 
 
-def _c_region(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    e.kind = "RegionBegin" if q[0] == S.EV_USER_REGION_BEGIN else "RegionEnd"
-    e.task = q[2]
-    e.name = _str(q[9], q[3])
+def _c_region(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    kind = "RegionBegin" if q[0] == S.EV_USER_REGION_BEGIN else "RegionEnd"
+    return Event(kind, ts, q[6], q[7], q[8], stk, name=_str(q[9], q[3]), task=q[2])
 
 
-def _c_log(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
-    e.kind = "Log"
-    e.task = q[2]
-    e.category = _str(q[9], q[3])
-    e.message = _str(q[9], q[4])
+def _c_log(q: Q, ts: int, stk: int, r: Resolver) -> Event:
+    return Event("Log", ts, q[6], q[7], q[8], stk, task=q[2], category=_str(q[9], q[3]),
+                 message=_str(q[9], q[4]))
 
 
-def _c_experimental(e: Event, q: tuple[Any, ...], r: Resolver) -> None:
+def _c_experimental(q: Q, ts: int, stk: int, r: Resolver) -> Event:
     spec = S.SPECS[q[0]]
-    e.kind = "Experimental"
-    e.name = spec.name
     attrs: list[tuple[str, int | str]] = []
     for i, an in enumerate(spec.args[1:]):
         v = q[2 + i]
         attrs.append((an, _str(q[9], v) if an.endswith("string") else v))
-    e.attrs = attrs
+    return Event("Experimental", ts, q[6], q[7], q[8], stk, name=spec.name, attrs=attrs)
 
 
 CONVERTERS: dict[int, Conv] = {
@@ -287,12 +267,10 @@ for _typ in range(128, 137):
     CONVERTERS[_typ] = _c_experimental
 
 
-def to_event(q: tuple[Any, ...], ts: int, r: Resolver) -> Event:
+def to_event(q: Q, ts: int, r: Resolver) -> Event:
     """The model event for a queued wire event, at (fixed-up) time ``ts``."""
     typ = q[0]
-    e = Event("", ts, q[6], q[7], q[8])
+    if NEEDS_CHECK[typ]:
+        validate_ids(q)
     pos = STACK_POS[typ]
-    if pos:
-        e.stack = r.stack(q[9], q[pos])
-    CONVERTERS[typ](e, q, r)
-    return e
+    return CONVERTERS[typ](q, ts, r.stack(q[9], q[pos]) if pos and q[pos] else 0, r)

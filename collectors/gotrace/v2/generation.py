@@ -64,9 +64,20 @@ class Generation:
         return self.strings.get(sid)
 
 
-def _v(buf: bytes, pos: int, end: int, off: int, what: str) -> tuple[int, int]:
+class TableEOF(WireError):
+    """A table entry ends exactly at the end of its batch, before a field.
+
+    Go's reader passes the bare end-of-file error of such a read up unchanged,
+    and ``go tool trace`` then takes it for the normal end of the trace.
+    """
+
+
+def _v(buf: bytes, pos: int, end: int, off: int, what: str, bare: bool = True) -> tuple[int, int]:
+    """Read a varint field; ``bare`` marks fields whose read error Go does not wrap."""
     val, npos = uvarint(buf, pos, end)
     if npos < 0:
+        if bare and pos >= end:
+            raise TableEOF(off + pos, f"reading {what}: EOF")
         raise WireError(off + pos, f"reading {what}: " + ("varint overflows a 64-bit integer"
                                                          if npos == -2 else "unexpected EOF"))
     return val, npos
@@ -109,10 +120,10 @@ def _add_stacks(g: Generation, b: Batch) -> None:
             raise WireError(off + pos, f"invalid stack size {nframes}, maximum is {MAX_FRAMES}")
         frames = []
         for i in range(nframes):
-            pc, pos = _v(data, pos, end, off, f"frame {i + 1}'s PC for stack {sid}")
-            fn, pos = _v(data, pos, end, off, f"frame {i + 1}'s funcID for stack {sid}")
-            fl, pos = _v(data, pos, end, off, f"frame {i + 1}'s fileID for stack {sid}")
-            line, pos = _v(data, pos, end, off, f"frame {i + 1}'s line for stack {sid}")
+            pc, pos = _v(data, pos, end, off, f"frame {i + 1}'s PC for stack {sid}", False)
+            fn, pos = _v(data, pos, end, off, f"frame {i + 1}'s funcID for stack {sid}", False)
+            fl, pos = _v(data, pos, end, off, f"frame {i + 1}'s fileID for stack {sid}", False)
+            line, pos = _v(data, pos, end, off, f"frame {i + 1}'s line for stack {sid}", False)
             frames.append(pc)
             if pc not in pcs:
                 # The first frame seen for a PC wins for the whole generation.

@@ -40,7 +40,7 @@ def as_i64(x: int) -> int:
     return x - (1 << 64) if x >= _I64_SIGN else x
 
 
-def uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def uvarint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
     """Decode an unsigned LEB128 varint the way Go's ``binary.Uvarint`` does.
 
     Returns (value, new position); the position is negative when the input
