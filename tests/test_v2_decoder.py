@@ -27,7 +27,10 @@ from collectors.gotrace.reader import open_trace
 from collectors.gotrace.v2.wire import EndOfTrace, WireError, read_batch
 
 DATA = Path(__file__).parent / "data" / "traces"
-TRACES = sorted(p.name for p in DATA.glob("go1.2[2-7]-*.trace"))
+TRACES = sorted(p.name for p in DATA.glob("go1.2[2-7]-workers.trace"))
+# Recorded like the workers traces for 0.3 s with GODEBUG=traceallocfree=1
+# (Go 1.23.9 and 1.27.3): experimental heap/stack alloc-free events.
+ALLOCFREE = sorted(p.name for p in DATA.glob("go1.2[2-7]-allocfree.trace"))
 HEADER = 16
 
 
@@ -88,6 +91,18 @@ def test_real_trace_matches_go(name: str) -> None:
         assert all(e.clock is not None for e in syncs[:-1]) and syncs[-1].clock is None
     else:
         assert all(e.clock is None for e in syncs)
+
+
+@pytest.mark.parametrize("name", ALLOCFREE)
+def test_experimental_events_match_go(name: str) -> None:
+    path = DATA / name
+    ours, tr = _decode(path.read_bytes())
+    go, err = go_parsed(path)
+    assert err is None
+    assert_same_events(ours, go)
+    exp = [e for e in ours if e.kind == "Experimental"]
+    assert {e.name for e in exp} >= {"HeapObjectAlloc", "SpanAlloc", "GoroutineStackAlloc"}
+    assert all(e.attrs and e.attrs[0][0] == "id" for e in exp)
 
 
 @pytest.mark.parametrize("name", TRACES)
