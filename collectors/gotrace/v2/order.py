@@ -201,7 +201,7 @@ def proc_status(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
                 found = True
         if not found:
             raise OrderError(f"failed to find sched context for proc {pid} that's about to be stolen")
-    o.push(ev, gt, em, ep, eg)
+    o.queue.append((*ev, em, ep, eg, gt))
     return np, g
 
 
@@ -214,7 +214,7 @@ def proc_start(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     check_ctx(p, g, m, MUST, MUST_NOT, MAY)
     st.status = S.PS_RUNNING
     st.sgen, st.seq = gen, ev[3]
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return pid, g
 
 
@@ -227,7 +227,7 @@ def proc_stop(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         raise OrderError(f"{o.name(ev[0])} event for proc that's not Running or Syscall")
     check_ctx(p, g, m, MUST, MUST, MAY)
     st.status = S.PS_IDLE
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return NONE, g
 
 
@@ -244,13 +244,13 @@ def proc_steal(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     st.status = S.PS_IDLE
     st.sgen, st.seq = gen, ev[3]
     if old == S.PS_SYSCALL_ABANDONED:
-        o.push(ev, gt, m, p, g)
+        o.queue.append((*ev, m, p, g, gt))
         return p, g
     victim = as_i64(ev[4])
     if victim == m:
         if p != pid:
             raise OrderError(f"tried to self-steal proc {pid} (thread {victim}), but got proc {p} instead")
-        o.push(ev, gt, m, p, g)
+        o.queue.append((*ev, m, p, g, gt))
         return NONE, g
     vst = o.ms.get(victim)
     if vst is None:
@@ -258,7 +258,7 @@ def proc_steal(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     if vst.p != pid:
         raise OrderError(f"tried to steal proc {pid} from thread {victim}, but got proc {vst.p} instead")
     vst.p = NONE  # the victim may now leave its syscall
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -314,7 +314,7 @@ def go_status(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
             else:
                 o.ms[mid] = MState(gid, NONE)
             em = mid
-    o.push(ev, gt, em, p, eg)
+    o.queue.append((*ev, em, p, eg, gt))
     return p, ng
 
 
@@ -329,7 +329,7 @@ def go_create(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         raise OrderError(f"tried to create goroutine ({newg}) that already exists")
     status = S.GS_WAITING if ev[0] == S.EV_GO_CREATE_BLOCKED else S.GS_RUNNABLE
     o.gs[newg] = GState(newg, status, gen)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -344,7 +344,7 @@ def go_stop_exec(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         st.status = S.GS_RUNNABLE
     else:
         st.status = S.GS_WAITING
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, NONE
 
 
@@ -357,7 +357,7 @@ def go_start(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     check_ctx(p, g, m, MUST, MUST, MUST_NOT)
     st.status = S.GS_RUNNING
     st.sgen, st.seq = gen, ev[3]
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, gid
 
 
@@ -369,7 +369,7 @@ def go_unblock(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         return None
     st.status = S.GS_RUNNABLE
     st.sgen, st.seq = gen, ev[3]
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -381,7 +381,7 @@ def go_switch(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     nst = o.gs.get(nextg)
     if nst is None or nst.status != S.GS_WAITING or not _succeeds(nst.sgen, nst.seq, gen, ev[3]):
         return None
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     t = ev[1]
     if ev[0] == S.EV_GO_SWITCH:
         cur.status = S.GS_WAITING
@@ -409,7 +409,7 @@ def go_syscall_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
             f"{pst.seq} (gen={pst.sgen}) -> {ev[2]} (gen={gen})"
         )
     pst.sgen, pst.seq = gen, ev[2]
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -424,7 +424,7 @@ def go_syscall_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
             f"expected proc {p} in state Syscall, but got {S.PROC_STATUS_NAMES[pst.status]} instead"
         )
     pst.status = S.PS_RUNNING
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -438,7 +438,7 @@ def go_syscall_end_blocked(o: OrderingBase, ev: list[Any], gt: Generation, gen: 
     check_ctx(p, g, m, MUST, MAY, MUST)
     st = o.running_g(ev[0], g, S.GS_SYSCALL)
     st.status = S.GS_RUNNABLE
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, NONE
 
 
@@ -449,7 +449,7 @@ def go_create_syscall(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     if newg in o.gs:
         raise OrderError(f"tried to create goroutine ({newg}) in syscall that already exists")
     o.gs[newg] = GState(newg, S.GS_SYSCALL, gen)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, newg
 
 
@@ -470,7 +470,7 @@ def go_destroy_syscall(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         pst.status = S.PS_SYSCALL_ABANDONED
         np = NONE
         o.queue.append((S.EV_PROC_STEAL, ev[1], p, 0, 0, S.PS_SYSCALL, m, p, g, gt))
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return np, NONE
 
 

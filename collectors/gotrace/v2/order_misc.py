@@ -85,7 +85,7 @@ def gc_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         if o.gc_state != GC_UNDETERMINED:
             raise OrderError("GCActive in the first generation isn't first GC event")
         o.gc_seq, o.gc_state = seq, GC_RUNNING
-        o.push(ev, gt, m, p, g)
+        o.queue.append((*ev, m, p, g, gt))
         return p, g
     if seq != ((o.gc_seq + 1) & U64_MASK):
         return None
@@ -93,7 +93,7 @@ def gc_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         raise OrderError("encountered GCActive while GC was not in progress")
     o.gc_seq = seq
     check_user(m, p, g)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -102,7 +102,7 @@ def gc_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     seq = ev[2]
     if o.gc_state == GC_UNDETERMINED:
         o.gc_seq, o.gc_state = seq, GC_RUNNING
-        o.push(ev, gt, m, p, g)
+        o.queue.append((*ev, m, p, g, gt))
         return p, g
     if seq != ((o.gc_seq + 1) & U64_MASK):
         return None
@@ -110,7 +110,7 @@ def gc_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         raise OrderError("encountered GCBegin while GC was already in progress")
     o.gc_seq, o.gc_state = seq, GC_RUNNING
     check_user(m, p, g)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -125,7 +125,7 @@ def gc_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
         raise OrderError("encountered GCEnd when GC was in an undetermined state")
     o.gc_seq, o.gc_state = seq, GC_NOT_RUNNING
     check_user(m, p, g)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -133,7 +133,7 @@ def sweep_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
                 m: int, p: int, g: int) -> NewCtx:
     check_ctx(p, g, m, MUST, MUST, MAY)
     _begin_range(o.pstate(p, ev[0]), (S.EV_GC_SWEEP_BEGIN, 0))
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -144,7 +144,7 @@ def sweep_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     if st is None:
         raise OrderError(f"encountered GCSweepActive for unknown proc {pid}")
     _active_range(st, (S.EV_GC_SWEEP_BEGIN, 0), gen == o.initial_gen)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -152,7 +152,7 @@ def sweep_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
               m: int, p: int, g: int) -> NewCtx:
     check_ctx(p, g, m, MUST, MUST, MAY)
     _end_range(o.pstate(p, ev[0]), ev[0])
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -165,7 +165,7 @@ def go_range_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     if st is None:
         raise OrderError(f"encountered event of type {typ} without known state for current goroutine {g}")
     _begin_range(st, (typ, desc))
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -176,7 +176,7 @@ def go_range_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     if st is None:
         raise OrderError(f"uninitialized goroutine {gid} found during {o.name(ev[0])}")
     _active_range(st, (S.start_type(ev[0]), 0), gen == o.initial_gen)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -190,7 +190,7 @@ def go_range_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     desc = _end_range(st, typ)
     if typ == S.EV_STW_END:
         ev[2] = desc  # the stop-the-world kind, for the range name
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -200,7 +200,7 @@ def go_range_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
 def annotation(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
                m: int, p: int, g: int) -> NewCtx:
     check_user(m, p, g)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -208,14 +208,14 @@ def heap_metric(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
                 m: int, p: int, g: int) -> NewCtx:
     if m == NONE or p == NONE:
         check_ctx(p, g, m, MUST, MUST, MAY)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
 def alloc_free(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
                m: int, p: int, g: int) -> NewCtx:
     check_ctx(p, g, m, MUST, MAY, MAY)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -233,7 +233,7 @@ def task_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     name = _name(gt, ev[4], ev[0])
     o.tasks[tid] = (name, ev[3])
     check_user(m, p, g)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -245,7 +245,7 @@ def task_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     else:
         ev[4], ev[5] = NO_TASK, ""
     check_user(m, p, g)
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -254,7 +254,7 @@ def region_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     check_user(m, p, g)
     name = _name(gt, ev[3], ev[0])
     _cur_g(o, g, "EvUserRegionBegin").regions.append((ev[2], name))
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
@@ -272,7 +272,7 @@ def region_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
                 f"inner-most active region start event is {{{top[0]} {top[1]}}}"
             )
         regions.pop()
-    o.push(ev, gt, m, p, g)
+    o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
