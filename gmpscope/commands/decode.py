@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +25,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collectors.gotrace import TraceFormatError, open_trace
-    from collectors.gotrace.parquet_out import write_parquet
+    from collectors.gotrace import TraceFormatError
+    from collectors.gotrace.todir import decode_file_to_dir
 
     src: Path = args.trace
     out: Path = args.out
@@ -38,25 +35,11 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise CLIError(f"output exists and is not a directory: {out}", EXIT_BAD_INPUT)
     started = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Decode into a sibling temporary directory and move the files in at the
-    # end, so a failed decode never leaves a half-written output behind.
-    tmp = Path(tempfile.mkdtemp(prefix=".gmpscope-decode-", dir=out.parent))
     try:
-        data = src.read_bytes()
-        if not data:
-            raise CLIError(f"{src}: empty file, not a Go trace", EXIT_BAD_INPUT)
-        try:
-            trace = open_trace(data)
-            meta = write_parquet(trace.events(), trace.stacks, lambda: trace.info, tmp,
-                                 source=src)
-        except TraceFormatError as e:
-            raise CLIError(f"{src}: {e}", EXIT_BAD_INPUT) from None
-        out.mkdir(exist_ok=True)
-        for item in tmp.iterdir():
-            os.replace(item, out / item.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        # Atomic: a failed decode never leaves a half-written output behind.
+        meta = decode_file_to_dir(src, out)
+    except TraceFormatError as e:
+        raise CLIError(f"{src}: {e}", EXIT_BAD_INPUT) from None
     elapsed = time.perf_counter() - started
     if args.json:
         print(json.dumps(meta, indent=2, ensure_ascii=False))
