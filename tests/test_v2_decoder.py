@@ -232,3 +232,75 @@ def test_corrupted_bytes_match_go(name: str, tmp_path: Path) -> None:
             continue
         assert_same_events(ours, go)
         assert (err is None) == (tr.info.loss.error == "")
+
+
+_SORT_PROG = """package main
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+type item struct{ key, idx int }
+
+func main() {
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for sc.Scan() {
+		var xs []item
+		for i, f := range strings.Fields(sc.Text()) {
+			k, _ := strconv.Atoi(f)
+			xs = append(xs, item{k, i})
+		}
+		slices.SortFunc(xs, func(a, b item) int { return cmp.Compare(a.key, b.key) })
+		parts := make([]string, len(xs))
+		for i, x := range xs {
+			parts[i] = strconv.Itoa(x.idx)
+		}
+		fmt.Fprintln(out, strings.Join(parts, " "))
+	}
+}
+"""
+
+
+def test_go_sort_leaves_ties_like_go(tmp_path: Path) -> None:
+    """Go's reader sorts with an unstable sort; ties must end up as in Go."""
+    import subprocess
+
+    from support.goparsed import go_env, oracle_go
+
+    from collectors.gotrace.v2.gosort import go_sort
+
+    (tmp_path / "main.go").write_text(_SORT_PROG)
+    (tmp_path / "go.mod").write_text("module sortcheck\n\ngo 1.22\n")
+    exe = tmp_path / "sortcheck"
+    subprocess.run([oracle_go(), "build", "-o", str(exe), "."], cwd=tmp_path, env=go_env(),
+                   check=True, capture_output=True)
+    rng = random.Random(3)
+    cases = []
+    for _ in range(400):
+        n = rng.choice([rng.randint(1, 20), rng.randint(13, 100), rng.randint(50, 400)])
+        shape = rng.randrange(4)
+        keys = [rng.randint(0, max(1, n // 3)) for _ in range(n)]
+        if shape == 1:
+            keys.sort()
+        elif shape == 2:
+            keys.sort(reverse=True)
+        elif shape == 3:
+            keys = [rng.randint(0, 3) for _ in range(n)]
+        cases.append(keys)
+    text = "".join(" ".join(map(str, c)) + "\n" for c in cases)
+    proc = subprocess.run([str(exe)], input=text.encode(), capture_output=True, check=True)
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == len(cases)
+    for keys, line in zip(cases, lines):
+        order = list(range(len(keys)))
+        go_sort(order, keys.__getitem__)
+        assert order == [int(x) for x in line.split()], keys
