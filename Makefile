@@ -12,10 +12,15 @@ SAMPLE ?= tests/data/traces/go1.26-workers.trace
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# The C extension (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder) is
+# built in place by the editable install; a changed C source rebuilds it.
+CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h)
+
+$(VENV)/.installed: pyproject.toml $(CSRC)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python setup.py -q build_ext --inplace
 	touch $@
 
 run: setup
@@ -45,4 +50,4 @@ bench: test-setup
 	$(BIN)/python bench/decode.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info collectors/gotrace/_v2fast*.so

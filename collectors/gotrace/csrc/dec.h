@@ -59,6 +59,7 @@ const char *event_name(int minor, int typ, char *tmp, size_t tmpcap);
 /* A failure: byte offset (-1 none) and message. */
 typedef struct {
     int set;
+    int table_eof; /* a bare EOF before a table field (Go: the trace just ends) */
     int64_t off;
     char msg[MSG_CAP];
 } Err;
@@ -267,6 +268,9 @@ int emit_sample(Dec *d, const Sample *s, Err *err);
 int64_t intern_string(Dec *d, const uint8_t *p, size_t n);
 int resolve_stack(Dec *d, uint64_t sid, uint64_t *gid, int *missing);
 void intern_free(Dec *d);
+
+/* gosort.c */
+void go_sort_perm(int64_t *keys, uint32_t *perm, size_t n);
 
 /* merge.c */
 int run_until(Dec *d, int64_t limit);

@@ -165,34 +165,35 @@ static void heap_remove(Dec *d, size_t i)
     sift_down(h, n - 1, 0);
 }
 
-/* Stable merge sorts (Python's sort is stable and the order matters). */
-#define DEFINE_MSORT(NAME, T, KEY)                                                                 \
+/* Sort items by an int64 key leaving ties where Go's unstable sort leaves them. */
+#define DEFINE_GOSORT(NAME, T, KEY)                                                                \
     static int NAME(T *a, size_t n)                                                                \
     {                                                                                              \
         if (n < 2)                                                                                 \
             return 0;                                                                              \
+        int64_t *keys = (int64_t *)malloc(n * sizeof(int64_t));                                    \
+        uint32_t *perm = (uint32_t *)malloc(n * sizeof(uint32_t));                                 \
         T *tmp = (T *)malloc(n * sizeof(T));                                                       \
-        if (!tmp)                                                                                  \
+        if (!keys || !perm || !tmp) {                                                              \
+            free(keys);                                                                            \
+            free(perm);                                                                            \
+            free(tmp);                                                                             \
             return -1;                                                                             \
-        for (size_t w = 1; w < n; w *= 2) {                                                        \
-            for (size_t lo = 0; lo < n; lo += 2 * w) {                                             \
-                size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;       \
-                size_t i = lo, j = mid, k = lo;                                                    \
-                while (i < mid && j < hi)                                                          \
-                    tmp[k++] = (a[j].KEY < a[i].KEY) ? a[j++] : a[i++];                            \
-                while (i < mid)                                                                    \
-                    tmp[k++] = a[i++];                                                             \
-                while (j < hi)                                                                     \
-                    tmp[k++] = a[j++];                                                             \
-            }                                                                                      \
-            memcpy(a, tmp, n * sizeof(T));                                                         \
         }                                                                                          \
+        for (size_t i = 0; i < n; i++)                                                             \
+            keys[i] = a[i].KEY;                                                                    \
+        go_sort_perm(keys, perm, n);                                                               \
+        for (size_t i = 0; i < n; i++)                                                             \
+            tmp[i] = a[perm[i]];                                                                   \
+        memcpy(a, tmp, n * sizeof(T));                                                            \
+        free(keys);                                                                                \
+        free(perm);                                                                                \
         free(tmp);                                                                                 \
         return 0;                                                                                  \
     }
 
-DEFINE_MSORT(sort_samples, Sample, t)
-DEFINE_MSORT(sort_cursors, Cursor, time)
+DEFINE_GOSORT(sort_samples, Sample, t)
+DEFINE_GOSORT(sort_cursors, Cursor, time)
 
 /* ------------------------------------------------------------ generations */
 
@@ -252,6 +253,18 @@ static int sync_none(Dec *d)
     return 0;
 }
 
+/* Report a generation read error once its Sync event is out. */
+static int stored_error(Dec *d, const Err *e)
+{
+    if (e->table_eof) {
+        /* Go hands a bare end-of-file up, which its callers take for the
+         * regular end of the trace: no error. */
+        d->done = 1;
+        return 0;
+    }
+    return fail(d, e->off, e);
+}
+
 /* Move to the next generation (emitting its Sync event) or fail or finish. */
 static int refresh(Dec *d)
 {
@@ -264,7 +277,7 @@ static int refresh(Dec *d)
     if (d->minor < 26) {
         if (d->spill_err.set) {
             if (d->spill_err_sync)
-                return fail(d, d->spill_err.off, &d->spill_err);
+                return stored_error(d, &d->spill_err);
             d->spill_err_sync = 1;
             return sync_none(d);
         }
@@ -282,7 +295,7 @@ static int refresh(Dec *d)
         return install(d);
     }
     if (d->read_err.set)
-        return fail(d, d->read_err.off, &d->read_err);
+        return stored_error(d, &d->read_err);
     int eof;
     if (read_generation_marked(d, &eof, &e)) {
         if (d->nomem)
@@ -335,7 +348,7 @@ static int emit_next_queued(Dec *d)
     if (emit_queued(d, &q, &e)) {
         if (d->nomem)
             return -1;
-        fail(d, -1, &e);
+        fail(d, nfront(d) ? cursor_offset(d, &front(d)[0]) : -1, &e);
     }
     return 0;
 }

@@ -241,8 +241,8 @@ static PyObject *Decoder_stacks(DecoderObject *self, PyObject *unused)
             uint64_t *o1 = &VEC_AT(&d->gstroff, uint64_t, f->fn);
             uint64_t *o2 = &VEC_AT(&d->gstroff, uint64_t, f->fl);
             if (buf_put(&sid, &id, 8) || buf_put(&depth, &dep, 4) || buf_put(&line, &f->line, 8) ||
-                buf_put(&pc, &f->pc, 8) || buf_put(&fn, d->gstr.p + o1[0], (size_t)(o1[1] - o1[0])) ||
-                buf_put(&fl, d->gstr.p + o2[0], (size_t)(o2[1] - o2[0])))
+                buf_put(&pc, &f->pc, 8) || buf_put_utf8(&fn, d->gstr.p + o1[0], (size_t)(o1[1] - o1[0])) ||
+                buf_put_utf8(&fl, d->gstr.p + o2[0], (size_t)(o2[1] - o2[0])))
                 goto nomem;
             if (fn.n > INT32_MAX || fl.n > INT32_MAX)
                 goto nomem;

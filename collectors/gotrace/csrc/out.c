@@ -83,7 +83,7 @@ static inline void put_opt(Col *c, int64_t row, int valid, int64_t v)
 /* Append a string; for nullable columns an empty string is a null. */
 static inline int put_str(Col *c, int64_t row, const void *s, size_t n)
 {
-    if (n && buf_put(&c->data, s, n))
+    if (n && buf_put_utf8(&c->data, (const uint8_t *)s, n))
         return -1;
     if (c->data.n > INT32_MAX)
         return -1;

@@ -172,4 +172,5 @@ void set_err(Err *e, int64_t off, const char *fmt, ...)
     va_end(ap);
     e->off = off;
     e->set = 1;
+    e->table_eof = 0;
 }

@@ -56,6 +56,62 @@ static inline void buf_free(Buf *b)
 #define VEC_LEN(b, T) ((b)->n / sizeof(T))
 #define VEC_AT(b, T, i) (((T *)(b)->p)[i])
 
+/* Append s to b as valid UTF-8: every maximal ill-formed subsequence becomes
+ * U+FFFD, exactly as Python's bytes.decode("utf-8", "replace") does. */
+static inline int buf_put_utf8(Buf *b, const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && s[i] < 0x80)
+        i++;
+    if (i == n)
+        return buf_put(b, s, n);
+    if (buf_put(b, s, i))
+        return -1;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            if (buf_put(b, &s[i], 1))
+                return -1;
+            i++;
+            continue;
+        }
+        int need;
+        uint8_t lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf)
+            need = 1;
+        else if (c == 0xe0)
+            need = 2, lo = 0xa0;
+        else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef)
+            need = 2;
+        else if (c == 0xed)
+            need = 2, hi = 0x9f;
+        else if (c == 0xf0)
+            need = 3, lo = 0x90;
+        else if (c >= 0xf1 && c <= 0xf3)
+            need = 3;
+        else if (c == 0xf4)
+            need = 3, hi = 0x8f;
+        else
+            need = 0;
+        size_t j = i + 1;
+        int k = 0;
+        while (need && k < need && j < n && s[j] >= lo && s[j] <= hi) {
+            j++;
+            k++;
+            lo = 0x80;
+            hi = 0xbf;
+        }
+        if (need && k == need) {
+            if (buf_put(b, &s[i], j - i))
+                return -1;
+        } else if (buf_put(b, "\xef\xbf\xbd", 3)) {
+            return -1;
+        }
+        i = j;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ hashing */
 
 static inline uint64_t mix64(uint64_t x)

@@ -131,12 +131,18 @@ void gen_free(Gen *g)
         return -1;                                                                                 \
     } while (0)
 
-/* Read a varint of the payload; on failure set Go's "reading WHAT" error. */
+/* Read a varint field of a table batch; on failure set Go's "reading WHAT"
+ * error (a bare EOF when not one byte of the field is there). */
 static int v(Dec *d, size_t *p, size_t end, uint64_t *out, Err *err, const char *what)
 {
     size_t at = *p;
     int r = uvarint(d->data, p, end, out);
     if (r) {
+        if (at >= end) {
+            set_err(err, (int64_t)at, "reading %s: EOF", what);
+            err->table_eof = 1;
+            return -1;
+        }
         set_err(err, (int64_t)at, "reading %s: %s", what,
                 r == -2 ? "varint overflows a 64-bit integer" : "unexpected EOF");
         return -1;
