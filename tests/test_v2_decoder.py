@@ -82,8 +82,20 @@ def test_real_trace_matches_go(name: str) -> None:
     assert info.ticks_per_sec == 15_625_000
     assert info.loss.error == "" and info.loss.bytes_lost == 0
     kinds = {e.kind for e in ours}
-    for k in ("Sync", "StateTransition", "Metric", "RangeBegin", "RangeEnd", "TaskBegin",
-              "TaskEnd", "RegionBegin", "RegionEnd", "Log", "StackSample", "Label"):
+    for k in (
+        "Sync",
+        "StateTransition",
+        "Metric",
+        "RangeBegin",
+        "RangeEnd",
+        "TaskBegin",
+        "TaskEnd",
+        "RegionBegin",
+        "RegionEnd",
+        "Log",
+        "StackSample",
+        "Label",
+    ):
         assert k in kinds, k
     syncs = [e for e in ours if e.kind == "Sync"]
     assert [e.n for e in syncs] == [1, 2, 3, 4]
@@ -281,8 +293,13 @@ def test_go_sort_leaves_ties_like_go(tmp_path: Path) -> None:
     (tmp_path / "main.go").write_text(_SORT_PROG)
     (tmp_path / "go.mod").write_text("module sortcheck\n\ngo 1.22\n")
     exe = tmp_path / "sortcheck"
-    subprocess.run([oracle_go(), "build", "-o", str(exe), "."], cwd=tmp_path, env=go_env(),
-                   check=True, capture_output=True)
+    subprocess.run(
+        [oracle_go(), "build", "-o", str(exe), "."],
+        cwd=tmp_path,
+        env=go_env(),
+        check=True,
+        capture_output=True,
+    )
     rng = random.Random(3)
     cases = []
     for _ in range(400):
@@ -300,7 +317,7 @@ def test_go_sort_leaves_ties_like_go(tmp_path: Path) -> None:
     proc = subprocess.run([str(exe)], input=text.encode(), capture_output=True, check=True)
     lines = proc.stdout.decode().splitlines()
     assert len(lines) == len(cases)
-    for keys, line in zip(cases, lines):
+    for keys, line in zip(cases, lines, strict=True):
         order = list(range(len(keys)))
         go_sort(order, keys.__getitem__)
         assert order == [int(x) for x in line.split()], keys

@@ -121,8 +121,10 @@ class Cursor:
         return True
 
     def _bad(self, pos: int, k: int) -> CursorError:
-        return CursorError(self.base + pos, "found invalid uvarint for timestamp"
-                           if k == 1 else "found invalid uvarint")
+        return CursorError(
+            self.base + pos,
+            "found invalid uvarint for timestamp" if k == 1 else "found invalid uvarint",
+        )
 
     def offset(self) -> int:
         """File offset of the current event (for error reports)."""

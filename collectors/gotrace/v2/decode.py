@@ -6,13 +6,20 @@ the Sync event that starts every generation and the one that ends the trace.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import ClockSnapshot, Event, Loss, StackTable, TraceInfo
-from collectors.gotrace.v2.cursor import Cursor, CursorError, heap_insert, heap_remove, heap_update, ns
+from collectors.gotrace.v2.cursor import (
+    Cursor,
+    CursorError,
+    heap_insert,
+    heap_remove,
+    heap_update,
+    ns,
+)
 from collectors.gotrace.v2.events import Resolver, to_event
-from collectors.gotrace.v2.gosort import go_sort
 from collectors.gotrace.v2.generation import (
     Generation,
     SpillState,
@@ -20,6 +27,7 @@ from collectors.gotrace.v2.generation import (
     read_generation_marked,
     read_generation_spill,
 )
+from collectors.gotrace.v2.gosort import go_sort
 from collectors.gotrace.v2.order import OrderError
 from collectors.gotrace.v2.order_misc import Ordering
 from collectors.gotrace.v2.wire import EndOfTrace, WireError, read_batch
@@ -36,7 +44,9 @@ class _Failure(Exception):
         self.reason = reason
 
 
-def decode_v2(data: memoryview, version: str, stacks: StackTable, info: TraceInfo) -> Iterator[Event]:
+def decode_v2(
+    data: memoryview, version: str, stacks: StackTable, info: TraceInfo
+) -> Iterator[Event]:
     """Yield the events of a Go 1.22+ trace (``data`` includes the header)."""
     dec = _Decoder(data, version, stacks, info)
     try:
@@ -126,8 +136,8 @@ class _Decoder:
     def _install(self, g: Generation) -> Event:
         self.gen = g
         self.lost_from = g.start
-        if self.info.ticks_per_sec == 0 and g.freq:
-            self.info.ticks_per_sec = round(1e9 / g.freq) if g.freq != float("inf") else 0
+        if self.info.ticks_per_sec == 0:
+            self.info.ticks_per_sec = g.ticks_per_sec
         freq = g.freq
         samples = [(ns(t, freq), m, p, gid, stk) for (t, m, p, gid, stk) in g.samples]
         go_sort(samples, _sample_time)

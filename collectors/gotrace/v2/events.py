@@ -3,7 +3,8 @@ same kinds, fields and stacks that Go's ``trace.Event`` accessors report."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from collectors.gotrace.model import Event, Frame, StackTable
 from collectors.gotrace.v2 import specs as S
@@ -22,7 +23,7 @@ for _t, _s in enumerate(S.SPECS):
             STACK_POS[_t] = 1 + _s.stacks[0]
         CHECK_STACKS[_t] = tuple(1 + i for i in _s.stacks)
         CHECK_STRINGS[_t] = tuple(1 + i for i in _s.strings)
-NEEDS_CHECK: list[bool] = [bool(a or b) for a, b in zip(CHECK_STACKS, CHECK_STRINGS)]
+NEEDS_CHECK: list[bool] = [bool(a or b) for a, b in zip(CHECK_STACKS, CHECK_STRINGS, strict=True)]
 
 
 class Resolver:
@@ -96,8 +97,9 @@ _PRUNNING = _PROC[S.PROC_RUNNING]
 
 def _c_go_create(q: Q, ts: int, stk: int, r: Resolver) -> Event:
     to = _WAITING if q[0] == S.EV_GO_CREATE_BLOCKED else _RUNNABLE
-    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _NOT_EXIST, to, "",
-                 r.stack(q[9], q[3]))
+    return Event(
+        _ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _NOT_EXIST, to, "", r.stack(q[9], q[3])
+    )
 
 
 def _c_go_start(q: Q, ts: int, stk: int, r: Resolver) -> Event:
@@ -138,8 +140,9 @@ def _c_go_status(q: Q, ts: int, stk: int, r: Resolver) -> Event:
     packed = q[4]
     to = packed & 0xFFFFFFFF
     to_state = _GO[S.GO_STATUS_TO_STATE[to] if to < 5 else 0]
-    return Event(_ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _GO[packed >> 32], to_state,
-                 "", stk)
+    return Event(
+        _ST, ts, q[6], q[7], q[8], stk, _G, as_i64(q[2]), _GO[packed >> 32], to_state, "", stk
+    )
 
 
 def _c_proc_start(q: Q, ts: int, stk: int, r: Resolver) -> Event:
@@ -156,13 +159,24 @@ def _c_proc_steal(q: Q, ts: int, stk: int, r: Resolver) -> Event:
 
 
 def _c_proc_status(q: Q, ts: int, stk: int, r: Resolver) -> Event:
-    return Event(_ST, ts, q[6], q[7], q[8], stk, _P, as_i64(q[2]), _state_name(_PROC, q[4]),
-                 _PROC[S.PROC_STATUS_TO_STATE[q[3]]])
+    return Event(
+        _ST,
+        ts,
+        q[6],
+        q[7],
+        q[8],
+        stk,
+        _P,
+        as_i64(q[2]),
+        _state_name(_PROC, q[4]),
+        _PROC[S.PROC_STATUS_TO_STATE[q[3]]],
+    )
 
 
 def _metric(name: str) -> Conv:
     def conv(q: Q, ts: int, stk: int, r: Resolver) -> Event:
         return Event("Metric", ts, q[6], q[7], q[8], stk, name=name, value=q[2])
+
     return conv
 
 
@@ -171,11 +185,16 @@ def _c_label(q: Q, ts: int, stk: int, r: Resolver) -> Event:
 
 
 _RANGE_KIND = {
-    S.EV_STW_BEGIN: "RangeBegin", S.EV_STW_END: "RangeEnd",
-    S.EV_GC_ACTIVE: "RangeActive", S.EV_GC_BEGIN: "RangeBegin", S.EV_GC_END: "RangeEnd",
-    S.EV_GC_SWEEP_ACTIVE: "RangeActive", S.EV_GC_SWEEP_BEGIN: "RangeBegin",
+    S.EV_STW_BEGIN: "RangeBegin",
+    S.EV_STW_END: "RangeEnd",
+    S.EV_GC_ACTIVE: "RangeActive",
+    S.EV_GC_BEGIN: "RangeBegin",
+    S.EV_GC_END: "RangeEnd",
+    S.EV_GC_SWEEP_ACTIVE: "RangeActive",
+    S.EV_GC_SWEEP_BEGIN: "RangeBegin",
     S.EV_GC_SWEEP_END: "RangeEnd",
-    S.EV_GC_MARK_ASSIST_ACTIVE: "RangeActive", S.EV_GC_MARK_ASSIST_BEGIN: "RangeBegin",
+    S.EV_GC_MARK_ASSIST_ACTIVE: "RangeActive",
+    S.EV_GC_MARK_ASSIST_BEGIN: "RangeBegin",
     S.EV_GC_MARK_ASSIST_END: "RangeEnd",
 }
 
@@ -203,8 +222,9 @@ def _c_range(q: Q, ts: int, stk: int, r: Resolver) -> Event:
 
 
 def _c_task_begin(q: Q, ts: int, stk: int, r: Resolver) -> Event:
-    return Event("TaskBegin", ts, q[6], q[7], q[8], stk, name=_str(q[9], q[4]), task=q[2],
-                 parent=q[3])
+    return Event(
+        "TaskBegin", ts, q[6], q[7], q[8], stk, name=_str(q[9], q[4]), task=q[2], parent=q[3]
+    )
 
 
 def _c_task_end(q: Q, ts: int, stk: int, r: Resolver) -> Event:
@@ -217,8 +237,17 @@ def _c_region(q: Q, ts: int, stk: int, r: Resolver) -> Event:
 
 
 def _c_log(q: Q, ts: int, stk: int, r: Resolver) -> Event:
-    return Event("Log", ts, q[6], q[7], q[8], stk, task=q[2], category=_str(q[9], q[3]),
-                 message=_str(q[9], q[4]))
+    return Event(
+        "Log",
+        ts,
+        q[6],
+        q[7],
+        q[8],
+        stk,
+        task=q[2],
+        category=_str(q[9], q[3]),
+        message=_str(q[9], q[4]),
+    )
 
 
 def _c_experimental(q: Q, ts: int, stk: int, r: Resolver) -> Event:

@@ -48,6 +48,7 @@ class Generation:
     samples: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     min_ts: int = 0
     freq: float = 0.0  # ns per timestamp unit
+    ticks_per_sec: int = 0  # the raw frequency event value
     has_clock: bool = False
     snap_time: int = 0
     snap_mono: int = 0
@@ -78,8 +79,11 @@ def _v(buf: bytes, pos: int, end: int, off: int, what: str, bare: bool = True) -
     if npos < 0:
         if bare and pos >= end:
             raise TableEOF(off + pos, f"reading {what}: EOF")
-        raise WireError(off + pos, f"reading {what}: " + ("varint overflows a 64-bit integer"
-                                                         if npos == -2 else "unexpected EOF"))
+        raise WireError(
+            off + pos,
+            f"reading {what}: "
+            + ("varint overflows a 64-bit integer" if npos == -2 else "unexpected EOF"),
+        )
     return val, npos
 
 
@@ -97,7 +101,9 @@ def _add_strings(g: Generation, b: Batch) -> None:
         if n > MAX_STRING_SIZE:
             raise WireError(off + pos, f"invalid string size {n}, maximum is {MAX_STRING_SIZE}")
         if pos + n > end:
-            raise WireError(off + pos, f"failed to read full string: read {end - pos} but wanted {n}")
+            raise WireError(
+                off + pos, f"failed to read full string: read {end - pos} but wanted {n}"
+            )
         s = data[pos : pos + n].decode("utf-8", "surrogateescape")
         pos += n
         if sid == 0 or sid in table:
@@ -162,6 +168,7 @@ def _set_sync(g: Generation, b: Batch, version: str) -> None:
             if g.freq != 0:
                 raise WireError(off + pos, "found multiple frequency events")
             f, pos = _v(data, pos, end, off, "frequency")
+            g.ticks_per_sec = f
             # Same float64 arithmetic as Go; a zero frequency gives +Inf there.
             g.freq = 1.0 / (f / 1e9) if f else float("inf")
         elif typ == EV_CLOCK_SNAPSHOT and version >= "1.25":
@@ -277,7 +284,9 @@ def read_generation_spill(
     return g, pos
 
 
-def read_generation_marked(buf: bytes | memoryview, pos: int, version: str) -> tuple[Generation | None, int]:
+def read_generation_marked(
+    buf: bytes | memoryview, pos: int, version: str
+) -> tuple[Generation | None, int]:
     """Read one Go 1.26+ generation (ended by an EndOfGeneration marker).
 
     Returns (None, pos) at the clean end of the trace.
@@ -289,7 +298,9 @@ def read_generation_marked(buf: bytes | memoryview, pos: int, version: str) -> t
             b, gen, npos = read_batch(mv, pos)
         except EndOfTrace:
             if g.batches:
-                raise WireError(pos, "incomplete generation found; trace likely truncated") from None
+                raise WireError(
+                    pos, "incomplete generation found; trace likely truncated"
+                ) from None
             return None, pos
         if g.gen == 0:
             g.gen = gen

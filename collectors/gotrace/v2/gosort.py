@@ -13,7 +13,8 @@ moves.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _M64 = (1 << 64) - 1
 

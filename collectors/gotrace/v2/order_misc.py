@@ -14,7 +14,6 @@ from collectors.gotrace.v2.order import (
     MAY,
     MUST,
     NONE,
-    PROC_AND_GO_HANDLERS,
     GState,
     Handler,
     NewCtx,
@@ -24,6 +23,7 @@ from collectors.gotrace.v2.order import (
     check_ctx,
     check_user,
 )
+from collectors.gotrace.v2.order_go import PROC_AND_GO_HANDLERS
 from collectors.gotrace.v2.wire import U64_MASK, as_i64
 
 NO_TASK = U64_MASK
@@ -41,7 +41,9 @@ def _begin_range(st: GState | PState, rt: tuple[int, int]) -> None:
 def _active_range(st: GState | PState, rt: tuple[int, int], initial: bool) -> None:
     if initial:
         if rt in st.ranges:
-            raise OrderError(f"found named active range already in first gen: {S.SPECS[rt[0]].name}")
+            raise OrderError(
+                f"found named active range already in first gen: {S.SPECS[rt[0]].name}"
+            )
         st.ranges.append(rt)
     elif rt not in st.ranges:
         raise OrderError(f"resource is missing active range: {S.SPECS[rt[0]].name}")
@@ -78,8 +80,9 @@ def _cur_g(o: OrderingBase, g: int, what: str) -> GState:
 # ---------------------------------------------------------------- GC
 
 
-def gc_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-              m: int, p: int, g: int) -> NewCtx:
+def gc_active(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     seq = ev[2]
     if gen == o.initial_gen:
         if o.gc_state != GC_UNDETERMINED:
@@ -97,8 +100,9 @@ def gc_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def gc_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-             m: int, p: int, g: int) -> NewCtx:
+def gc_begin(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     seq = ev[2]
     if o.gc_state == GC_UNDETERMINED:
         o.gc_seq, o.gc_state = seq, GC_RUNNING
@@ -114,8 +118,9 @@ def gc_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def gc_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-           m: int, p: int, g: int) -> NewCtx:
+def gc_end(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     seq = ev[2]
     if seq != ((o.gc_seq + 1) & U64_MASK):
         return None
@@ -129,16 +134,18 @@ def gc_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def sweep_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                m: int, p: int, g: int) -> NewCtx:
+def sweep_begin(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_ctx(p, g, m, MUST, MUST, MAY)
     _begin_range(o.pstate(p, ev[0]), (S.EV_GC_SWEEP_BEGIN, 0))
     o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
-def sweep_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                 m: int, p: int, g: int) -> NewCtx:
+def sweep_active(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     pid = as_i64(ev[2])
     st = o.ps.get(pid)
     if st is None:
@@ -148,29 +155,34 @@ def sweep_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def sweep_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-              m: int, p: int, g: int) -> NewCtx:
+def sweep_end(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_ctx(p, g, m, MUST, MUST, MAY)
     _end_range(o.pstate(p, ev[0]), ev[0])
     o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
-def go_range_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                   m: int, p: int, g: int) -> NewCtx:
+def go_range_begin(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_user(m, p, g)
     typ = ev[0]
     desc = ev[2] if typ == S.EV_STW_BEGIN else 0
     st = o.gs.get(g)
     if st is None:
-        raise OrderError(f"encountered event of type {typ} without known state for current goroutine {g}")
+        raise OrderError(
+            f"encountered event of type {typ} without known state for current goroutine {g}"
+        )
     _begin_range(st, (typ, desc))
     o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
-def go_range_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                    m: int, p: int, g: int) -> NewCtx:
+def go_range_active(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     gid = as_i64(ev[2])
     st = o.gs.get(gid)
     if st is None:
@@ -180,13 +192,16 @@ def go_range_active(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def go_range_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                 m: int, p: int, g: int) -> NewCtx:
+def go_range_end(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_user(m, p, g)
     typ = ev[0]
     st = o.gs.get(g)
     if st is None:
-        raise OrderError(f"encountered event of type {typ} without known state for current goroutine {g}")
+        raise OrderError(
+            f"encountered event of type {typ} without known state for current goroutine {g}"
+        )
     desc = _end_range(st, typ)
     if typ == S.EV_STW_END:
         ev[2] = desc  # the stop-the-world kind, for the range name
@@ -197,23 +212,26 @@ def go_range_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
 # ---------------------------------------------------------------- simple events
 
 
-def annotation(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-               m: int, p: int, g: int) -> NewCtx:
+def annotation(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_user(m, p, g)
     o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
-def heap_metric(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                m: int, p: int, g: int) -> NewCtx:
+def heap_metric(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     if m == NONE or p == NONE:
         check_ctx(p, g, m, MUST, MUST, MAY)
     o.queue.append((*ev, m, p, g, gt))
     return p, g
 
 
-def alloc_free(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-               m: int, p: int, g: int) -> NewCtx:
+def alloc_free(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_ctx(p, g, m, MUST, MAY, MAY)
     o.queue.append((*ev, m, p, g, gt))
     return p, g
@@ -222,8 +240,9 @@ def alloc_free(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
 # ---------------------------------------------------------------- tasks and regions
 
 
-def task_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-               m: int, p: int, g: int) -> NewCtx:
+def task_begin(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     tid = ev[2]
     if tid in o.tasks:
         raise OrderError(f"task ID conflict: {tid}")
@@ -237,8 +256,9 @@ def task_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def task_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-             m: int, p: int, g: int) -> NewCtx:
+def task_end(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     info = o.tasks.pop(ev[2], None)
     if info is not None:
         ev[4], ev[5] = info[1], info[0]
@@ -249,8 +269,9 @@ def task_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def region_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-                 m: int, p: int, g: int) -> NewCtx:
+def region_begin(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_user(m, p, g)
     name = _name(gt, ev[3], ev[0])
     _cur_g(o, g, "EvUserRegionBegin").regions.append((ev[2], name))
@@ -258,8 +279,9 @@ def region_begin(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
     return p, g
 
 
-def region_end(o: OrderingBase, ev: list[Any], gt: Generation, gen: int,
-               m: int, p: int, g: int) -> NewCtx:
+def region_end(
+    o: OrderingBase, ev: list[Any], gt: Generation, gen: int, m: int, p: int, g: int
+) -> NewCtx:
     check_user(m, p, g)
     name = _name(gt, ev[3], ev[0])
     regions = _cur_g(o, g, "EvUserRegionEnd").regions
@@ -282,28 +304,30 @@ class Ordering(OrderingBase):
     def __init__(self, version: str) -> None:
         super().__init__(version)
         h: dict[int, Handler] = dict(PROC_AND_GO_HANDLERS)
-        h.update({
-            S.EV_PROCS_CHANGE: annotation,
-            S.EV_STW_BEGIN: go_range_begin,
-            S.EV_STW_END: go_range_end,
-            S.EV_GC_ACTIVE: gc_active,
-            S.EV_GC_BEGIN: gc_begin,
-            S.EV_GC_END: gc_end,
-            S.EV_GC_SWEEP_ACTIVE: sweep_active,
-            S.EV_GC_SWEEP_BEGIN: sweep_begin,
-            S.EV_GC_SWEEP_END: sweep_end,
-            S.EV_GC_MARK_ASSIST_ACTIVE: go_range_active,
-            S.EV_GC_MARK_ASSIST_BEGIN: go_range_begin,
-            S.EV_GC_MARK_ASSIST_END: go_range_end,
-            S.EV_HEAP_ALLOC: heap_metric,
-            S.EV_HEAP_GOAL: heap_metric,
-            S.EV_GO_LABEL: annotation,
-            S.EV_USER_TASK_BEGIN: task_begin,
-            S.EV_USER_TASK_END: task_end,
-            S.EV_USER_REGION_BEGIN: region_begin,
-            S.EV_USER_REGION_END: region_end,
-            S.EV_USER_LOG: annotation,
-        })
+        h.update(
+            {
+                S.EV_PROCS_CHANGE: annotation,
+                S.EV_STW_BEGIN: go_range_begin,
+                S.EV_STW_END: go_range_end,
+                S.EV_GC_ACTIVE: gc_active,
+                S.EV_GC_BEGIN: gc_begin,
+                S.EV_GC_END: gc_end,
+                S.EV_GC_SWEEP_ACTIVE: sweep_active,
+                S.EV_GC_SWEEP_BEGIN: sweep_begin,
+                S.EV_GC_SWEEP_END: sweep_end,
+                S.EV_GC_MARK_ASSIST_ACTIVE: go_range_active,
+                S.EV_GC_MARK_ASSIST_BEGIN: go_range_begin,
+                S.EV_GC_MARK_ASSIST_END: go_range_end,
+                S.EV_HEAP_ALLOC: heap_metric,
+                S.EV_HEAP_GOAL: heap_metric,
+                S.EV_GO_LABEL: annotation,
+                S.EV_USER_TASK_BEGIN: task_begin,
+                S.EV_USER_TASK_END: task_end,
+                S.EV_USER_REGION_BEGIN: region_begin,
+                S.EV_USER_REGION_END: region_end,
+                S.EV_USER_LOG: annotation,
+            }
+        )
         for typ in range(128, 137):
             h[typ] = alloc_free
         self.handlers = h

@@ -107,8 +107,14 @@ class Spec(NamedTuple):
     experimental: bool = False
 
 
-def _t(name: str, *args: str, stacks: tuple[int, ...] = (), strings: tuple[int, ...] = (),
-       start: int = EV_NONE, exp: bool = False) -> Spec:
+def _t(
+    name: str,
+    *args: str,
+    stacks: tuple[int, ...] = (),
+    strings: tuple[int, ...] = (),
+    start: int = EV_NONE,
+    exp: bool = False,
+) -> Spec:
     return Spec(name, ("dt",) + args, True, stacks, strings, start, exp)
 
 
@@ -154,15 +160,25 @@ _TABLE: dict[int, Spec] = {
     EV_HEAP_ALLOC: _t("HeapAlloc", "heapalloc_value"),
     EV_HEAP_GOAL: _t("HeapGoal", "heapgoal_value"),
     EV_GO_LABEL: _t("GoLabel", "label_string", strings=(1,)),
-    EV_USER_TASK_BEGIN: _t("UserTaskBegin", "task", "parent_task", "name_string", "stack",
-                           stacks=(4,), strings=(3,)),
+    EV_USER_TASK_BEGIN: _t(
+        "UserTaskBegin", "task", "parent_task", "name_string", "stack", stacks=(4,), strings=(3,)
+    ),
     EV_USER_TASK_END: _t("UserTaskEnd", "task", "stack", stacks=(2,)),
-    EV_USER_REGION_BEGIN: _t("UserRegionBegin", "task", "name_string", "stack",
-                             stacks=(3,), strings=(2,)),
-    EV_USER_REGION_END: _t("UserRegionEnd", "task", "name_string", "stack",
-                           stacks=(3,), strings=(2,), start=EV_USER_REGION_BEGIN),
-    EV_USER_LOG: _t("UserLog", "task", "key_string", "value_string", "stack",
-                    stacks=(4,), strings=(2, 3)),
+    EV_USER_REGION_BEGIN: _t(
+        "UserRegionBegin", "task", "name_string", "stack", stacks=(3,), strings=(2,)
+    ),
+    EV_USER_REGION_END: _t(
+        "UserRegionEnd",
+        "task",
+        "name_string",
+        "stack",
+        stacks=(3,),
+        strings=(2,),
+        start=EV_USER_REGION_BEGIN,
+    ),
+    EV_USER_LOG: _t(
+        "UserLog", "task", "key_string", "value_string", "stack", stacks=(4,), strings=(2, 3)
+    ),
     EV_GO_SWITCH: _t("GoSwitch", "g", "g_seq"),
     EV_GO_SWITCH_DESTROY: _t("GoSwitchDestroy", "g", "g_seq"),
     EV_GO_CREATE_BLOCKED: _t("GoCreateBlocked", "new_g", "new_stack", "stack", stacks=(3, 2)),

@@ -108,7 +108,9 @@ def read_batch(buf: bytes | memoryview, pos: int) -> tuple[Batch, int, int]:
         v, npos = uvarint(buf, pos, min(end, pos + 10))
         if npos < 0:
             if npos == -2:
-                raise WireError(pos, f"error reading batch {what}: varint overflows a 64-bit integer")
+                raise WireError(
+                    pos, f"error reading batch {what}: varint overflows a 64-bit integer"
+                )
             # Go's wording: plain "EOF" when not a single byte of the field is there.
             eof = "EOF" if pos >= end else "unexpected EOF"
             raise WireError(pos, f"error reading batch {what}: {eof}")
@@ -118,8 +120,6 @@ def read_batch(buf: bytes | memoryview, pos: int) -> tuple[Batch, int, int]:
     if size > MAX_BATCH_SIZE:
         raise WireError(start, f"invalid batch size {size}, maximum is {MAX_BATCH_SIZE}")
     if pos + size > end:
-        raise WireError(
-            start, f"failed to read full batch: read {end - pos} but wanted {size}"
-        )
+        raise WireError(start, f"failed to read full batch: read {end - pos} but wanted {size}")
     data = bytes(buf[pos : pos + size])
     return Batch(as_i64(m), ts, data, exp, start, pos), gen, pos + size
