@@ -258,24 +258,37 @@ class _Decoder:
                     continue
                 g = self.gen
                 assert g is not None
-                c = frontier[0]
-                if advance(c.ev, g, c.m, g.gen):
-                    if c.next(g.freq):
-                        # heap_update(0) without the calls when nothing moves.
-                        t = c.ev[1]
-                        n = len(frontier)
-                        if (n > 1 and frontier[1].ev[1] < t) or (n > 2 and frontier[2].ev[1] < t):
-                            heap_update(frontier, 0)
+                freq, gnum = g.freq, g.gen
+                si, nsamp = self.si, len(samples)
+                last = self.last_ts
+                # Hot loop over the heap head; leaves for samples, other
+                # threads' turns are handled inside, and at the generation end.
+                while frontier:
+                    c = frontier[0]
+                    head = c.ev
+                    if si < nsamp and samples[si][0] < head[1]:
+                        break
+                    if advance(head, g, c.m, gnum):
+                        if c.next(freq):
+                            # heap_update(0) without the calls when nothing moves.
+                            t = head[1]
+                            n = len(frontier)
+                            if (n > 1 and frontier[1].ev[1] < t) or (
+                                n > 2 and frontier[2].ev[1] < t
+                            ):
+                                heap_update(frontier, 0)
+                        else:
+                            heap_remove(frontier, 0)
                     else:
-                        heap_remove(frontier, 0)
-                else:
-                    self._advance_other()
-                q = queue.popleft()
-                t = q[1]
-                if t <= self.last_ts:
-                    t = self.last_ts + 1
-                self.last_ts = t
-                yield to_event(q, t, res)
+                        self._advance_other()
+                    while queue:
+                        q = queue.popleft()
+                        t = q[1]
+                        if t <= last:
+                            t = last + 1
+                        last = t
+                        yield to_event(q, t, res)
+                self.last_ts = last
             except OrderError as e:
                 raise _Failure(frontier[0].offset() if frontier else -1, str(e)) from None
             except CursorError as e:
