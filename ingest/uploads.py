@@ -8,6 +8,7 @@ This module knows nothing about Flask or the database.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, BinaryIO
+from typing import IO
 
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
@@ -91,18 +92,29 @@ def temp_dir(directory: Path) -> Iterator[Path]:
 
 
 class _Counter:
-    """Writes chunks to a file, refusing to go past ``limit`` bytes in total."""
+    """Writes chunks to a file, refusing to go past ``limit`` bytes in total,
+    and hashes them on the way (so the file need not be read again for it)."""
 
     def __init__(self, out: IO[bytes], limit: int) -> None:
         self.out = out
         self.limit = limit
         self.n = 0
+        self.hash = hashlib.sha256()
 
     def write(self, data: bytes) -> None:
         self.n += len(data)
         if self.n > self.limit:
             raise TooLarge(_limit_message(self.limit))
+        self.hash.update(data)
         self.out.write(data)
+
+
+@dataclass
+class Spooled:
+    """An upload on disk."""
+
+    size: int
+    sha256: str  # of the file's bytes
 
 
 def _chunks(read: Callable[[int], bytes]) -> Iterator[bytes]:
@@ -113,25 +125,24 @@ def _chunks(read: Callable[[int], bytes]) -> Iterator[bytes]:
         yield data
 
 
-def spool_raw(stream: BinaryIO, dest: Path, limit: int) -> int:
-    """Copy a raw request body to ``dest`` in chunks; returns its size."""
+def spool_raw(stream: IO[bytes], dest: Path, limit: int) -> Spooled:
+    """Copy a raw request body to ``dest`` in chunks."""
     with open(dest, "wb") as out:
         counter = _Counter(out, limit)
         for data in _chunks(stream.read):
             counter.write(data)
-    return counter.n
+    return Spooled(counter.n, counter.hash.hexdigest())
 
 
 @dataclass
-class SpooledForm:
-    """A multipart body whose file went to disk."""
+class SpooledForm(Spooled):
+    """A multipart body whose file went to disk (``size``, ``sha256``: the file's)."""
 
-    size: int  # bytes of the file field
     filename: str  # as the client named it ("" if it did not)
     fields: dict[str, str]  # the small text fields
 
 
-def spool_multipart(stream: BinaryIO, boundary: bytes, dest: Path, limit: int) -> SpooledForm:
+def spool_multipart(stream: IO[bytes], boundary: bytes, dest: Path, limit: int) -> SpooledForm:
     """Stream the multipart field ``file`` of a form body to ``dest``.
 
     Other file fields are read and dropped (their bytes still count against the
@@ -203,7 +214,7 @@ def spool_multipart(stream: BinaryIO, boundary: bytes, dest: Path, limit: int) -
                 raise BadUpload("malformed multipart body: it ends before its closing boundary")
     if not seen_file:
         raise BadUpload(f"multipart body has no file field named {FILE_FIELD!r}")
-    return SpooledForm(counter.n, filename, fields)
+    return SpooledForm(counter.n, counter.hash.hexdigest(), filename, fields)
 
 
 # --------------------------------------------------------------------------
