@@ -14,16 +14,9 @@ from collectors.gotrace.v2.wire import as_i64
 
 # Position in a queued event tuple of the event's own stack id, per type (0: none).
 STACK_POS: list[int] = [0] * 257
-# Positions of all stack / string ids that must resolve, per type.
-CHECK_STACKS: list[tuple[int, ...]] = [()] * 257
-CHECK_STRINGS: list[tuple[int, ...]] = [()] * 257
 for _t, _s in enumerate(S.SPECS):
-    if _s.timed and _t != S.EV_CPU_SAMPLE:
-        if _s.stacks:
-            STACK_POS[_t] = 1 + _s.stacks[0]
-        CHECK_STACKS[_t] = tuple(1 + i for i in _s.stacks)
-        CHECK_STRINGS[_t] = tuple(1 + i for i in _s.strings)
-NEEDS_CHECK: list[bool] = [bool(a or b) for a, b in zip(CHECK_STACKS, CHECK_STRINGS, strict=True)]
+    if _s.timed and _t != S.EV_CPU_SAMPLE and _s.stacks:
+        STACK_POS[_t] = 1 + _s.stacks[0]
 
 
 class Resolver:
@@ -54,20 +47,6 @@ class Resolver:
                 frames.append(Frame(pc, strings.get(fn, ""), strings.get(fl, ""), line))
             gid = self._cache[sid] = self.table.intern(tuple(frames))
         return gid
-
-
-def validate_ids(q: tuple[Any, ...]) -> None:
-    """Go's check that every stack and string id an event names exists."""
-    typ = q[0]
-    gt: Generation = q[9]
-    for i in CHECK_STACKS[typ]:
-        sid = q[i]
-        if sid != 0 and sid not in gt.stacks:
-            raise OrderError(f"found invalid stack ID {sid} for event {S.SPECS[typ].name}")
-    for i in CHECK_STRINGS[typ]:
-        sid = q[i]
-        if sid != 0 and sid not in gt.strings:
-            raise OrderError(f"found invalid string ID {sid} for event {S.SPECS[typ].name}")
 
 
 _GO = S.GO_STATE_NAMES
