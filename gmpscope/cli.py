@@ -13,6 +13,7 @@ from gmpscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, CLIError
 #: Subcommand name -> module under gmpscope.commands (imported only when used).
 SUBCOMMANDS = {
     "decode": "decode",
+    "ingest": "ingest",
     "ingest-server": "ingest_server",
 }
 

@@ -1,0 +1,99 @@
+"""``gmpscope ingest PATH... [--db URL]``: raw traces or decoded Parquet
+directories into the ingest database; prints the trace ids."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gmpscope.errors import EXIT_BAD_INPUT, EXIT_OK, CLIError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ingest",
+        help="load traces (raw files or decoded Parquet directories) into the database",
+        description="Decode and load Go execution traces, or directories written by "
+        "`gmpscope decode`, into the ingest database (SQLite by default, or any "
+        "postgresql+psycopg:// URL). Prints one line per input: the trace id, 'new' or "
+        "'existing', and the name.",
+    )
+    p.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                   help="trace file or decoded Parquet directory")
+    p.add_argument("--db", help="database URL (default: $GMPSCOPE_DB, else "
+                   "sqlite:///$GMPSCOPE_DATA/gmpscope.db)")
+    p.add_argument("--data-dir", type=Path, help="where raw traces are kept "
+                   "(default: $GMPSCOPE_DATA or ~/.local/share/gmpscope)")
+    p.add_argument("--name", help="trace name (default: the file or directory name)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per input")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(run=run)
+
+
+class _Bar:
+    """A tqdm progress bar per stage, on stderr, only when it is a terminal."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar: Any = None
+        self.stage = ""
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm  # type: ignore[import-untyped]
+
+        if stage != self.stage:
+            self.close()
+            self.stage = stage
+            unit = "rows" if stage == "load" else "step"
+            self.bar = tqdm(total=total, desc=f"{self.label}: {stage}", unit=unit,
+                            unit_scale=stage == "load", leave=False, file=sys.stderr)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ingest.config import Settings
+    from ingest.db import make_engine
+    from ingest.load import IngestError, ingest_trace_file, load_parquet_dir
+
+    settings = Settings.from_env(db_url=args.db, data_dir=args.data_dir)
+    for path in args.paths:
+        if not path.exists():
+            raise CLIError(f"no such file or directory: {path}", EXIT_BAD_INPUT)
+    try:
+        engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
+    except ValueError as e:
+        raise CLIError(str(e), EXIT_BAD_INPUT) from None
+    try:
+        for path in args.paths:
+            name = args.name or path.name
+            bar = _Bar(name, not args.no_progress)
+            try:
+                if path.is_dir():
+                    res = load_parquet_dir(engine, path, name, progress=bar)
+                else:
+                    res = ingest_trace_file(engine, path, name, data_dir=settings.data_dir,
+                                            progress=bar)
+            except IngestError as e:
+                raise CLIError(str(e), EXIT_BAD_INPUT) from None
+            finally:
+                bar.close()
+            if args.json:
+                print(json.dumps({**res.as_dict(), "created": res.created, "name": name}))
+            else:
+                print(f"{res.id}\t{'new' if res.created else 'existing'}\t{name}")
+            sys.stdout.flush()
+    finally:
+        engine.dispose()
+    return EXIT_OK

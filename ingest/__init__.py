@@ -1,0 +1,1 @@
+"""The ingest service: decoded traces into SQLite or PostgreSQL (issue 3)."""

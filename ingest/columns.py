@@ -1,0 +1,181 @@
+"""Read a decoded Parquet directory (docs/schema.md) into compact numpy columns.
+
+Transitions are read row group by row group into preallocated arrays of the
+narrowest integer type that holds the values, with state and reason strings
+turned into small codes, so that a 5-million-transition trace costs about
+30 bytes per transition in memory rather than the ~65 of the Arrow table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+from ingest.models import RESOURCE_CODE, STATE_CODE
+
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+
+FILES = ("meta.json", "transitions.parquet", "events.parquet", "transition_stacks.parquet",
+         "stacks.parquet")
+_DICT_COLS = ["resource", "from_state", "to_state", "reason"]
+
+
+@dataclass(frozen=True)
+class Gather:
+    """A column whose row i is ``values[index[i]]``, taken chunk by chunk when
+    written, so that the reordered column never exists whole in memory."""
+
+    values: Arr
+    index: Arr
+
+
+@dataclass(frozen=True)
+class Nullable:
+    """An integer column with SQL NULL where ``null`` is true."""
+
+    values: Arr
+    null: Arr
+
+
+class ParquetDirError(ValueError):
+    """The directory is not a decoded trace as docs/schema.md describes."""
+
+
+@dataclass
+class Transitions:
+    """The columns of transitions.parquet; row i is the transition with seq i."""
+
+    ts: I64
+    res: Arr  # int8 resource code (models.RESOURCE_CODE)
+    rid: Arr
+    frm: Arr  # int8 state code (models.STATE_CODE)
+    to: Arr
+    reason: Arr  # int16 index into ``reasons``
+    m: Arr
+    p: Arr
+    g: Arr
+    stack: Arr
+    reasons: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def read_meta(directory: Path) -> dict[str, Any]:
+    """meta.json, after checking that every file of the contract is there."""
+    missing = [f for f in FILES if not (directory / f).is_file()]
+    if missing:
+        raise ParquetDirError(f"{directory}: not a decoded trace directory "
+                              f"(missing {', '.join(missing)})")
+    try:
+        meta: dict[str, Any] = json.loads((directory / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ParquetDirError(f"{directory}/meta.json: unreadable: {e}") from None
+    for key in ("go_version", "family", "first_ts", "last_ts", "events", "transitions",
+                "loss"):
+        if key not in meta:
+            raise ParquetDirError(f"{directory}/meta.json: no {key!r}")
+    if str(meta.get("schema_version", "1")) != "1":
+        raise ParquetDirError(f"{directory}: schema_version {meta.get('schema_version')} "
+                              "is newer than this gmpscope reads (1)")
+    return meta
+
+
+def _narrow(a: Arr) -> Arr:
+    """The same values in int32 when they fit (ids, stack ids, thread ids)."""
+    if len(a) and (int(a.min()) < -(2**31) or int(a.max()) >= 2**31):
+        return a
+    return a.astype(np.int32)
+
+
+def _dict_codes(pf: pq.ParquetFile, name: str, table: dict[str, int], n: int,
+                grow: bool = False) -> Arr:
+    """A dictionary-encoded string column as int16 codes from ``table``
+    (extended with new strings when ``grow``; null counts as "")."""
+    col = pf.read(columns=[name], use_threads=True).column(0)
+    out = np.empty(n, dtype=np.int16)
+    pos = 0
+    for chunk in col.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        names = ["" if v is None else v for v in chunk.dictionary.to_pylist()]
+        if grow:
+            for v in names:
+                table.setdefault(v, len(table))
+        try:
+            lut = np.array([table[v] for v in names] or [0], dtype=np.int16)
+        except KeyError as e:
+            raise ParquetDirError(f"transitions.parquet: unknown {name} {e.args[0]!r}") from None
+        if chunk.null_count and not grow:
+            raise ParquetDirError(f"transitions.parquet: null {name}")
+        idx = chunk.indices.fill_null(0).to_numpy() if chunk.null_count else \
+            chunk.indices.to_numpy()
+        k = len(idx)
+        if pos + k > n:
+            raise ParquetDirError(f"transitions.parquet: column {name} is longer than {n}")
+        out[pos:pos + k] = lut[idx]
+        pos += k
+    if pos != n:
+        raise ParquetDirError(f"transitions.parquet: column {name} has {pos} rows, not {n}")
+    return out
+
+
+def read_transitions(directory: Path, expected_rows: int | None = None) -> Transitions:
+    """transitions.parquet as compact columns (see :class:`Transitions`)."""
+    path = directory / "transitions.parquet"
+    try:
+        pf = pq.ParquetFile(path, read_dictionary=_DICT_COLS)
+    except (OSError, pa.ArrowException) as e:
+        raise ParquetDirError(f"{path}: unreadable: {e}") from None
+    n = pf.metadata.num_rows
+    if expected_rows is not None and n != expected_rows:
+        raise ParquetDirError(f"{path}: {n} rows but meta.json says {expected_rows}")
+    missing = {"ts", "id", "m", "p", "g", "stack_id", *_DICT_COLS} - set(pf.schema_arrow.names)
+    if missing:
+        raise ParquetDirError(f"{path}: missing columns {sorted(missing)}")
+    # One column at a time (multi-threaded over row groups): peak memory is one
+    # Arrow column plus the compact arrays, not the whole Arrow table.
+    try:
+        ints: dict[str, Arr] = {}
+        for name in ("ts", "id", "m", "p", "g", "stack_id"):
+            col = pf.read(columns=[name], use_threads=True).column(0)
+            if col.null_count:
+                raise ParquetDirError(f"{path}: null {name}")
+            arr = col.to_numpy()
+            del col
+            ints[name] = arr if name == "ts" else _narrow(arr)
+            del arr
+        res = _dict_codes(pf, "resource", RESOURCE_CODE, n)
+        frm = _dict_codes(pf, "from_state", STATE_CODE, n)
+        to = _dict_codes(pf, "to_state", STATE_CODE, n)
+        reasons: dict[str, int] = {}
+        reason = _dict_codes(pf, "reason", reasons, n, grow=True)
+    except pa.ArrowException as e:
+        raise ParquetDirError(f"{path}: unreadable: {e}") from None
+    for name, a in (("ts", ints["ts"]), ("resource", res)):
+        if len(a) != n:
+            raise ParquetDirError(f"{path}: column {name} has {len(a)} rows, not {n}")
+    if len(reasons) > 32767:
+        raise ParquetDirError(f"{path}: too many distinct reasons ({len(reasons)})")
+    return Transitions(
+        ts=ints["ts"], res=res.astype(np.int8), rid=ints["id"], frm=frm.astype(np.int8),
+        to=to.astype(np.int8), reason=reason, m=ints["m"], p=ints["p"], g=ints["g"],
+        stack=ints["stack_id"], reasons=list(reasons),
+    )
+
+
+def read_table(directory: Path, name: str) -> pa.Table:
+    """One of the small files (events, transition_stacks, stacks) as an Arrow table."""
+    path = directory / f"{name}.parquet"
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        raise ParquetDirError(f"{path}: unreadable: {e}") from None

@@ -1,0 +1,138 @@
+"""Database engines: SQLite (embedded default) and PostgreSQL, migrated on open.
+
+SQLite is set up for one writer and many readers: WAL journal, a busy timeout,
+foreign keys on, and write transactions that take the write lock up front
+(``BEGIN IMMEDIATE``, see :func:`write_tx`) so that two writers never both
+read, then fail to upgrade their lock with "database is locked". Readers use
+plain ``BEGIN`` (deferred) and never block in WAL mode. pysqlite's own
+transaction handling is switched off so that SQLAlchemy's ``begin`` is the one
+that emits ``BEGIN`` (the recipe of SQLAlchemy's pysqlite documentation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+from ingest.config import DEFAULT_BUSY_TIMEOUT_MS
+
+#: Execution option that makes a SQLite transaction take the write lock at BEGIN.
+WRITE_OPTION = "gmpscope_write"
+#: Arbitrary key of the PostgreSQL advisory lock that serialises migrations.
+_PG_MIGRATE_LOCK = 0x676D7073
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+                migrate_to_head: bool = True, echo: bool = False) -> Engine:
+    """An Engine for ``url``, upgraded to the newest schema unless told not to.
+
+    SQLite URLs get their parent directory created. PostgreSQL URLs must use
+    the psycopg (3) driver: ``postgresql+psycopg://user:pw@host/db``.
+    """
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        engine = _sqlite_engine(url, busy_timeout_ms, echo)
+    elif u.get_backend_name() == "postgresql":
+        if u.get_driver_name() not in ("psycopg", ""):
+            raise ValueError(f"use a postgresql+psycopg:// URL, not {u.drivername}")
+        if u.get_driver_name() == "":
+            u = u.set(drivername="postgresql+psycopg")
+        engine = create_engine(u, echo=echo, pool_pre_ping=True)
+    else:
+        raise ValueError(f"unsupported database URL {u.render_as_string()!r}: "
+                         "use sqlite:///PATH or postgresql+psycopg://...")
+    if migrate_to_head:
+        migrate(engine)
+    return engine
+
+
+def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
+    u = make_url(url)
+    memory = u.database in (None, "", ":memory:")
+    kwargs: dict[str, Any] = {"echo": echo}
+    if memory:
+        # One shared connection, or every checkout would see a new empty DB.
+        kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        Path(u.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000,
+                                  "check_same_thread": False}
+    engine = create_engine(u, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        try:
+            if not memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+@contextmanager
+def write_tx(engine: Engine) -> Iterator[Connection]:
+    """A connection in a write transaction, committed on success, rolled back
+    on any exception. On SQLite it holds the write lock from the start."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{WRITE_OPTION: True})
+        with conn.begin():
+            yield conn
+
+
+def migrate(engine: Engine) -> str | None:
+    """Upgrade the schema to the newest Alembic revision; return that revision.
+
+    Safe to call from several processes at once: on SQLite the upgrade runs in
+    one IMMEDIATE transaction, on PostgreSQL under an advisory lock.
+    """
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    # Fast path: already at head (the common case), checked without a write lock.
+    with engine.connect() as conn:
+        if MigrationContext.configure(conn).get_current_revision() == head:
+            return head
+    with write_tx(engine) as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATE_LOCK})
+        if MigrationContext.configure(conn).get_current_revision() != head:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision the database is at (None for an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

@@ -1,0 +1,375 @@
+"""Derived rows from decoded transitions: pure numpy functions, no database.
+
+The central step is :func:`order_intervals`: the transitions sorted by
+resource (goroutine, proc) and id, keeping Go's order within one resource.
+Row k of that order is the interval that the k-th transition of its resource
+begins: the state it entered, until the resource's next transition (or the
+end of the trace, ``last_ts``, for its last one). Everything else here
+(per-goroutine/proc/thread summaries, syscalls, transition counts, the state
+graph's dwell times) is a vectorised reduction over those sorted rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ingest.columns import Nullable, Transitions
+from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
+
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+#: Table columns by name: numpy arrays, Nullable or Gather columns, or lists.
+Columns = dict[str, Any]
+
+NOT_EXIST = STATE_CODE["NotExist"]
+UNDETERMINED = STATE_CODE["Undetermined"]
+RUNNABLE = STATE_CODE["Runnable"]
+RUNNING = STATE_CODE["Running"]
+WAITING = STATE_CODE["Waiting"]
+SYSCALL = STATE_CODE["Syscall"]
+IDLE = STATE_CODE["Idle"]
+
+
+@dataclass
+class Ordered:
+    """Transitions in interval order (resource, id, Go's order).
+
+    ``order[k]`` is the seq (row in transitions.parquet) of sorted row k;
+    ``end[k]`` the end of the interval it begins; ``first``/``last``
+    (bool) mark the first and last row of each resource id; ``starts`` the
+    indexes of group starts (one group per resource id).
+    """
+
+    order: I64
+    end: I64
+    first: Arr
+    last: Arr
+    starts: I64
+
+
+def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
+    """Sort transitions into intervals; see :class:`Ordered`."""
+    n = len(tr)
+    key = tr.rid.astype(np.int64)
+    if n and int(key.min()) < 0:
+        # Never seen in Go's output, but keep the grouping right if it happens.
+        order = np.lexsort((np.arange(n), key, tr.res)).astype(np.int64)
+    else:
+        key = key * 2 + tr.res
+        order = np.argsort(key, kind="stable").astype(np.int64)
+    del key
+    rid_s = tr.rid[order]
+    res_s = tr.res[order]
+    same_next = np.empty(n, dtype=bool)
+    if n:
+        same_next[:-1] = (rid_s[1:] == rid_s[:-1]) & (res_s[1:] == res_s[:-1])
+        same_next[-1] = False
+    del rid_s, res_s
+    ts_s = tr.ts[order]
+    end = np.full(n, last_ts, dtype=np.int64)
+    if n:
+        nxt = ts_s[1:]
+        end[:-1] = np.where(same_next[:-1], nxt, last_ts)
+    # An interval never ends before it starts, even at the trace's end.
+    np.maximum(end, ts_s, out=end)
+    last = ~same_next
+    first = np.empty(n, dtype=bool)
+    if n:
+        first[0] = True
+        first[1:] = last[:-1]
+    starts = np.flatnonzero(first).astype(np.int64)
+    return Ordered(order=order, end=end, first=first, last=last, starts=starts)
+
+
+def _group_sum(values: Arr, starts: I64) -> I64:
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.add.reduceat(values.astype(np.int64), starts)
+
+
+def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
+                       tstack_of: dict[int, int]) -> tuple[Columns, Columns]:
+    """Columns of ``goroutines`` and ``procs`` (without trace_id).
+
+    A goroutine's creation is its first transition out of NotExist: its time
+    is ``created_ts``, the goroutine in whose context it happened is the
+    parent, and its transition stack (transition_stacks.parquet) names the
+    start function (innermost frame). ``ended_ts`` is its last transition
+    to NotExist. Time in each state sums the goroutine's intervals.
+    """
+    order, starts = o.order, o.starts
+    n = len(order)
+    if n == 0:
+        return {}, {}
+    ts_s = tr.ts[order]
+    to_s = tr.to[order]
+    dur = o.end - ts_s
+    lasts = np.append(starts[1:], n) - 1
+    res = tr.res[order[starts]]
+    sums = {st: _group_sum(np.where(to_s == st, dur, 0), starts)
+            for st in (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE)}
+    del dur
+    big = np.iinfo(np.int64).max
+    frm_s = tr.frm[order]
+    created_idx = np.minimum.reduceat(np.where(frm_s == NOT_EXIST, np.arange(n), big), starts)
+    del frm_s
+    ended = np.maximum.reduceat(np.where(to_s == NOT_EXIST, ts_s, -1), starts)
+    base = {
+        "rid": tr.rid[order[starts]].astype(np.int64),
+        "first_ts": ts_s[starts],
+        "last_ts": ts_s[lasts],
+        "final": tr.to[order[lasts]],
+        "transitions": lasts - starts + 1,
+    }
+    names = np.array(STATE_NAMES, dtype=object)
+
+    def pick(mask: Arr) -> dict[str, Arr]:
+        return {k: v[mask] for k, v in base.items()}
+
+    g = res == GOROUTINE
+    gb = pick(g)
+    cidx = created_idx[g]
+    has_c = cidx != big
+    cseq = np.where(has_c, order[np.minimum(cidx, n - 1)], 0)
+    created = np.where(has_c, ts_s[np.minimum(cidx, n - 1)], -1)
+    parent = np.where(has_c, tr.g[cseq].astype(np.int64), -1)
+    start_stack = [tstack_of.get(q) if c else None
+                   for q, c in zip(cseq.tolist(), has_c.tolist(), strict=True)]
+    gor: Columns = {
+        "goid": gb["rid"],
+        "start_function": [None if s is None else stack_functions.get(s) for s in start_stack],
+        "start_stack_id": start_stack,
+        "created_ts": _nullable(created),
+        "ended_ts": _nullable(ended[g]),
+        "parent_goid": _nullable(parent),
+        "first_ts": gb["first_ts"],
+        "last_ts": gb["last_ts"],
+        "final_state": names[gb["final"]],
+        "transitions": gb["transitions"],
+        "running_ns": sums[RUNNING][g],
+        "runnable_ns": sums[RUNNABLE][g],
+        "waiting_ns": sums[WAITING][g],
+        "syscall_ns": sums[SYSCALL][g],
+    }
+    pm = res == PROC
+    pb = pick(pm)
+    # Goroutines run per P: Running intervals by the P of their transition.
+    gmask = (tr.res == GOROUTINE) & (tr.to == RUNNING) & (tr.p >= 0)
+    pvals, pcounts = np.unique(tr.p[gmask], return_counts=True)
+    runs_on = dict(zip(pvals.tolist(), pcounts.tolist(), strict=True))
+    prc: Columns = {
+        "pid": pb["rid"].tolist(),
+        "first_ts": pb["first_ts"].tolist(),
+        "last_ts": pb["last_ts"].tolist(),
+        "final_state": names[pb["final"]].tolist(),
+        "transitions": pb["transitions"].tolist(),
+        "running_ns": sums[RUNNING][pm].tolist(),
+        "idle_ns": sums[IDLE][pm].tolist(),
+        "goroutines_run": [runs_on.get(p, 0) for p in pb["rid"].tolist()],
+    }
+    return gor, prc
+
+
+def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Columns:
+    """Columns of ``threads``, from the M context of transitions and other
+    events: the time an M ran a goroutine or sat in a syscall with one sums
+    the goroutine intervals that its transitions began."""
+    has = tr.m >= 0
+    ms = np.concatenate([tr.m[has].astype(np.int64), ev_m[ev_m >= 0].astype(np.int64)])
+    ts = np.concatenate([tr.ts[has], ev_ts[ev_m >= 0].astype(np.int64)])
+    if len(ms) == 0:
+        return {}
+    uniq, inv = np.unique(ms, return_inverse=True)
+    k = len(uniq)
+    first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, inv, ts)
+    np.maximum.at(last, inv, ts)
+    ntrans = np.bincount(inv[: int(has.sum())], minlength=k)
+    order = o.order
+    m_s = tr.m[order].astype(np.int64)
+    st_s = tr.to[order]
+    res_s = tr.res[order]
+    dur = o.end - tr.ts[order]
+    run = np.zeros(k, dtype=np.int64)
+    sys_ = np.zeros(k, dtype=np.int64)
+    nsys = np.zeros(k, dtype=np.int64)
+    for state, acc in ((RUNNING, run), (SYSCALL, sys_)):
+        sel = (res_s == GOROUTINE) & (st_s == state) & (m_s >= 0)
+        idx = np.searchsorted(uniq, m_s[sel])
+        np.add.at(acc, idx, dur[sel])
+        if state == SYSCALL:
+            np.add.at(nsys, idx, 1)
+    return {"m": uniq.tolist(), "first_ts": first.tolist(), "last_ts": last.tolist(),
+            "transitions": ntrans.tolist(), "running_ns": run.tolist(),
+            "syscall_ns": sys_.tolist(), "syscalls": nsys.tolist()}
+
+
+def syscalls(tr: Transitions, o: Ordered) -> Columns:
+    """Columns of ``syscalls`` (without trace_id).
+
+    A goroutine's Syscall interval is one syscall. What follows it says what
+    happened to its P: Syscall->Running on the same P is a fast return with
+    the P kept; Syscall->Runnable means the P was taken meanwhile (handed off
+    by sysmon or stolen: the proc's Running->Idle by another M, whose time
+    and M are reported when found within the syscall).
+    """
+    order = o.order
+    n = len(order)
+    res_s = tr.res[order]
+    to_s = tr.to[order]
+    sel = np.flatnonzero((res_s == GOROUTINE) & (to_s == SYSCALL))
+    del res_s
+    if len(sel) == 0:
+        return {}
+    has_next = ~o.last[sel]
+    nxt = np.minimum(sel + 1, n - 1)
+    next_state = np.where(has_next, to_s[nxt], -1)
+    del to_s
+    seq = order[sel]
+    p_entry = tr.p[seq].astype(np.int64)
+    p_after = tr.p[order[nxt]].astype(np.int64)
+    p_lost = has_next & ((next_state != RUNNING) | (p_after != p_entry))
+    start = tr.ts[seq]
+    end = o.end[sel]
+    stolen_ts = np.full(len(sel), -1, dtype=np.int64)
+    stolen_m = np.full(len(sel), -1, dtype=np.int64)
+    for p, (sts, sms) in _proc_steals(tr, o).items():
+        cand = np.flatnonzero(p_lost & (p_entry == p))
+        if len(cand) == 0:
+            continue
+        j = np.searchsorted(sts, start[cand], side="left")
+        ok = j < len(sts)
+        jj = np.minimum(j, len(sts) - 1)
+        ok &= sts[jj] <= end[cand]
+        stolen_ts[cand[ok]] = sts[jj[ok]]
+        stolen_m[cand[ok]] = sms[jj[ok]]
+    outcome = np.full(len(sel), "other", dtype=object)
+    for st, name in ((RUNNING, "returned"), (RUNNABLE, "blocked"), (WAITING, "blocked"),
+                     (NOT_EXIST, "exited"), (-1, "unfinished")):
+        outcome[next_state == st] = name
+    return {
+        "goid": tr.rid[seq],
+        "start_ts": start,
+        "seq": seq,
+        "end_ts": end,
+        "duration_ns": end - start,
+        "m": tr.m[seq],
+        "p": p_entry,
+        "start_known": tr.frm[seq] != UNDETERMINED,
+        "outcome": outcome,
+        "p_lost": p_lost,
+        "stolen_ts": _nullable(stolen_ts),
+        "stolen_by_m": _nullable(stolen_m),
+        "stack_id": tr.stack[seq],
+    }
+
+
+def _nullable(a: Arr, none: int = -1) -> Nullable:
+    """NULL where the value is ``none``."""
+    return Nullable(a, a == none)
+
+
+def proc_runs(tr: Transitions, o: Ordered) -> Columns:
+    """Columns of ``proc_runs``: every goroutine Running interval by the P it
+    ran on (the P of the transition that made it Running), in (p, start)
+    order: the answer to "which G ran on P3 at t"."""
+    order = o.order
+    sel = np.flatnonzero((tr.res[order] == GOROUTINE) & (tr.to[order] == RUNNING))
+    seq = order[sel]
+    p = tr.p[seq].astype(np.int64)
+    keep = p >= 0
+    sel, seq, p = sel[keep], seq[keep], p[keep]
+    start = tr.ts[seq]
+    by_p = np.lexsort((start, p))
+    sel, seq = sel[by_p], seq[by_p]
+    return {"p": p[by_p], "start_ts": start[by_p], "g": tr.rid[seq], "end_ts": o.end[sel],
+            "m": tr.m[seq], "seq": seq}
+
+
+def _proc_steals(tr: Transitions, o: Ordered) -> dict[int, tuple[Arr, Arr]]:
+    """P -> (times, stealing Ms) of Running->Idle transitions made by an M
+    other than the one that last made the P Running."""
+    order = o.order
+    pidx = np.flatnonzero(tr.res[order] == PROC)
+    out: dict[int, tuple[Arr, Arr]] = {}
+    if len(pidx) < 2:
+        return out
+    seqs = order[pidx]
+    rid = tr.rid[seqs]
+    m = tr.m[seqs]
+    to = tr.to[seqs]
+    frm = tr.frm[seqs]
+    prev_same = np.zeros(len(seqs), dtype=bool)
+    prev_same[1:] = rid[1:] == rid[:-1]
+    holder = np.full(len(seqs), -1, dtype=np.int64)
+    holder[1:] = np.where(prev_same[1:] & (to[:-1] == RUNNING), m[:-1], -1)
+    steal = (frm == RUNNING) & (to == IDLE) & (holder >= 0) & (m != holder)
+    for p in np.unique(rid[steal]).tolist():
+        sel = steal & (rid == p)
+        out[int(p)] = (tr.ts[seqs[sel]], m[sel].astype(np.int64))
+    return out
+
+
+def transition_counts(tr: Transitions) -> list[tuple[str, str, str, str, int]]:
+    """(resource, from_state, to_state, reason, count), every decoded transition once."""
+    if len(tr) == 0:
+        return []
+    nr = max(len(tr.reasons), 1)
+    code = ((tr.res.astype(np.int64) * 8 + tr.frm) * 8 + tr.to) * nr + tr.reason
+    vals, counts = np.unique(code, return_counts=True)
+    out = []
+    for v, c in zip(vals.tolist(), counts.tolist(), strict=True):
+        rest, reason = divmod(v, nr)
+        rest, to = divmod(rest, 8)
+        res, frm = divmod(rest, 8)
+        out.append((RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to],
+                    tr.reasons[reason] if tr.reasons else "", int(c)))
+    return out
+
+
+def nearest_rank(sorted_values: Arr, q: float) -> int:
+    """The nearest-rank q-quantile (0 < q <= 1) of sorted values."""
+    k = max(1, int(np.ceil(q * len(sorted_values))))
+    return int(sorted_values[k - 1])
+
+
+def state_edges(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
+    """Rows for ``state_edges``: (resource, from_state, to_state, count,
+    dwell_count, dwell_mean_ns, dwell_p50_ns, dwell_p99_ns, dwell_max_ns).
+
+    Every transition is one edge from its from_state to its to_state. Its
+    dwell time is how long the resource had been in the source state: the
+    time since the resource's previous transition; the first transition of a
+    resource in the trace has no known dwell (counted, not measured).
+    """
+    order = o.order
+    n = len(order)
+    if n == 0:
+        return []
+    ts_s = tr.ts[order]
+    edge = (tr.res[order].astype(np.int64) * 8 + tr.frm[order]) * 8 + tr.to[order]
+    dwell = np.empty(n, dtype=np.int64)
+    dwell[0] = -1
+    dwell[1:] = ts_s[1:] - ts_s[:-1]
+    dwell[o.first] = -1
+    out: list[tuple[Any, ...]] = []
+    for code in np.unique(edge).tolist():
+        mask = edge == code
+        cnt = int(mask.sum())
+        d = dwell[mask]
+        d = np.sort(d[d >= 0])
+        rest, to = divmod(code, 8)
+        res, frm = divmod(rest, 8)
+        if len(d):
+            out.append((RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to], cnt, len(d),
+                        float(d.mean()), nearest_rank(d, 0.5), nearest_rank(d, 0.99),
+                        int(d[-1])))
+        else:
+            out.append((RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to], cnt, 0,
+                        None, None, None, None))
+    return out

@@ -1,0 +1,362 @@
+"""The SQL schema of the ingest database (SQLAlchemy Core tables).
+
+Every table but ``traces`` and ``states`` is keyed by ``trace_id`` first and
+references ``traces.id`` with ``ON DELETE CASCADE``, so deleting a trace row
+deletes everything that belongs to it.
+
+The one large table is ``intervals``: one row per decoded state transition
+(goroutine or proc), holding the state entered and how long it lasted. The
+decoded transitions are exactly these rows read the other way (``from_state``,
+``state`` as ``to_state``, ``start_ts`` as ``ts``), so ``transitions`` is a
+view over it rather than a second copy of millions of rows. States and reasons
+are small integer codes there (``states`` and ``reasons`` name them; the
+views ``transitions``, ``interval_view`` and ``thread_intervals`` show names).
+docs/schema.md documents all of it for users writing SQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+#: State names by code (``states`` table). Goroutine and proc states share it.
+STATE_NAMES = ("Undetermined", "NotExist", "Runnable", "Running", "Waiting", "Syscall", "Idle")
+STATE_CODE = {name: code for code, name in enumerate(STATE_NAMES)}
+RUNNING = STATE_CODE["Running"]
+SYSCALL = STATE_CODE["Syscall"]
+#: Resource codes in ``intervals.resource``.
+RESOURCE_NAMES = ("goroutine", "proc")
+RESOURCE_CODE = {name: code for code, name in enumerate(RESOURCE_NAMES)}
+GOROUTINE = RESOURCE_CODE["goroutine"]
+PROC = RESOURCE_CODE["proc"]
+
+
+def _trace_fk() -> Column[int]:
+    return Column("trace_id", Integer, ForeignKey("traces.id", ondelete="CASCADE"),
+                  primary_key=True)
+
+
+traces = Table(
+    "traces",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("sha256", String(64), nullable=False, unique=True),
+    Column("name", Text, nullable=False),
+    Column("source", String(16), nullable=False),  # "trace" (raw file) or "parquet"
+    Column("size_bytes", BigInteger),
+    Column("go_version", String(16), nullable=False),
+    Column("family", String(4), nullable=False),
+    Column("ticks_per_sec", BigInteger),
+    Column("generations", Integer),
+    Column("first_ts", BigInteger),
+    Column("last_ts", BigInteger),
+    Column("wall_start_ns", BigInteger),  # wall clock (ns since epoch) at first_ts, if known
+    Column("events", BigInteger, nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("goroutines", Integer, nullable=False),
+    Column("procs", Integer, nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("stacks", Integer, nullable=False),
+    Column("event_counts", Text, nullable=False),  # JSON object kind -> count
+    Column("status", String(16), nullable=False),  # "complete" or "damaged"
+    Column("bytes_lost", BigInteger, nullable=False),
+    Column("generations_lost", Integer, nullable=False),
+    Column("loss_offset", BigInteger, nullable=False),
+    Column("loss_error", Text, nullable=False),
+    Column("ingest_seconds", Float),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+states = Table(
+    "states",
+    metadata,
+    Column("code", SmallInteger, primary_key=True, autoincrement=False),
+    Column("name", String(16), nullable=False, unique=True),
+)
+
+reasons = Table(
+    "reasons",
+    metadata,
+    _trace_fk(),
+    Column("code", SmallInteger, primary_key=True, autoincrement=False),
+    Column("reason", Text, nullable=False),
+)
+
+intervals = Table(
+    "intervals",
+    metadata,
+    _trace_fk(),
+    Column("resource", SmallInteger, primary_key=True, autoincrement=False),
+    Column("rid", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_ts", BigInteger, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("from_state", SmallInteger, nullable=False),
+    Column("state", SmallInteger, nullable=False),
+    Column("reason", SmallInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+proc_runs = Table(
+    "proc_runs",
+    metadata,
+    _trace_fk(),
+    Column("p", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_ts", BigInteger, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("g", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+transition_stacks = Table(
+    "transition_stacks",
+    metadata,
+    _trace_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+transition_counts = Table(
+    "transition_counts",
+    metadata,
+    _trace_fk(),
+    Column("resource", String(16), primary_key=True),
+    Column("from_state", String(16), primary_key=True),
+    Column("to_state", String(16), primary_key=True),
+    Column("reason", Text, primary_key=True),
+    Column("count", BigInteger, nullable=False),
+)
+
+state_edges = Table(
+    "state_edges",
+    metadata,
+    _trace_fk(),
+    Column("resource", String(16), primary_key=True),
+    Column("from_state", String(16), primary_key=True),
+    Column("to_state", String(16), primary_key=True),
+    Column("count", BigInteger, nullable=False),
+    Column("dwell_count", BigInteger, nullable=False),
+    Column("dwell_mean_ns", Float),
+    Column("dwell_p50_ns", BigInteger),
+    Column("dwell_p99_ns", BigInteger),
+    Column("dwell_max_ns", BigInteger),
+)
+
+goroutines = Table(
+    "goroutines",
+    metadata,
+    _trace_fk(),
+    Column("goid", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_function", Text),
+    Column("start_stack_id", BigInteger),
+    Column("created_ts", BigInteger),
+    Column("ended_ts", BigInteger),
+    Column("parent_goid", BigInteger),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("final_state", String(16), nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("runnable_ns", BigInteger, nullable=False),
+    Column("waiting_ns", BigInteger, nullable=False),
+    Column("syscall_ns", BigInteger, nullable=False),
+)
+
+procs = Table(
+    "procs",
+    metadata,
+    _trace_fk(),
+    Column("pid", BigInteger, primary_key=True, autoincrement=False),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("final_state", String(16), nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("idle_ns", BigInteger, nullable=False),
+    Column("goroutines_run", BigInteger, nullable=False),
+)
+
+threads = Table(
+    "threads",
+    metadata,
+    _trace_fk(),
+    Column("m", BigInteger, primary_key=True, autoincrement=False),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("syscall_ns", BigInteger, nullable=False),
+    Column("syscalls", BigInteger, nullable=False),
+)
+
+syscalls = Table(
+    "syscalls",
+    metadata,
+    _trace_fk(),
+    Column("goid", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_ts", BigInteger, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("duration_ns", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("start_known", Boolean, nullable=False),  # false: already in a syscall when first seen
+    Column("outcome", String(16), nullable=False),  # returned | blocked | exited | unfinished
+    Column("p_lost", Boolean, nullable=False),  # the P was handed off or stolen meanwhile
+    Column("stolen_ts", BigInteger),
+    Column("stolen_by_m", BigInteger),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+ranges = Table(
+    "ranges",
+    metadata,
+    _trace_fk(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", Text, nullable=False),
+    Column("kind", String(16), nullable=False),  # gc | stw | sweep | assist | other
+    Column("scope", String(16), nullable=False),
+    Column("scope_id", BigInteger, nullable=False),
+    Column("start_ts", BigInteger),  # NULL: began before the trace window
+    Column("end_ts", BigInteger),  # NULL: still open at the end
+    Column("active_at_start", Boolean, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+    Column("end_attrs", Text),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    _trace_fk(),
+    Column("task_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("parent_id", BigInteger),
+    Column("name", Text),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("start_g", BigInteger),
+    Column("end_g", BigInteger),
+)
+
+regions = Table(
+    "regions",
+    metadata,
+    _trace_fk(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("task_id", BigInteger),
+    Column("name", Text, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+logs = Table(
+    "logs",
+    metadata,
+    _trace_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("task_id", BigInteger),
+    Column("category", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+metrics = Table(
+    "metrics",
+    metadata,
+    _trace_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("value", BigInteger),
+    Column("value_str", Text),
+)
+
+other_events = Table(
+    "other_events",
+    metadata,
+    _trace_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("kind", String(16), nullable=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+    Column("name", Text),
+    Column("scope", String(16)),
+    Column("scope_id", BigInteger),
+    Column("attrs", Text),
+    Column("sync_n", BigInteger),
+    Column("clock_trace_ns", BigInteger),
+    Column("clock_mono_ns", BigInteger),
+    Column("clock_wall_ns", BigInteger),
+)
+
+stacks = Table(
+    "stacks",
+    metadata,
+    _trace_fk(),
+    Column("stack_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("depth", Integer, primary_key=True, autoincrement=False),
+    Column("function", Text, nullable=False),
+    Column("file", Text, nullable=False),
+    Column("line", BigInteger, nullable=False),
+    Column("pc", BigInteger, nullable=False),
+)
+
+#: Tables holding one trace's rows, children first (the order a manual delete uses).
+TRACE_TABLES = (
+    intervals, proc_runs, transition_stacks, transition_counts, state_edges, goroutines, procs,
+    threads, syscalls, ranges, tasks, regions, logs, metrics, other_events, stacks, reasons,
+)
+
+#: Views created by the migrations (name -> SELECT), for users writing SQL.
+VIEWS = {
+    "transitions": (
+        "SELECT i.trace_id, i.seq, i.start_ts AS ts, "
+        "CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' END AS resource, "
+        "i.rid AS id, fs.name AS from_state, ts.name AS to_state, r.reason AS reason, "
+        "i.m, i.p, i.g, i.stack_id "
+        "FROM intervals i JOIN states fs ON fs.code = i.from_state "
+        "JOIN states ts ON ts.code = i.state "
+        "JOIN reasons r ON r.trace_id = i.trace_id AND r.code = i.reason"
+    ),
+    "interval_view": (
+        "SELECT i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' END "
+        "AS resource, i.rid, s.name AS state, r.reason AS reason, i.start_ts, i.end_ts, "
+        "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, i.g, i.stack_id, i.seq "
+        "FROM intervals i JOIN states s ON s.code = i.state "
+        "JOIN reasons r ON r.trace_id = i.trace_id AND r.code = i.reason"
+    ),
+    "thread_intervals": (
+        "SELECT i.trace_id, i.m, CASE i.state WHEN 3 THEN 'Running' ELSE 'Syscall' END "
+        "AS state, i.rid AS g, i.p, i.start_ts, i.end_ts, i.seq "
+        "FROM intervals i WHERE i.resource = 0 AND i.state IN (3, 5) AND i.m <> -1"
+    ),
+}
