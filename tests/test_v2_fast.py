@@ -88,14 +88,15 @@ def assert_same_output(data: bytes, tmp_path: Path, tag: str = "") -> Outcome:
         return fast
     assert fast == pure
     if isinstance(pure, dict):
-        assert json.loads((a / "meta.json").read_text()) == json.loads((b / "meta.json").read_text())
+        meta_a, meta_b = (json.loads((x / "meta.json").read_text()) for x in (a, b))
+        assert meta_a == meta_b
         for name in FILES:
             ta, tb = pq.read_table(a / f"{name}.parquet"), pq.read_table(b / f"{name}.parquet")
             assert ta.schema.equals(tb.schema, check_metadata=True), name
             if not ta.equals(tb):
                 for col in ta.column_names:
                     ca, cb = ta[col].to_pylist(), tb[col].to_pylist()
-                    i = next((i for i, (x, y) in enumerate(zip(ca, cb)) if x != y), None)
+                    i = next((i for i, (x, y) in enumerate(zip(ca, cb, strict=True)) if x != y), None)
                     assert ca == cb, f"{name}.{col} differs first at row {i}"
             assert _row_groups(a / f"{name}.parquet") == _row_groups(b / f"{name}.parquet"), name
     return pure
@@ -160,8 +161,10 @@ def events_from_dir(out: Path) -> tuple[list[Event], _Trace]:
     it differs from the event stack."""
     frames: dict[int, list[Frame]] = {}
     for r in pq.read_table(out / "stacks.parquet").to_pylist():
-        frames.setdefault(r["stack_id"], []).append(Frame(r["pc"], r["function"], r["file"], r["line"]))
-    tstacks = {r["row"]: r["stack_id"] for r in pq.read_table(out / "transition_stacks.parquet").to_pylist()}
+        fr = Frame(r["pc"], r["function"], r["file"], r["line"])
+        frames.setdefault(r["stack_id"], []).append(fr)
+    rows = pq.read_table(out / "transition_stacks.parquet").to_pylist()
+    tstacks = {r["row"]: r["stack_id"] for r in rows}
     trans = pq.read_table(out / "transitions.parquet").to_pylist()
     others = pq.read_table(out / "events.parquet").to_pylist()
     evs: list[Event] = []
@@ -294,9 +297,12 @@ def test_fresh_clock_and_counts(tmp_path: Path) -> None:
 
 
 def _golden() -> list[Path]:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # oracle_go() imports tools.gotoolchains
     env = os.environ.get("GMPSCOPE_GOLDEN_DIR")
     try:
-        root = Path(env) if env else Path(oracle_go()).resolve().parent.parent / "src" / "internal" / "trace" / "testdata" / "tests"
+        goroot = Path(oracle_go()).resolve().parent.parent
+        root = Path(env) if env else goroot / "src" / "internal" / "trace" / "testdata" / "tests"
     except Exception:
         return []
     return sorted(root.glob("*.test")) if root.is_dir() else []

@@ -92,6 +92,7 @@ typedef struct {
     Buf samples; /* Sample */
     uint64_t min_ts;
     double freq;
+    uint64_t ticks_raw; /* the frequency event's value */
     int has_clock;
     uint64_t snap_time, snap_mono, snap_sec, snap_nsec;
     U64Map strings; /* id -> index into strs */
@@ -204,7 +205,7 @@ typedef struct Dec {
     Buf samples;    /* Sample, sorted by time */
     int64_t last_ts;
     int64_t syncs;
-    double ticks;
+    uint64_t ticks;
 
     /* ordering */
     U64Map gs;      /* goroutine id -> index into rstates */

@@ -209,8 +209,8 @@ static int install(Dec *d)
     Gen *g = &d->gen;
     d->have_gen = 1;
     d->lost_from = g->start;
-    if (d->ticks == 0 && g->freq != 0)
-        d->ticks = isinf(g->freq) ? 0 : nearbyint(1e9 / g->freq);
+    if (d->ticks == 0)
+        d->ticks = g->ticks_raw;
     size_t ns = VEC_LEN(&g->samples, Sample);
     d->samples.n = 0;
     if (buf_put(&d->samples, g->samples.p, g->samples.n))
@@ -341,7 +341,7 @@ static int try_slot(Dec *d, size_t i)
 static int emit_next_queued(Dec *d)
 {
     QEv q = ((QEv *)d->queue.p)[d->qhead];
-    d->qhead = (d->qhead + 1) % d->qcap;
+    d->qhead = (d->qhead + 1) & (d->qcap - 1);
     d->qlen--;
     Err e;
     e.set = 0;

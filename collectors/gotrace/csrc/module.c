@@ -203,7 +203,7 @@ static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
         clock = Py_None;
         Py_INCREF(clock);
     }
-    PyObject *ticks = PyLong_FromDouble(d->ticks);
+    PyObject *ticks = PyLong_FromUnsignedLongLong(d->ticks);
     return Py_BuildValue(
         "{s:N,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:N,s:L,s:N,s:O,s:L}", "fail", fail, "completed",
         (long long)d->completed, "lost_from", (long long)d->lost_from, "events", (long long)d->seq,

@@ -95,20 +95,20 @@ static int64_t madd(Dec *d, int64_t id, int64_t g, int64_t p)
 int queue_push(Dec *d, const QEv *q)
 {
     if (d->qlen == d->qcap) {
-        size_t ncap = d->qcap ? d->qcap * 2 : 64;
+        size_t ncap = d->qcap ? d->qcap * 2 : 64; /* a power of two: index by mask */
         QEv *nq = (QEv *)malloc(ncap * sizeof(QEv));
         if (!nq)
             return -1;
         QEv *old = (QEv *)d->queue.p;
         for (size_t i = 0; i < d->qlen; i++)
-            nq[i] = old[(d->qhead + i) % d->qcap];
+            nq[i] = old[(d->qhead + i) & (d->qcap - 1)];
         free(d->queue.p);
         d->queue.p = (uint8_t *)nq;
         d->queue.cap = ncap * sizeof(QEv);
         d->qcap = ncap;
         d->qhead = 0;
     }
-    ((QEv *)d->queue.p)[(d->qhead + d->qlen) % d->qcap] = *q;
+    ((QEv *)d->queue.p)[(d->qhead + d->qlen) & (d->qcap - 1)] = *q;
     d->qlen++;
     return 0;
 }

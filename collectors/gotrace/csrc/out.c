@@ -12,7 +12,9 @@ static const char *KIND_NAMES[NKINDS] = {
     "TaskBegin", "TaskEnd", "RegionBegin", "RegionEnd", "Log", "StateTransition", "Experimental"};
 static const char *GO_STATE_NAMES[6] = {"Undetermined", "NotExist", "Runnable", "Running",
                                         "Waiting", "Syscall"};
+static const uint8_t GO_STATE_LENS[6] = {12, 8, 8, 7, 7, 7};
 static const char *PROC_STATE_NAMES[4] = {"Undetermined", "NotExist", "Running", "Idle"};
+static const uint8_t PROC_STATE_LENS[4] = {12, 8, 7, 4};
 static const uint8_t GO_STATUS_TO_STATE[5] = {GO_UNDETERMINED, GO_RUNNABLE, GO_RUNNING, GO_SYSCALL,
                                               GO_WAITING};
 static const uint8_t PROC_STATUS_TO_STATE[5] = {PROC_UNDETERMINED, PROC_RUNNING, PROC_IDLE,
@@ -93,9 +95,22 @@ static inline int put_str(Col *c, int64_t row, const void *s, size_t n)
     return 0;
 }
 
+/* Append a string known to be ASCII (names the decoder itself makes). */
+static inline int put_ascii(Col *c, int64_t row, const char *s, size_t n)
+{
+    if (n && buf_put(&c->data, s, n))
+        return -1;
+    if (c->data.n > INT32_MAX)
+        return -1;
+    ((int32_t *)c->offsets.p)[row + 1] = (int32_t)c->data.n;
+    if (c->nullable && n)
+        c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
+    return 0;
+}
+
 static inline int put_cstr(Col *c, int64_t row, const char *s)
 {
-    return put_str(c, row, s, strlen(s));
+    return put_ascii(c, row, s, strlen(s));
 }
 
 /* ------------------------------------------------------------ interning */
@@ -348,7 +363,7 @@ static int e_row(Dec *d, const ERow *r)
     return 0;
 }
 
-static int t_row(Dec *d, int64_t ts, int proc, int64_t id, const char *from, const char *to,
+static int t_row(Dec *d, int64_t ts, int proc, int64_t id, int from, int to,
                  const uint8_t *reason, size_t reason_len, int64_t m, int64_t p, int64_t g,
                  int64_t stack, int64_t tstack)
 {
@@ -356,10 +371,15 @@ static int t_row(Dec *d, int64_t ts, int proc, int64_t id, const char *from, con
     Col *c = t->cols;
     int64_t i = t->rows;
     put_i64(&c[0], i, ts);
-    if (put_cstr(&c[1], i, proc ? "proc" : "goroutine"))
+    if (put_ascii(&c[1], i, proc ? "proc" : "goroutine", proc ? 4 : 9))
         return -1;
     put_i64(&c[2], i, id);
-    if (put_cstr(&c[3], i, from) || put_cstr(&c[4], i, to) || put_str(&c[5], i, reason, reason_len))
+    const char *fs = proc ? (from < 4 ? PROC_STATE_NAMES[from] : "Bad") : GO_STATE_NAMES[from];
+    size_t fl = proc ? (from < 4 ? PROC_STATE_LENS[from] : 3) : GO_STATE_LENS[from];
+    if (put_ascii(&c[3], i, fs, fl) ||
+        put_ascii(&c[4], i, proc ? PROC_STATE_NAMES[to] : GO_STATE_NAMES[to],
+                  proc ? PROC_STATE_LENS[to] : GO_STATE_LENS[to]) ||
+        put_str(&c[5], i, reason, reason_len))
         return -1;
     put_i64(&c[6], i, m);
     put_i64(&c[7], i, p);
@@ -477,29 +497,6 @@ static int stack_of(Dec *d, uint64_t sid, int64_t *out, Err *err)
     return 0;
 }
 
-/* Go's check that every stack and string id an event names exists. */
-static int validate_ids(Dec *d, const QEv *q, Err *err)
-{
-    const Spec *s = &SPECS[q->typ];
-    for (int i = 0; i < s->nstacks; i++) {
-        uint64_t sid = q->a[s->stacks[i] - 1];
-        if (sid != 0 && !map_get(&d->gen.stacks, sid)) {
-            set_err(err, -1, "found invalid stack ID %llu for event %s", (unsigned long long)sid,
-                    s->name);
-            return -1;
-        }
-    }
-    for (int i = 0; i < s->nstrings; i++) {
-        uint64_t sid = q->a[s->strings[i] - 1];
-        if (sid != 0 && !map_get(&d->gen.strings, sid)) {
-            set_err(err, -1, "found invalid string ID %llu for event %s", (unsigned long long)sid,
-                    s->name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
         if (x)                                                                                     \
@@ -517,23 +514,24 @@ static int validate_ids(Dec *d, const QEv *q, Err *err)
 static int go_row(Dec *d, const QEv *q, int64_t ts, int64_t stack, int64_t rid, int from, int to,
                   const uint8_t *reason, size_t rlen, int64_t tstack, Err *err)
 {
-    ROWCHECK(t_row(d, ts, 0, rid, GO_STATE_NAMES[from], GO_STATE_NAMES[to], reason, rlen, q->m,
-                   q->p, q->g, stack, tstack));
+    ROWCHECK(t_row(d, ts, 0, rid, from, to, reason, rlen, q->m, q->p, q->g, stack, tstack));
     return 0;
 }
 
 static int proc_row(Dec *d, const QEv *q, int64_t ts, int64_t stack, int64_t rid, uint64_t from,
                     int to, Err *err)
 {
-    const char *f = from < 4 ? PROC_STATE_NAMES[from] : "Bad";
-    ROWCHECK(t_row(d, ts, 1, rid, f, PROC_STATE_NAMES[to], NULL, 0, q->m, q->p, q->g, stack, 0));
+    ROWCHECK(t_row(d, ts, 1, rid, from < 4 ? (int)from : 4, to, NULL, 0, q->m, q->p, q->g, stack, 0));
     return 0;
 }
+
+static int emit_other(Dec *d, const QEv *q, int64_t ts, int64_t stack, Err *err);
 
 /* Validate, convert and append the queued event q. */
 int emit_queued(Dec *d, const QEv *q, Err *err)
 {
-    CHECK(validate_ids(d, q, err));
+    /* Every stack and string id is resolved below in the reference's order;
+     * an unknown id fails there (Go's table-id validation). */
     int typ = q->typ;
     int64_t ts = fix_ts(d, q->time);
     const Spec *spec = &SPECS[typ];
@@ -541,14 +539,6 @@ int emit_queued(Dec *d, const QEv *q, Err *err)
     if (spec->nstacks)
         CHECK(stack_of(d, q->a[spec->stacks[0] - 1], &stack, err));
     const uint64_t *a = q->a;
-    ERow r;
-    memset(&r, 0, sizeof r);
-    r.ts = ts;
-    r.m = q->m;
-    r.p = q->p;
-    r.g = q->g;
-    r.stack = stack;
-    char buf[MAX_STRING_SIZE + 64];
     const uint8_t *s1;
     size_t n1;
     switch (typ) {
@@ -597,6 +587,28 @@ int emit_queued(Dec *d, const QEv *q, Err *err)
                         a[3] == PS_SYSCALL_ABANDONED ? PROC_IDLE : PROC_RUNNING, PROC_IDLE, err);
     case EV_PROC_STATUS:
         return proc_row(d, q, ts, stack, (int64_t)a[0], a[2], PROC_STATUS_TO_STATE[a[1]], err);
+    default:
+        return emit_other(d, q, ts, stack, err);
+    }
+}
+
+/* Events that are not state transitions: one events.parquet row. */
+static int emit_other(Dec *d, const QEv *q, int64_t ts, int64_t stack, Err *err)
+{
+    int typ = q->typ;
+    const Spec *spec = &SPECS[typ];
+    const uint64_t *a = q->a;
+    ERow r;
+    memset(&r, 0, sizeof r);
+    r.ts = ts;
+    r.m = q->m;
+    r.p = q->p;
+    r.g = q->g;
+    r.stack = stack;
+    char buf[MAX_STRING_SIZE + 64];
+    const uint8_t *s1;
+    size_t n1;
+    switch (typ) {
     case EV_PROCS_CHANGE:
     case EV_HEAP_ALLOC:
     case EV_HEAP_GOAL: {

@@ -95,6 +95,7 @@ void gen_reset(Gen *g)
     g->samples.n = 0;
     g->min_ts = 0;
     g->freq = 0;
+    g->ticks_raw = 0;
     g->has_clock = 0;
     g->snap_time = g->snap_mono = g->snap_sec = g->snap_nsec = 0;
     map_clear(&g->strings);
@@ -289,6 +290,7 @@ static int set_sync(Dec *d, const CBatch *b, Err *err)
             if (v(d, &p, end, &f, err, "frequency"))
                 return -1;
             g->freq = f ? 1.0 / ((double)f / 1e9) : INFINITY;
+            g->ticks_raw = f;
         } else if (typ == EV_CLOCK_SNAPSHOT && d->minor >= 25) {
             if (g->has_clock) {
                 set_err(err, (int64_t)p, "found multiple clock snapshot events");

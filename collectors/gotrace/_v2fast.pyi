@@ -1,0 +1,15 @@
+"""Type stub of the C extension (collectors/gotrace/csrc): the fast decoder
+of Go 1.22+ traces into column chunks (see collectors/gotrace/columnar.py)."""
+
+from typing import Any
+
+CHUNK_ROWS: int
+
+# A column: (values, int32 string offsets or None, validity bitmap or None).
+_Column = tuple[bytes, bytes | None, bytes | None]
+
+class Decoder:
+    def __init__(self, data: Any, minor: int) -> None: ...
+    def next_chunk(self, limit: int = ...) -> list[tuple[int, int, list[_Column]]] | None: ...
+    def result(self) -> dict[str, Any]: ...
+    def stacks(self) -> tuple[int, tuple[bytes, ...], list[int]]: ...
