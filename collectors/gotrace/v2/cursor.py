@@ -38,7 +38,7 @@ def ns(t: int, freq: float) -> int:
 class Cursor:
     """Reads the events of one thread's batches in order."""
 
-    __slots__ = ("m", "batches", "idx", "off", "last", "ev", "data", "end", "base")
+    __slots__ = ("m", "batches", "idx", "off", "last", "ev", "data", "end", "base", "evoff")
 
     def __init__(self, m: int, batches: list[Batch]) -> None:
         self.m = m
@@ -49,6 +49,7 @@ class Cursor:
         self.data = b""
         self.end = 0
         self.base = 0  # file offset of the current batch payload
+        self.evoff = -1  # file offset of the event in ``ev``
         # [type, time, a0, a1, a2, a3] of the event at the head of this cursor.
         self.ev: list[Any] = [0, 0, 0, 0, 0, 0]
 
@@ -117,6 +118,7 @@ class Cursor:
         t = (int(t) if t < _BIG else _I64_MIN) + self.last
         ev[1] = t
         self.last = t
+        self.evoff = self.base + self.off
         self.off = pos
         return True
 
@@ -127,8 +129,8 @@ class Cursor:
         )
 
     def offset(self) -> int:
-        """File offset of the current event (for error reports)."""
-        return self.base + self.off if self.idx < len(self.batches) else -1
+        """File offset of the event at the head of this cursor (for error reports)."""
+        return self.evoff
 
 
 def _sift_up(h: list[Cursor], i: int) -> int:
