@@ -47,7 +47,14 @@ class _Failure(Exception):
 def decode_v2(
     data: memoryview, version: str, stacks: StackTable, info: TraceInfo
 ) -> Iterator[Event]:
-    """Yield the events of a Go 1.22+ trace (``data`` includes the header)."""
+    """Yield the events of a Go 1.22+ trace (``data`` includes the header).
+
+    Yields exactly what Go's reader returns before it stops. When Go would
+    stop with an error: if at least one generation was yielded completely,
+    the damage is recorded in ``info.loss`` and iteration ends normally;
+    otherwise TraceFormatError is raised. ``info.generations`` counts the
+    generations yielded completely.
+    """
     dec = _Decoder(data, version, stacks, info)
     try:
         yield from dec.run()
