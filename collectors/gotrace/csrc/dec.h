@@ -143,6 +143,7 @@ typedef struct {
     uint32_t mi;
     uint32_t bi, bend; /* batch index range in Gen.batches */
     uint32_t off;      /* offset inside the current batch payload */
+    int64_t evoff;     /* file offset of the event at the head, -1 before the first */
     int64_t last;
     uint16_t typ;
     int64_t time;

@@ -82,15 +82,16 @@ static int cursor_next(Dec *d, Cursor *c, Err *err)
     int64_t t = (int64_t)((uint64_t)ns_of(vals[0], g->freq) + (uint64_t)c->last);
     c->time = t;
     c->last = t;
+    c->evoff = (int64_t)(b->off + c->off);
     c->off = (uint32_t)(pos - b->off);
     return 1;
 }
 
+/* File offset of the event at the head of c (for error reports). */
 static int64_t cursor_offset(Dec *d, const Cursor *c)
 {
-    if (c->bi < c->bend)
-        return (int64_t)(VEC_AT(&d->gen.batches, CBatch, c->bi).off + c->off);
-    return -1;
+    (void)d;
+    return c->evoff;
 }
 
 /* ------------------------------------------------------------ heap */
@@ -230,6 +231,7 @@ static int install(Dec *d)
         c.mi = (uint32_t)i;
         c.bi = ms[i];
         c.bend = ms[i + 1];
+        c.evoff = -1;
         Err e;
         e.set = 0;
         int r = cursor_next(d, &c, &e);
