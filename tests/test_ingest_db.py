@@ -1,0 +1,187 @@
+"""Database life cycle: migrations, atomic loads, bad input, delete, the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import ROOT, TRACES, db_url, engine
+from sqlalchemy import Engine, inspect, text
+
+from ingest import models, queries
+from ingest.db import current_revision, make_engine, migrate
+from ingest.load import (
+    BadParquetError,
+    BadTraceError,
+    IngestError,
+    ingest_trace_file,
+    load_parquet_dir,
+)
+
+# Fixtures come from ingest_fixtures; pytest finds them as module attributes.
+FIXTURES = (db_url, engine)
+
+
+def _snapshot(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, sorted: the database's content."""
+    out = {}
+    with engine.connect() as conn:
+        for name in sorted(inspect(conn).get_table_names()):
+            rows = conn.execute(text(f'SELECT * FROM "{name}"')).all()
+            out[name] = sorted((tuple(r) for r in rows), key=repr)
+    return out
+
+
+def _head() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ROOT / "ingest" / "migrations"))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    assert head is not None
+    return head
+
+
+def test_migrations_upgrade_empty_db_to_head(db_url: str) -> None:
+    eng = make_engine(db_url, migrate_to_head=False)
+    try:
+        assert current_revision(eng) is None
+        assert migrate(eng) == _head()
+        assert current_revision(eng) == _head()
+        names = set(inspect(eng).get_table_names())
+        assert set(models.metadata.tables) <= names
+        assert {"transitions", "interval_view", "thread_intervals"} <= set(
+            inspect(eng).get_view_names())
+        with eng.connect() as conn:
+            states = conn.execute(text("SELECT name FROM states ORDER BY code")).scalars()
+            assert tuple(states) == models.STATE_NAMES
+        # Opening again (a second process, the next version) is a no-op.
+        assert migrate(eng) == _head()
+    finally:
+        eng.dispose()
+
+
+def test_sqlite_pragmas(tmp_path: Path) -> None:
+    eng = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with eng.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+    eng.dispose()
+
+
+@pytest.mark.parametrize("content", [
+    b"",
+    b"hello, this is not a trace at all\n",
+    b"go 1.22 trace\x00\x00\x00" + b"\xff" * 200,
+    b"go 1.5 trace\x00\x00\x00\x00" + b"\x00" * 64,
+])
+def test_bad_file_leaves_db_unchanged(engine: Engine, tmp_path: Path, content: bytes) -> None:
+    ok = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    before = _snapshot(engine)
+    bad = tmp_path / "bad.trace"
+    bad.write_bytes(content)
+    with pytest.raises(BadTraceError) as e:
+        ingest_trace_file(engine, bad, data_dir=tmp_path / "data")
+    assert "\n" not in str(e.value) and "bad.trace" in str(e.value)
+    assert _snapshot(engine) == before
+    kept = sorted(p.name for p in (tmp_path / "data" / "traces").iterdir())
+    assert kept == [f"{ok.sha256}.trace"]
+    assert not any((tmp_path / "data" / "tmp").iterdir())
+
+
+def test_bad_parquet_dir(engine: Engine, tmp_path: Path) -> None:
+    before = _snapshot(engine)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadParquetError, match="missing"):
+        load_parquet_dir(engine, tmp_path / "empty")
+    from collectors.gotrace.todir import decode_file_to_dir
+
+    d = tmp_path / "dec"
+    decode_file_to_dir(TRACES[0], d)
+    (d / "transitions.parquet").write_bytes(b"PAR1 nope")
+    with pytest.raises(IngestError):
+        load_parquet_dir(engine, d)
+    assert _snapshot(engine) == before
+
+
+def test_failure_mid_load_rolls_back(engine: Engine, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error after thousands of rows were inserted leaves no trace behind."""
+    import ingest.load as load
+
+    ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    before = _snapshot(engine)
+    real = load.insert_int_arrays
+
+    def boom(*args: object, **kw: object) -> int:
+        real(*args, **kw)  # type: ignore[arg-type]
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(load, "insert_int_arrays", boom)
+    with pytest.raises(RuntimeError, match="killed"):
+        ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
+    assert _snapshot(engine) == before
+    assert not (tmp_path / "data" / "traces" /
+                f"{load.file_sha256(TRACES[-1])}.trace").exists()
+
+
+def test_delete_removes_everything(engine: Engine, tmp_path: Path) -> None:
+    a = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    only_a = _snapshot(engine)
+    b = ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
+    assert queries.delete_trace(engine, b.id, data_dir=tmp_path / "data")
+    assert _snapshot(engine) == only_a
+    assert not (tmp_path / "data" / "traces" / f"{b.sha256}.trace").exists()
+    assert not queries.delete_trace(engine, b.id)
+    assert queries.delete_trace(engine, a.id)
+    with engine.connect() as conn:
+        for table in (*models.TRACE_TABLES, models.traces):
+            assert conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar() == 0
+    # And the same content can come back.
+    again = ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
+    assert again.created
+
+
+def test_cascade_deletes_children(engine: Engine, tmp_path: Path) -> None:
+    """Deleting the traces row alone removes its rows (ON DELETE CASCADE)."""
+    a = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    with engine.begin() as conn:
+        conn.execute(models.traces.delete().where(models.traces.c.id == a.id))
+    with engine.connect() as conn:
+        for table in models.TRACE_TABLES:
+            assert conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar() == 0
+
+
+def _cli(*args: str | Path, env_data: Path) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {**os.environ, "GMPSCOPE_DATA": str(env_data)}
+    return subprocess.run([sys.executable, "-m", "gmpscope", "ingest", *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_cli_ingest(tmp_path: Path) -> None:
+    from collectors.gotrace.todir import decode_file_to_dir
+
+    d = tmp_path / "decoded"
+    decode_file_to_dir(TRACES[1], d)
+    r = _cli(TRACES[0], d, TRACES[0], env_data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    lines = [ln.split("\t") for ln in r.stdout.splitlines()]
+    assert [ln[1] for ln in lines] == ["new", "new", "existing"]
+    assert lines[0][0] == lines[2][0] != lines[1][0]
+    assert (tmp_path / "data" / "gmpscope.db").exists()
+
+
+def test_cli_bad_input_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.trace"
+    bad.write_bytes(b"not a trace, really not\n")
+    r = _cli(bad, env_data=tmp_path / "data")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "not a readable Go trace" in r.stderr
+    r = _cli(tmp_path / "missing.trace", env_data=tmp_path / "data")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
