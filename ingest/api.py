@@ -32,7 +32,8 @@ from werkzeug.exceptions import HTTPException
 from ingest import uploads
 from ingest.config import Settings
 from ingest.load import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
-from ingest.queries import delete_trace, list_traces, trace_summary
+from ingest.queries import delete_trace, get_trace, list_traces, trace_summary
+from ingest.stategraph import render, state_graph
 
 log = logging.getLogger("gmpscope.ingest.api")
 
@@ -130,9 +131,11 @@ def _require_token() -> Response | None:
         return None
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
-    # Compare bytes, so that a non-ASCII header cannot make compare_digest raise.
+    # WSGI hands headers over as latin-1 decoded bytes: encoding back gives the
+    # bytes the client sent (a UTF-8 token stays comparable), and comparing
+    # bytes means a non-ASCII header cannot make compare_digest raise.
     if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode("utf-8", "surrogateescape"), token.encode("utf-8")
+        given.strip().encode("latin-1", "replace"), token.encode("utf-8")
     ):
         resp = error(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
         resp.headers["WWW-Authenticate"] = 'Bearer realm="gmpscope"'
@@ -262,7 +265,12 @@ def upload_parquet() -> tuple[Response, int]:
             path.unlink()  # free the space before loading
             decoded = uploads.find_decoded_dir(root)
             engine = state.engine
-            result = with_retries(lambda: load_parquet_dir(engine, decoded, name or None))
+            try:
+                result = with_retries(lambda: load_parquet_dir(engine, decoded, name or None))
+            except IngestError as e:
+                # The storage layer names the directory; ours is a temporary one.
+                msg = str(e).replace(str(decoded), "archive").replace(str(root), "archive")
+                raise uploads.BadUpload(msg) from None
     return _answer(result)
 
 
@@ -281,7 +289,7 @@ def healthz() -> tuple[Response, int]:
 
 
 @bp.get("/api/traces")
-def get_traces() -> Response:
+def trace_list() -> Response:
     return jsonify({"traces": jsonable(list_traces(_state().engine))})
 
 
@@ -290,7 +298,7 @@ def _not_found(trace_id: int) -> Response:
 
 
 @bp.get("/api/traces/<int:trace_id>")
-def get_trace(trace_id: int) -> Response:
+def trace_detail(trace_id: int) -> Response:
     try:
         summary = trace_summary(_state().engine, trace_id)
     except LookupError:
@@ -304,9 +312,32 @@ def get_trace(trace_id: int) -> Response:
 def remove_trace(trace_id: int) -> Response:
     engine = _state().engine
     try:
-        deleted = with_retries(lambda: delete_trace(engine, trace_id))
+        data_dir = _state().config.data_dir
+        deleted = with_retries(lambda: delete_trace(engine, trace_id, data_dir))
     except LookupError:
         deleted = False
     if not deleted:
         return _not_found(trace_id)
     return jsonify({"id": trace_id, "deleted": True})
+
+
+STATEGRAPH_RESOURCES = ("goroutine", "proc")
+STATEGRAPH_FORMATS = ("json", "mermaid", "dot")
+
+
+@bp.get("/api/traces/<int:trace_id>/stategraph")
+def get_stategraph(trace_id: int) -> Response:
+    resource = request.args.get("resource", "goroutine")
+    fmt = request.args.get("format", "json")
+    if resource not in STATEGRAPH_RESOURCES:
+        return error(400, f"resource must be one of {', '.join(STATEGRAPH_RESOURCES)}, "
+                          f"not {resource!r}")
+    if fmt not in STATEGRAPH_FORMATS:
+        return error(400, f"format must be one of {', '.join(STATEGRAPH_FORMATS)}, not {fmt!r}")
+    engine = _state().engine
+    if get_trace(engine, trace_id) is None:
+        return _not_found(trace_id)
+    out = render(state_graph(engine, trace_id, resource), fmt)
+    if isinstance(out, str):
+        return Response(out, mimetype="text/plain")
+    return jsonify(jsonable(out))

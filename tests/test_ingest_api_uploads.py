@@ -8,6 +8,7 @@ import stat
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import IO, cast
 
 import pytest
 
@@ -50,7 +51,7 @@ def multipart(parts: list[tuple[str, str | None, bytes]], boundary: str = "XyZzy
 
 def test_spool_raw_copies_in_chunks(tmp_path: Path) -> None:
     data = bytes(range(256)) * 9000  # > 2 chunks
-    got = uploads.spool_raw(Trickle(data, 70001), tmp_path / "f", limit=len(data))
+    got = uploads.spool_raw(cast(IO[bytes], Trickle(data, 70001)), tmp_path / "f", limit=len(data))
     assert got.size == len(data)
     assert got.sha256 == hashlib.sha256(data).hexdigest()
     assert (tmp_path / "f").read_bytes() == data
@@ -73,7 +74,7 @@ def test_spool_multipart_file_and_fields(tmp_path: Path, step: int) -> None:
     payload = b"go 1.22 trace\r\n--XyZzy4 not a boundary\r\n" + bytes(range(256)) * 40
     body = multipart([("name", None, b"my run"), ("file", "app.trace", payload),
                       ("other", "junk.bin", b"ignored")])
-    form = uploads.spool_multipart(Trickle(body, step), b"XyZzy42", tmp_path / "f",
+    form = uploads.spool_multipart(cast(IO[bytes], Trickle(body, step)), b"XyZzy42", tmp_path / "f",
                                    limit=len(body))
     assert (tmp_path / "f").read_bytes() == payload
     assert form.size == len(payload)
