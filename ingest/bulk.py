@@ -201,7 +201,8 @@ def _pg_copy_rows(conn: Connection, table: Table, columns: Sequence[str],
     return n
 
 
-_PG_BINARY = {SmallInteger: ">i2", Integer: ">i4", BigInteger: ">i8"}
+# Most derived first: BigInteger and SmallInteger are subclasses of Integer.
+_PG_BINARY = {BigInteger: ">i8", SmallInteger: ">i2", Integer: ">i4"}
 
 
 def _pg_copy_binary(conn: Connection, table: Table, columns: Sequence[str],
