@@ -103,7 +103,14 @@ typedef struct {
     U64Map pcs;     /* pc -> index into pcinfo */
     Buf pcinfo;     /* PcInfo */
     U64Map resolved; /* stack id -> global stack id */
+    /* Dense lookups for small ids (the runtime numbers them 1, 2, ...):
+     * index + 1 into strs / global stack id + 1, 0 when unknown. */
+    uint32_t *str_dense;
+    uint32_t *res_dense;
+    size_t str_dense_n, res_dense_n;
 } Gen;
+
+#define DENSE_MAX 65536
 
 /* A batch framed by read_batch. */
 typedef struct {
@@ -144,6 +151,7 @@ typedef struct {
     uint32_t bi, bend; /* batch index range in Gen.batches */
     uint32_t off;      /* offset inside the current batch payload */
     int64_t evoff;     /* file offset of the event at the head, -1 before the first */
+    int64_t mrec;      /* index of the thread's MRec once known, else -1 */
     int64_t last;
     uint16_t typ;
     int64_t time;

@@ -232,6 +232,7 @@ static int install(Dec *d)
         c.bi = ms[i];
         c.bend = ms[i + 1];
         c.evoff = -1;
+        c.mrec = -1;
         Err e;
         e.set = 0;
         int r = cursor_next(d, &c, &e);

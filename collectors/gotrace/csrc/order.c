@@ -92,37 +92,54 @@ static int64_t madd(Dec *d, int64_t id, int64_t g, int64_t p)
 
 /* ------------------------------------------------------------ queue */
 
-int queue_push(Dec *d, const QEv *q)
+static int queue_grow(Dec *d)
 {
-    if (d->qlen == d->qcap) {
-        size_t ncap = d->qcap ? d->qcap * 2 : 64; /* a power of two: index by mask */
-        QEv *nq = (QEv *)malloc(ncap * sizeof(QEv));
-        if (!nq)
-            return -1;
-        QEv *old = (QEv *)d->queue.p;
-        for (size_t i = 0; i < d->qlen; i++)
-            nq[i] = old[(d->qhead + i) & (d->qcap - 1)];
-        free(d->queue.p);
-        d->queue.p = (uint8_t *)nq;
-        d->queue.cap = ncap * sizeof(QEv);
-        d->qcap = ncap;
-        d->qhead = 0;
-    }
-    ((QEv *)d->queue.p)[(d->qhead + d->qlen) & (d->qcap - 1)] = *q;
-    d->qlen++;
+    size_t ncap = d->qcap ? d->qcap * 2 : 64; /* a power of two: index by mask */
+    QEv *nq = (QEv *)malloc(ncap * sizeof(QEv));
+    if (!nq)
+        return -1;
+    QEv *old = (QEv *)d->queue.p;
+    for (size_t i = 0; i < d->qlen; i++)
+        nq[i] = old[(d->qhead + i) & (d->qcap - 1)];
+    free(d->queue.p);
+    d->queue.p = (uint8_t *)nq;
+    d->queue.cap = ncap * sizeof(QEv);
+    d->qcap = ncap;
+    d->qhead = 0;
     return 0;
 }
 
-static int push(Dec *d, const Cursor *c, int64_t m, int64_t p, int64_t g)
+/* The next free queue slot (NULL when out of memory). */
+static inline QEv *queue_slot(Dec *d)
 {
-    QEv q;
-    q.typ = c->typ;
-    q.time = c->time;
-    memcpy(q.a, c->a, sizeof q.a);
-    q.m = m;
-    q.p = p;
-    q.g = g;
-    return queue_push(d, &q);
+    if (d->qlen == d->qcap && queue_grow(d))
+        return NULL;
+    QEv *q = &((QEv *)d->queue.p)[(d->qhead + d->qlen) & (d->qcap - 1)];
+    d->qlen++;
+    return q;
+}
+
+int queue_push(Dec *d, const QEv *q)
+{
+    QEv *slot = queue_slot(d);
+    if (!slot)
+        return -1;
+    *slot = *q;
+    return 0;
+}
+
+static inline int push(Dec *d, const Cursor *c, int64_t m, int64_t p, int64_t g)
+{
+    QEv *q = queue_slot(d);
+    if (!q)
+        return -1;
+    q->typ = c->typ;
+    q->time = c->time;
+    memcpy(q->a, c->a, sizeof q->a);
+    q->m = m;
+    q->p = p;
+    q->g = g;
+    return 0;
 }
 
 static int push_raw(Dec *d, uint16_t typ, int64_t t, uint64_t a0, uint64_t a1, uint64_t a2,
@@ -307,8 +324,8 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
         d->initial_gen = gen;
     int64_t m = VEC_AT(&d->gen.ms, int64_t, c->mi);
     int64_t p = NONE_ID, g = NONE_ID;
-    int64_t mi = -1;
-    if (m != NONE_ID) {
+    int64_t mi = c->mrec;
+    if (m != NONE_ID && mi < 0) {
         uint64_t *v = map_get(&d->mmap, (uint64_t)m);
         if (v) {
             mi = (int64_t)*v;
@@ -318,6 +335,9 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             if (mi < 0)
                 NOMEM();
         }
+        c->mrec = mi;
+    }
+    if (mi >= 0) {
         MRec *r = &VEC_AT(&d->mlist, MRec, mi);
         p = r->p;
         g = r->g;

@@ -195,6 +195,10 @@ int resolve_stack(Dec *d, uint64_t sid, uint64_t *gid, int *missing)
     if (sid == 0)
         return 0;
     Gen *g = &d->gen;
+    if (sid < g->res_dense_n && g->res_dense[sid]) {
+        *gid = g->res_dense[sid] - 1;
+        return 0;
+    }
     uint64_t *cached = map_get(&g->resolved, sid);
     if (cached) {
         *gid = *cached;
@@ -268,7 +272,9 @@ int resolve_stack(Dec *d, uint64_t sid, uint64_t *gid, int *missing)
             d->stk_len++;
         }
     }
-    if (map_put(&g->resolved, sid, id))
+    if (sid < g->res_dense_n && id < UINT32_MAX)
+        g->res_dense[sid] = (uint32_t)(id + 1);
+    else if (map_put(&g->resolved, sid, id))
         return -1;
     *gid = id;
     return 0;
@@ -469,12 +475,19 @@ static int str_of(Dec *d, uint64_t sid, const uint8_t **s, size_t *n, Err *err)
         *n = 0;
         return 0;
     }
-    uint64_t *v = map_get(&d->gen.strings, sid);
-    if (!v) {
-        set_err(err, -1, "found invalid string ID %llu", (unsigned long long)sid);
-        return -1;
+    Gen *g = &d->gen;
+    uint64_t idx;
+    if (sid < g->str_dense_n && g->str_dense[sid]) {
+        idx = g->str_dense[sid] - 1;
+    } else {
+        uint64_t *v = map_get(&g->strings, sid);
+        if (!v) {
+            set_err(err, -1, "found invalid string ID %llu", (unsigned long long)sid);
+            return -1;
+        }
+        idx = *v;
     }
-    StrRef *r = &VEC_AT(&d->gen.strs, StrRef, *v);
+    StrRef *r = &VEC_AT(&g->strs, StrRef, idx);
     *s = d->data + r->off;
     *n = r->len;
     return 0;

@@ -106,6 +106,10 @@ void gen_reset(Gen *g)
     map_clear(&g->pcs);
     g->pcinfo.n = 0;
     map_clear(&g->resolved);
+    free(g->str_dense);
+    free(g->res_dense);
+    g->str_dense = g->res_dense = NULL;
+    g->str_dense_n = g->res_dense_n = 0;
 }
 
 void gen_free(Gen *g)
@@ -123,6 +127,9 @@ void gen_free(Gen *g)
     map_free(&g->pcs);
     buf_free(&g->pcinfo);
     map_free(&g->resolved);
+    free(g->str_dense);
+    free(g->res_dense);
+    g->str_dense = g->res_dense = NULL;
 }
 
 #define NOMEM()                                                                                    \
@@ -377,6 +384,25 @@ static int finish(Dec *d, Err *err)
             }
         }
     }
+    /* Dense tables for the small ids. */
+    uint64_t max_str = 0, max_stk = 0;
+    for (size_t i = 0; i < g->strings.cap; i++)
+        if (g->strings.used[i] && g->strings.keys[i] < DENSE_MAX && g->strings.keys[i] > max_str)
+            max_str = g->strings.keys[i];
+    for (size_t i = 0; i < ns; i++) {
+        uint64_t sid = VEC_AT(&g->stackrecs, StackRec, i).sid;
+        if (sid < DENSE_MAX && sid > max_stk)
+            max_stk = sid;
+    }
+    g->str_dense = (uint32_t *)calloc(max_str + 1, sizeof(uint32_t));
+    g->res_dense = (uint32_t *)calloc(max_stk + 1, sizeof(uint32_t));
+    if (!g->str_dense || !g->res_dense)
+        NOMEM();
+    g->str_dense_n = max_str + 1;
+    g->res_dense_n = max_stk + 1;
+    for (size_t i = 0; i < g->strings.cap; i++)
+        if (g->strings.used[i] && g->strings.keys[i] < g->str_dense_n)
+            g->str_dense[g->strings.keys[i]] = (uint32_t)(g->strings.vals[i] + 1);
     /* Group the event batches by thread (stable), threads in first-seen order. */
     size_t nb = VEC_LEN(&g->batches, CBatch), nm = VEC_LEN(&g->ms, int64_t);
     g->mstart.n = 0;
