@@ -555,6 +555,27 @@ def test_token_for_writes(own_db: Database, tmp_path: Path) -> None:
 # concurrency and crashes
 
 
+_CLIENT = """
+import sys, urllib.error, urllib.request
+req = urllib.request.Request(sys.argv[1], data=open(sys.argv[2], "rb").read(), method="POST",
+                             headers={"Content-Type": "application/octet-stream"})
+try:
+    with urllib.request.urlopen(req) as r:
+        status, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    status, body = e.code, e.read()
+sys.stdout.write(str(status) + "\\n" + body.decode())
+"""
+
+
+def upload_from_process(server: Server, trace: Path) -> tuple[int, str]:
+    """Upload from another process (urllib), as a separate client program would."""
+    out = subprocess.run([sys.executable, "-c", _CLIENT, server.api("/api/traces"), str(trace)],
+                         capture_output=True, text=True, check=True).stdout
+    status, _, body = out.partition("\n")
+    return int(status), body
+
+
 def test_concurrent_uploads(own_db: Database, tmp_path: Path) -> None:
     server = Server(own_db, tmp_path / "data", "--workers", "3", "--threads", "4")
     try:
@@ -566,11 +587,15 @@ def test_concurrent_uploads(own_db: Database, tmp_path: Path) -> None:
             while not stop.is_set():
                 health.append(requests.get(server.api("/healthz")).status_code)
 
-        def upload(i_trace: tuple[int, Path]) -> requests.Response:
+        def upload(i_trace: tuple[int, Path]) -> tuple[int, str]:
             i, trace = i_trace
-            if i % 3 == 0:
-                return post_multipart(server, trace)
-            return post_raw(server, trace, chunked=i % 3 == 2)
+            if i % 4 == 0:
+                r = post_multipart(server, trace)
+            elif i % 4 == 3:
+                return upload_from_process(server, trace)
+            else:
+                r = post_raw(server, trace, chunked=i % 4 == 2)
+            return r.status_code, r.text
 
         prober = threading.Thread(target=probe)
         prober.start()
@@ -578,14 +603,15 @@ def test_concurrent_uploads(own_db: Database, tmp_path: Path) -> None:
             answers = list(pool.map(upload, enumerate(jobs)))
         stop.set()
         prober.join()
-        for r in answers:
-            assert r.status_code in (200, 201), r.text
-            assert "locked" not in r.text
+        for status, text in answers:
+            assert status in (200, 201), text
+            assert "locked" not in text
         by_sha: dict[str, set[int]] = collections.defaultdict(set)
         created: collections.Counter[str] = collections.Counter()
-        for r in answers:
-            by_sha[r.json()["sha256"]].add(r.json()["id"])
-            created[r.json()["sha256"]] += r.status_code == 201
+        for status, text in answers:
+            body = json.loads(text)
+            by_sha[body["sha256"]].add(body["id"])
+            created[body["sha256"]] += status == 201
         assert set(by_sha) == {sha256(t) for t in TRACES}
         assert all(len(ids) == 1 for ids in by_sha.values())
         assert all(n == 1 for n in created.values()), created
