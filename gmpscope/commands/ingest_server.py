@@ -98,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
         "worker_class": "gthread",
         "threads": args.threads,
         # gthread workers heartbeat from their main loop, so a long ingest in a
-        # request thread is not mistaken for a hung worker.
-        "timeout": 120,
+        # request thread is not mistaken for a hung worker; CPU-bound decoding
+        # and loading still compete with that loop for the GIL on a huge trace,
+        # so leave it plenty of room.
+        "timeout": 600,
         "graceful_timeout": 30,
         "keepalive": 5,
         "accesslog": "-" if args.access_log else None,
