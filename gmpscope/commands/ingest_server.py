@@ -68,6 +68,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     from gunicorn.app.base import BaseApplication
+    from sqlalchemy.exc import SQLAlchemyError
 
     from ingest.db import make_engine
     from ingest.server import create_app
@@ -80,7 +81,13 @@ def run(args: argparse.Namespace) -> int:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_uploads(settings.tmp_dir)
     # Migrate once here; the workers then find the schema at head.
-    make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms).dispose()
+    try:
+        make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms).dispose()
+    except ValueError as e:  # an unsupported URL
+        raise CLIError(str(e), EXIT_BAD_INPUT) from None
+    except SQLAlchemyError as e:
+        raise CLIError(f"cannot open the database {_redact(settings.db_url)}: "
+                       f"{getattr(e, 'orig', None) or e}") from None
 
     host = args.host
 
