@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from gmpscope import __version__
 from gmpscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, CLIError
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gmpscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in SUBCOMMANDS.items():
+    for module in SUBCOMMANDS.values():
         mod = importlib.import_module(f"gmpscope.commands.{module}")
         mod.add_parser(sub)
     return parser
