@@ -41,7 +41,7 @@ except ImportError:  # not built: callers fall back to the pure-Python decoder
 #: Rows per row group, as parquet_out writes them.
 CHUNK_ROWS = 65536
 #: Row groups waiting per file writer: bounds memory while decoding runs ahead.
-_QUEUE_DEPTH = 4
+_QUEUE_DEPTH = 2
 #: Parquet writer options. The values and schema are those parquet_out
 #: writes; only encodings differ, chosen for speed: dictionaries just for the
 #: string columns (the int64 columns are nearly unique, so trying one first

@@ -19,6 +19,7 @@ typedef struct {
     PyObject_HEAD
     Py_buffer view;
     int have_view;
+    int busy; /* next_chunk runs without the GIL: refuse concurrent calls */
     Dec *d;
 } DecoderObject;
 
@@ -139,10 +140,16 @@ static PyObject *Decoder_next_chunk(DecoderObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
         return NULL;
     }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder is already decoding in another thread");
+        return NULL;
+    }
     int r;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     r = run_until(d, limit);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (r < 0 || d->nomem)
         return PyErr_NoMemory();
     Table *ts[3] = {&d->tt, &d->et, &d->st};
@@ -176,6 +183,10 @@ static PyObject *str_from(const char *s, Py_ssize_t n)
 static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
 {
     Dec *d = self->d;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+        return NULL;
+    }
     if (!d) {
         PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
         return NULL;
@@ -217,6 +228,10 @@ static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
 static PyObject *Decoder_stacks(DecoderObject *self, PyObject *unused)
 {
     Dec *d = self->d;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+        return NULL;
+    }
     if (!d) {
         PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
         return NULL;
