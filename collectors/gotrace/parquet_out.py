@@ -20,9 +20,10 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -105,7 +106,8 @@ class _ChunkedWriter:
     def flush(self) -> None:
         if not self.columns[0]:
             return
-        arrays = [pa.array(col, type=f.type) for col, f in zip(self.columns, self.schema)]
+        arrays = [pa.array(col, type=f.type)
+                  for col, f in zip(self.columns, self.schema, strict=True)]
         self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         for col in self.columns:
             col.clear()
@@ -119,10 +121,33 @@ class _ChunkedWriter:
         self._writer.close()
 
 
+def utf8_text(s: str) -> str:
+    """``s`` as valid UTF-8 text for Parquet.
+
+    The decoder keeps bytes that are not UTF-8 as lone surrogates
+    (``surrogateescape``), which Parquet cannot store: they become U+FFFD,
+    exactly as Python's ``bytes.decode("utf-8", "replace")`` does (the C
+    decoder writes the same).
+    """
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+class _TextCache(dict[str, str]):
+    """Memoises utf8_text: trace strings repeat a great deal."""
+
+    def __missing__(self, key: str) -> str:
+        value = self[key] = utf8_text(key)
+        return value
+
+
 def _attrs_json(ev: Event) -> str | None:
     if not ev.attrs:
         return None
-    return json.dumps([[k, v] for k, v in ev.attrs], ensure_ascii=False)
+    return utf8_text(json.dumps([[k, v] for k, v in ev.attrs], ensure_ascii=False))
 
 
 def write_parquet(
@@ -148,6 +173,7 @@ def write_parquet(
     first_clock = None
     seq = 0
     n_trans = 0
+    text = _TextCache()
     try:
         for ev in events:
             kinds[ev.kind] += 1
@@ -157,8 +183,9 @@ def write_parquet(
             if ev.kind == "StateTransition":
                 for col, val in zip(
                     t_cols,
-                    (ev.ts, ev.resource, ev.rid, ev.from_state, ev.to_state, ev.reason,
+                    (ev.ts, ev.resource, ev.rid, ev.from_state, ev.to_state, text[ev.reason],
                      ev.m, ev.p, ev.g, ev.stack),
+                    strict=True,
                 ):
                     col.append(val)
                 if ev.tstack and ev.tstack != ev.stack:
@@ -169,7 +196,7 @@ def write_parquet(
                 tw.maybe_flush()
             else:
                 value = ev.value if isinstance(ev.value, int) else None
-                value_str = ev.value if isinstance(ev.value, str) else None
+                value_str = text[ev.value] if isinstance(ev.value, str) else None
                 clock = ev.clock
                 if clock is not None and first_clock is None:
                     first_clock = clock
@@ -177,13 +204,14 @@ def write_parquet(
                 parent = ev.parent if ev.kind in ("TaskBegin", "TaskEnd") else None
                 for col, val in zip(
                     e_cols,
-                    (seq, ev.kind, ev.ts, ev.m, ev.p, ev.g, ev.stack, ev.name or None,
+                    (seq, ev.kind, ev.ts, ev.m, ev.p, ev.g, ev.stack, text[ev.name] or None,
                      value, value_str, ev.scope or None,
                      ev.scope_id if ev.scope else None, _attrs_json(ev), task, parent,
-                     ev.category or None, ev.message or None,
+                     text[ev.category] or None, text[ev.message] or None,
                      ev.n if ev.kind == "Sync" else None,
                      clock.trace_ns if clock else None, clock.mono_ns if clock else None,
                      clock.wall_ns if clock else None),
+                    strict=True,
                 ):
                     col.append(val)
                 ew.maybe_flush()
@@ -192,7 +220,7 @@ def write_parquet(
         tw.close()
         ew.close()
         sw.close()
-    _write_stacks(stacks, out_dir / "stacks.parquet")
+    _write_stacks(stacks, out_dir / "stacks.parquet", text)
     info = info_after()
     meta: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -223,13 +251,14 @@ def write_parquet(
 _TASK_KINDS = frozenset({"TaskBegin", "TaskEnd", "RegionBegin", "RegionEnd", "Log"})
 
 
-def _write_stacks(stacks: StackTable, path: Path) -> None:
+def _write_stacks(stacks: StackTable, path: Path, text: dict[str, str]) -> None:
     w = _ChunkedWriter(path, STACKS_SCHEMA)
     cols = w.columns
     try:
         for sid, frames in stacks.items():
             for depth, fr in enumerate(frames):
-                for col, val in zip(cols, (sid, depth, fr.func, fr.file, fr.line, fr.pc)):
+                row = (sid, depth, text[fr.func], text[fr.file], fr.line, fr.pc)
+                for col, val in zip(cols, row, strict=True):
                     col.append(val)
             w.maybe_flush()
     finally:
