@@ -5,8 +5,9 @@ from typing import Any
 
 CHUNK_ROWS: int
 
-# A column: (values, int32 string offsets or None, validity bitmap or None).
-_Column = tuple[bytes, bytes | None, bytes | None]
+# A column: (values, int32 string offsets or None, validity bitmap or None), as
+# read-only buffer-protocol objects owning their memory.
+_Column = tuple[Any, Any, Any]
 
 class Decoder:
     def __init__(self, data: Any, minor: int) -> None: ...

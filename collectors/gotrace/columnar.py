@@ -51,7 +51,7 @@ _WRITER_OPTIONS: dict[str, Any] = {"compression": "zstd"}
 _DELTA_COLUMNS = ("ts", "seq")
 
 
-_Column = tuple[bytes, bytes | None, bytes | None]
+_Column = tuple[Any, Any, Any]  # buffer-protocol objects (data, offsets, validity)
 
 
 def available() -> bool:

@@ -272,6 +272,7 @@ void order_free(Dec *d);
 /* out.c */
 void tables_init(Dec *d);
 void tables_free(Dec *d);
+int col_reinit(Col *c);
 int emit_queued(Dec *d, const QEv *q, Err *err);
 int emit_sync(Dec *d, int with_clock, int64_t t);
 int emit_sample(Dec *d, const Sample *s, Err *err);

@@ -81,9 +81,51 @@ static int Decoder_init(DecoderObject *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static PyObject *bytes_of(const Buf *b, size_t n) { return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)n); }
+/* A read-only buffer owning a malloc'd block: column buffers go to Python
+ * (and on to Arrow, zero-copy) without being copied. */
+typedef struct {
+    PyObject_HEAD
+    void *p;
+    Py_ssize_t n;
+} OwnedBuffer;
 
-/* Hand a table's rows to Python and reset it. */
+static int OwnedBuffer_getbuffer(PyObject *o, Py_buffer *view, int flags)
+{
+    OwnedBuffer *b = (OwnedBuffer *)o;
+    return PyBuffer_FillInfo(view, o, b->p, b->n, 1, flags);
+}
+
+static void OwnedBuffer_dealloc(OwnedBuffer *b)
+{
+    free(b->p);
+    Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+static PyBufferProcs OwnedBuffer_as_buffer = {OwnedBuffer_getbuffer, NULL};
+
+static PyTypeObject OwnedBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collectors.gotrace._v2fast.OwnedBuffer",
+    .tp_basicsize = sizeof(OwnedBuffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Column data handed over by the decoder (buffer protocol, read-only).",
+    .tp_dealloc = (destructor)OwnedBuffer_dealloc,
+    .tp_as_buffer = &OwnedBuffer_as_buffer,
+};
+
+/* Wrap the first n bytes of b, taking ownership of its memory. */
+static PyObject *own(Buf *b, size_t n)
+{
+    OwnedBuffer *o = PyObject_New(OwnedBuffer, &OwnedBufferType);
+    if (!o)
+        return NULL;
+    o->p = b->p;
+    o->n = (Py_ssize_t)n;
+    b->p = NULL;
+    b->n = b->cap = 0;
+    return (PyObject *)o;
+}
+
+/* Hand a table's rows to Python and give it fresh buffers. */
 static PyObject *take_table(Table *t, int which)
 {
     int64_t rows = t->rows;
@@ -94,15 +136,15 @@ static PyObject *take_table(Table *t, int which)
         Col *c = &t->cols[i];
         PyObject *data, *offs, *valid;
         if (c->type == COL_I64) {
-            data = bytes_of(&c->data, (size_t)rows * 8);
+            data = own(&c->data, (size_t)rows * 8);
             offs = Py_None;
             Py_INCREF(offs);
         } else {
-            data = bytes_of(&c->data, c->data.n);
-            offs = bytes_of(&c->offsets, (size_t)(rows + 1) * 4);
+            data = own(&c->data, c->data.n);
+            offs = own(&c->offsets, (size_t)(rows + 1) * 4);
         }
         if (c->nullable) {
-            valid = bytes_of(&c->valid, (size_t)(rows + 7) / 8);
+            valid = own(&c->valid, (size_t)(rows + 7) / 8);
         } else {
             valid = Py_None;
             Py_INCREF(valid);
@@ -111,21 +153,15 @@ static PyObject *take_table(Table *t, int which)
         Py_XDECREF(data);
         Py_XDECREF(offs);
         Py_XDECREF(valid);
-        if (!tup) {
+        if (!tup || col_reinit(c)) {
+            Py_XDECREF(tup);
             Py_DECREF(cols);
-            return NULL;
+            return tup ? PyErr_NoMemory() : NULL;
         }
         PyList_SET_ITEM(cols, i, tup);
-        /* Reset the column for the next chunk. */
-        c->data.n = 0;
-        if (c->type == COL_STR)
-            c->offsets.n = 4;
-        if (c->nullable)
-            memset(c->valid.p, 0, CHUNK / 8);
     }
     t->rows = 0;
-    PyObject *res = Py_BuildValue("(iLN)", which, (long long)rows, cols);
-    return res;
+    return Py_BuildValue("(iLN)", which, (long long)rows, cols);
 }
 
 static PyObject *Decoder_next_chunk(DecoderObject *self, PyObject *args)
@@ -144,6 +180,8 @@ static PyObject *Decoder_next_chunk(DecoderObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Decoder is already decoding in another thread");
         return NULL;
     }
+    if (d->nomem)
+        return PyErr_NoMemory(); /* a previous call ran out of memory */
     int r;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
@@ -160,6 +198,8 @@ static PyObject *Decoder_next_chunk(DecoderObject *self, PyObject *args)
         /* Full tables now; every non-empty one at the end. */
         if (ts[k]->rows >= limit || (d->finished && ts[k]->rows > 0)) {
             PyObject *t = take_table(ts[k], k);
+            if (!t)
+                d->nomem = 1; /* the table may be left without buffers */
             if (!t || PyList_Append(out, t) < 0) {
                 Py_XDECREF(t);
                 Py_DECREF(out);
@@ -336,7 +376,7 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__v2fast(void)
 {
-    if (PyType_Ready(&DecoderType) < 0)
+    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&OwnedBufferType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)

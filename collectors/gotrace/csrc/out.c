@@ -43,6 +43,15 @@ static int col_init(Col *c, uint8_t type, uint8_t nullable)
     return 0;
 }
 
+/* Give the column fresh buffers (its old ones were handed to Python). */
+int col_reinit(Col *c)
+{
+    memset(&c->data, 0, sizeof c->data);
+    memset(&c->offsets, 0, sizeof c->offsets);
+    memset(&c->valid, 0, sizeof c->valid);
+    return col_init(c, c->type, c->nullable);
+}
+
 static int table_init(Table *t, int ncols, const char *types, const char *nullable)
 {
     t->ncols = ncols;
