@@ -3,10 +3,14 @@ chunks that go straight into Parquet row groups, with no per-event Python
 objects.
 
 The output is the same, row for row and value for value (and row group for
-row group), as :func:`collectors.gotrace.parquet_out.write_parquet` fed by
-the pure-Python decoder; the C code mirrors ``collectors/gotrace/v2`` step by
-step. Used by ``gmpscope decode`` when the extension is built and
-``GMPSCOPE_PURE`` is not ``1``.
+row group, schema and metadata included), as
+:func:`collectors.gotrace.parquet_out.write_parquet` fed by the pure-Python
+decoder; the C code mirrors ``collectors/gotrace/v2`` step by step, errors
+and loss included. Only the Parquet encodings differ (see _WRITER_OPTIONS).
+Strings that are not valid UTF-8 are stored with U+FFFD replacements (as
+``bytes.decode("utf-8", "replace")``), where the pure writer cannot store
+them at all. Used by ``gmpscope decode`` (collectors/gotrace/todir.py) when
+the extension is built and ``GMPSCOPE_PURE`` is not ``1``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +104,7 @@ class ChunkDecoder:
         self.size = len(data)
         self._dec = _v2fast.Decoder(data, int(version.split(".")[1]))
 
-    def chunks(self) -> Any:
+    def chunks(self) -> Iterator[tuple[str, Any]]:
         """Yield (file name, Arrow table) per row group, in decoding order."""
         while True:
             got = self._dec.next_chunk(CHUNK_ROWS)
