@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import BigInteger, Connection, Integer, SmallInteger, Table
 
-from ingest.columns import Gather, Nullable
+from ingest.columns import Gather, Nullable, Seq
 
 Arr = npt.NDArray[Any]
 #: Called with the number of rows just written.
@@ -58,7 +57,7 @@ def insert_rows(conn: Connection, table: Table, columns: Sequence[str],
 
 #: A column for :func:`insert_arrays`: a numpy array, a Gather, a Nullable,
 #: a list of Python values, or a constant (the same int for every row).
-Col = Arr | Gather | Nullable | list[Any] | int
+Col = Arr | Gather | Nullable | Seq | list[Any] | int
 
 
 def _chunk(col: Col, a: int, b: int) -> Arr | list[Any] | int:
@@ -71,6 +70,8 @@ def _chunk(col: Col, a: int, b: int) -> Arr | list[Any] | int:
         return vals
     if isinstance(col, int):
         return col
+    if isinstance(col, Seq):
+        return np.arange(col.start + a, col.start + b, dtype=np.int64)
     return col[a:b]
 
 
@@ -78,7 +79,7 @@ def insert_arrays(conn: Connection, table: Table, columns: Sequence[str],
                   cols: Sequence[Col], n: int, advance: Advance | None = None) -> int:
     """Insert ``n`` rows given column-wise (see :data:`Col`), in chunks."""
     k = len(columns)
-    numeric = all(isinstance(c, (int, Gather)) or (isinstance(c, np.ndarray)
+    numeric = all(isinstance(c, (int, Gather, Seq)) or (isinstance(c, np.ndarray)
                   and c.dtype.kind in "iub") for c in cols)
     for a in range(0, n, _CHUNK):
         b = min(n, a + _CHUNK)
@@ -90,9 +91,13 @@ def insert_arrays(conn: Connection, table: Table, columns: Sequence[str],
             flat: list[Any] = block.ravel().tolist()
             del block
         else:
-            lists = [[p] * (b - a) if isinstance(p, int) else
-                     (p.tolist() if isinstance(p, np.ndarray) else p) for p in parts]
-            flat = list(chain.from_iterable(zip(*lists, strict=True)))
+            # Row-major flat list by strided slice assignment: no row tuples.
+            flat = [None] * ((b - a) * k)
+            for j, part in enumerate(parts):
+                if isinstance(part, int):
+                    flat[j::k] = [part] * (b - a)
+                else:
+                    flat[j::k] = part.tolist() if isinstance(part, np.ndarray) else part
         del parts
         if conn.dialect.name == "sqlite":
             _sqlite_flat(conn, table, columns, flat)
@@ -104,16 +109,28 @@ def insert_arrays(conn: Connection, table: Table, columns: Sequence[str],
     return n
 
 
+def column_length(col: Col) -> int | None:
+    """Rows in a column (None for constants and Seq, which fit any length)."""
+    if isinstance(col, (int, Seq)):
+        return None
+    if isinstance(col, Nullable):
+        return len(col.values)
+    if isinstance(col, Gather):
+        return len(col.index)
+    return len(col)
+
+
 def insert_columns(conn: Connection, table: Table, cols: dict[str, Col],
                    const: dict[str, int] | None = None,
                    advance: Advance | None = None) -> int:
     """Insert equal-length columns plus constant columns (the trace_id)."""
-    if not cols:
+    lengths = {column_length(c) for c in cols.values()} - {None}
+    if len(lengths) > 1:
+        raise ValueError(f"{table.name}: columns of different lengths {lengths}")
+    n = lengths.pop() if lengths else 0
+    if not n:
         return 0
     const = const or {}
-    first = next(iter(cols.values()))
-    n = len(first.values) if isinstance(first, Nullable) else (
-        len(first.index) if isinstance(first, Gather) else len(first))  # type: ignore[arg-type]
     names = list(const) + list(cols)
     return insert_arrays(conn, table, names, [*const.values(), *cols.values()], n, advance)
 

@@ -45,6 +45,13 @@ class Nullable:
     null: Arr
 
 
+@dataclass(frozen=True)
+class Seq:
+    """The column ``start, start + 1, ...`` (row ids), made chunk by chunk."""
+
+    start: int
+
+
 class ParquetDirError(ValueError):
     """The directory is not a decoded trace as docs/schema.md describes."""
 
@@ -160,6 +167,8 @@ def read_transitions(directory: Path, expected_rows: int | None = None) -> Trans
         reason = _dict_codes(pf, "reason", reasons, n, grow=True)
     except pa.ArrowException as e:
         raise ParquetDirError(f"{path}: unreadable: {e}") from None
+    # Arrow's allocator keeps freed column buffers for reuse; hand them back.
+    pa.default_memory_pool().release_unused()
     for name, a in (("ts", ints["ts"]), ("resource", res)):
         if len(a) != n:
             raise ParquetDirError(f"{path}: column {name} has {len(a)} rows, not {n}")

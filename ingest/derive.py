@@ -55,13 +55,17 @@ def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
     """Sort transitions into intervals; see :class:`Ordered`."""
     n = len(tr)
     key = tr.rid.astype(np.int64)
+    if n and int(key.max()) < 2**30 and int(key.min()) >= 0:
+        key = key.astype(np.int32)  # halves the sort's memory and time
     if n and int(key.min()) < 0:
         # Never seen in Go's output, but keep the grouping right if it happens.
         order = np.lexsort((np.arange(n), key, tr.res)).astype(np.int64)
     else:
         key = key * 2 + tr.res
-        order = np.argsort(key, kind="stable").astype(np.int64)
+        order = np.argsort(key, kind="stable")
     del key
+    if n < 2**31:
+        order = order.astype(np.int32)
     rid_s = tr.rid[order]
     res_s = tr.res[order]
     same_next = np.empty(n, dtype=bool)
@@ -114,10 +118,23 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
             for st in (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE)}
     del dur
     big = np.iinfo(np.int64).max
-    frm_s = tr.frm[order]
-    created_idx = np.minimum.reduceat(np.where(frm_s == NOT_EXIST, np.arange(n), big), starts)
-    del frm_s
-    ended = np.maximum.reduceat(np.where(to_s == NOT_EXIST, ts_s, -1), starts)
+    # First transition out of NotExist and last one into it, per resource:
+    # search the (few) such positions instead of masking whole columns.
+    born = np.flatnonzero(tr.frm[order] == NOT_EXIST)
+    created_idx = np.full(len(starts), big, dtype=np.int64)
+    if len(born):
+        j = np.searchsorted(born, starts)
+        jj = np.minimum(j, len(born) - 1)
+        ok = (j < len(born)) & (born[jj] <= lasts)
+        created_idx[ok] = born[jj[ok]]
+    died = np.flatnonzero(to_s == NOT_EXIST)
+    ended = np.full(len(starts), -1, dtype=np.int64)
+    if len(died):
+        k = np.searchsorted(died, lasts, side="right") - 1
+        kk = np.maximum(k, 0)
+        ok = (k >= 0) & (died[kk] >= starts)
+        ended[ok] = ts_s[died[kk[ok]]]
+    del born, died
     base = {
         "rid": tr.rid[order[starts]].astype(np.int64),
         "first_ts": ts_s[starts],
@@ -154,6 +171,9 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
         "runnable_ns": sums[RUNNABLE][g],
         "waiting_ns": sums[WAITING][g],
         "syscall_ns": sums[SYSCALL][g],
+        # Positions in interval order; the loader adds the first row id.
+        "first_interval": starts[g],
+        "last_interval": lasts[g],
     }
     pm = res == PROC
     pb = pick(pm)
@@ -162,14 +182,17 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     pvals, pcounts = np.unique(tr.p[gmask], return_counts=True)
     runs_on = dict(zip(pvals.tolist(), pcounts.tolist(), strict=True))
     prc: Columns = {
-        "pid": pb["rid"].tolist(),
-        "first_ts": pb["first_ts"].tolist(),
-        "last_ts": pb["last_ts"].tolist(),
-        "final_state": names[pb["final"]].tolist(),
-        "transitions": pb["transitions"].tolist(),
-        "running_ns": sums[RUNNING][pm].tolist(),
-        "idle_ns": sums[IDLE][pm].tolist(),
-        "goroutines_run": [runs_on.get(p, 0) for p in pb["rid"].tolist()],
+        "pid": pb["rid"],
+        "first_ts": pb["first_ts"],
+        "last_ts": pb["last_ts"],
+        "final_state": names[pb["final"]],
+        "transitions": pb["transitions"],
+        "running_ns": sums[RUNNING][pm],
+        "idle_ns": sums[IDLE][pm],
+        "goroutines_run": np.array([runs_on.get(p, 0) for p in pb["rid"].tolist()],
+                                   dtype=np.int64),
+        "first_interval": starts[pm],
+        "last_interval": lasts[pm],
     }
     return gor, prc
 
@@ -178,35 +201,58 @@ def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Colu
     """Columns of ``threads``, from the M context of transitions and other
     events: the time an M ran a goroutine or sat in a syscall with one sums
     the goroutine intervals that its transitions began."""
-    has = tr.m >= 0
-    ms = np.concatenate([tr.m[has].astype(np.int64), ev_m[ev_m >= 0].astype(np.int64)])
-    ts = np.concatenate([tr.ts[has], ev_ts[ev_m >= 0].astype(np.int64)])
-    if len(ms) == 0:
-        return {}
-    uniq, inv = np.unique(ms, return_inverse=True)
-    k = len(uniq)
-    first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, inv, ts)
-    np.maximum.at(last, inv, ts)
-    ntrans = np.bincount(inv[: int(has.sum())], minlength=k)
+    n = len(tr)
+    by_m = np.argsort(tr.m, kind="stable")
+    m_sorted = tr.m[by_m]
+    skip = int(np.searchsorted(m_sorted, 0))  # -1: no thread
+    by_m, m_sorted = by_m[skip:], m_sorted[skip:]
+    bounds = np.flatnonzero(np.diff(m_sorted)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64) if len(by_m) else bounds
+    uniq = m_sorted[starts].astype(np.int64)
+    ends = np.append(starts[1:], len(by_m)) - 1 if len(by_m) else starts
+    # Transitions are in time order, so the first and last of each group in
+    # the stable sort are the thread's first and last transitions.
+    first = tr.ts[by_m[starts]] if len(by_m) else np.zeros(0, dtype=np.int64)
+    last = tr.ts[by_m[ends]] if len(by_m) else np.zeros(0, dtype=np.int64)
+    ntrans = (ends - starts + 1) if len(by_m) else np.zeros(0, dtype=np.int64)
+    group = np.full(n, -1, dtype=np.int32)
+    group[by_m] = np.repeat(np.arange(len(uniq), dtype=np.int32), ntrans)
+    del by_m, m_sorted
+    # Other events' threads (few rows): merge their times in.
+    ev_has = ev_m >= 0
+    extra_m = ev_m[ev_has].astype(np.int64)
+    extra_ts = ev_ts[ev_has].astype(np.int64)
+    all_m = np.union1d(uniq, extra_m)
+    k = len(all_m)
+    pos = np.searchsorted(all_m, uniq)
+    f = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+    la = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
+    f[pos], la[pos] = first, last
+    cnt = np.zeros(k, dtype=np.int64)
+    cnt[pos] = ntrans
+    if len(extra_m):
+        epos = np.searchsorted(all_m, extra_m)
+        np.minimum.at(f, epos, extra_ts)
+        np.maximum.at(la, epos, extra_ts)
     order = o.order
-    m_s = tr.m[order].astype(np.int64)
     st_s = tr.to[order]
-    res_s = tr.res[order]
-    dur = o.end - tr.ts[order]
+    gsel = tr.res[order] == GOROUTINE
+    sums = {}
+    for state in (RUNNING, SYSCALL):
+        idx = np.flatnonzero(gsel & (st_s == state))
+        grp = group[order[idx]]
+        ok = grp >= 0
+        dur = (o.end[idx] - tr.ts[order[idx]])[ok]
+        sums[state] = (np.bincount(grp[ok], weights=dur, minlength=len(uniq)),
+                       np.bincount(grp[ok], minlength=len(uniq)))
     run = np.zeros(k, dtype=np.int64)
     sys_ = np.zeros(k, dtype=np.int64)
     nsys = np.zeros(k, dtype=np.int64)
-    for state, acc in ((RUNNING, run), (SYSCALL, sys_)):
-        sel = (res_s == GOROUTINE) & (st_s == state) & (m_s >= 0)
-        idx = np.searchsorted(uniq, m_s[sel])
-        np.add.at(acc, idx, dur[sel])
-        if state == SYSCALL:
-            np.add.at(nsys, idx, 1)
-    return {"m": uniq.tolist(), "first_ts": first.tolist(), "last_ts": last.tolist(),
-            "transitions": ntrans.tolist(), "running_ns": run.tolist(),
-            "syscall_ns": sys_.tolist(), "syscalls": nsys.tolist()}
+    run[pos] = np.rint(sums[RUNNING][0]).astype(np.int64)
+    sys_[pos] = np.rint(sums[SYSCALL][0]).astype(np.int64)
+    nsys[pos] = sums[SYSCALL][1]
+    return {"m": all_m, "first_ts": f, "last_ts": la, "transitions": cnt,
+            "running_ns": run, "syscall_ns": sys_, "syscalls": nsys}
 
 
 def syscalls(tr: Transitions, o: Ordered) -> Columns:
@@ -287,8 +333,17 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     start = tr.ts[seq]
     by_p = np.lexsort((start, p))
     sel, seq = sel[by_p], seq[by_p]
-    return {"p": p[by_p], "start_ts": start[by_p], "g": tr.rid[seq], "end_ts": o.end[sel],
+    return {"p": p[by_p], "start_ts": start[by_p], "end_ts": o.end[sel], "g": tr.rid[seq],
             "m": tr.m[seq], "seq": seq}
+
+
+def run_ranges(run_p: Arr, pids: Arr) -> tuple[Nullable, Nullable]:
+    """Positions of each proc's first and last row in proc_runs (p-sorted),
+    NULL for a proc on which no goroutine ran."""
+    lo = np.searchsorted(run_p, pids, side="left").astype(np.int64)
+    hi = np.searchsorted(run_p, pids, side="right").astype(np.int64) - 1
+    none = hi < lo
+    return Nullable(lo, none), Nullable(hi, none)
 
 
 def _proc_steals(tr: Transitions, o: Ordered) -> dict[int, tuple[Arr, Arr]]:
@@ -352,11 +407,12 @@ def state_edges(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
     if n == 0:
         return []
     ts_s = tr.ts[order]
-    edge = (tr.res[order].astype(np.int64) * 8 + tr.frm[order]) * 8 + tr.to[order]
+    edge = (tr.res[order].astype(np.int16) * 8 + tr.frm[order]) * 8 + tr.to[order]
     dwell = np.empty(n, dtype=np.int64)
     dwell[0] = -1
     dwell[1:] = ts_s[1:] - ts_s[:-1]
     dwell[o.first] = -1
+    del ts_s
     out: list[tuple[Any, ...]] = []
     for code in np.unique(edge).tolist():
         mask = edge == code

@@ -16,22 +16,23 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from ingest import derive, eventrows, models
-from ingest.bulk import Col, insert_columns, insert_int_arrays
+from ingest.bulk import column_length, insert_columns, insert_int_arrays
 from ingest.columns import (
     Gather,
     Nullable,
     ParquetDirError,
+    Seq,
     Transitions,
     read_meta,
     read_table,
@@ -43,8 +44,8 @@ from ingest.db import write_tx
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
 
-INTERVAL_COLUMNS = ("trace_id", "resource", "rid", "start_ts", "seq", "end_ts", "from_state",
-                    "state", "reason", "m", "p", "g", "stack_id")
+#: Arbitrary key of the PostgreSQL advisory lock that serialises loads.
+_PG_LOAD_LOCK = 0x676D7074
 
 
 class IngestError(Exception):
@@ -202,27 +203,87 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
         raise BadParquetError(str(e)) from None
     except (KeyError, TypeError, ValueError) as e:
         raise BadParquetError(f"{directory}: malformed decoded trace: {e}") from None
-    if progress:
-        progress("derive", 0, 1)
-    d, ordered = _derive(tr, meta, events, tstacks, stacks)
+    if len(tr):
+        # The trace's end: the last event (meta.json), never before a transition.
+        meta["last_ts"] = max(int(meta["last_ts"]), int(tr.ts.max()))
+    src = meta.get("source") or {}
+    default_name = (src.get("name") if isinstance(src, dict) else None) or directory.name
+    trace_row = _trace_row(meta, sha, name or default_name, source, size_bytes)
+    # Derived tables are computed one at a time inside the transaction and
+    # dropped once written, so memory holds one of them at a time.
+    tables = _derived_tables(tr, meta, events, tstacks, stacks)
     del events, tstacks, stacks
+    total = len(tr) * 2
+    done = [0]
+
+    def advance(k: int) -> None:
+        done[0] = min(total, done[0] + k)
+        if progress:
+            progress("load", done[0], total)
+
+    counts: dict[str, int] = {}
+    try:
+        with write_tx(engine) as conn:
+            if conn.dialect.name == "postgresql":
+                # One loader at a time, as SQLite's write lock gives: row ids
+                # are allocated as blocks after the current maximum.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOAD_LOCK})
+            found = find_by_sha(conn, sha)
+            if found is not None:
+                return found
+            trace_id = conn.execute(models.traces.insert().values(**trace_row)
+                                    .returning(models.traces.c.id)).scalar_one()
+            tables.bases = {t.name: _next_id(conn, t) for t in models.RANGED_TABLES}
+            const = {"trace_id": trace_id}
+            for table_name, cols in tables:
+                counts[table_name] = n = _nrows(cols)
+                if not n:
+                    continue
+                table = models.metadata.tables[table_name]
+                if table_name in tables.bases:
+                    first = tables.bases[table_name]
+                    cols = {"id": Seq(first), **cols}
+                    conn.execute(models.row_ranges.insert().values(
+                        trace_id=trace_id, table_name=table_name, first_id=first,
+                        last_id=first + n - 1))
+                if table_name == "intervals":
+                    insert_int_arrays(conn, table, ["trace_id", *cols],
+                                      [trace_id, *cols.values()], n, advance)
+                else:
+                    insert_columns(conn, table, cols, const, advance)
+                del cols
+            conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
+                goroutines=counts["goroutines"], procs=counts["procs"],
+                threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
+    except IntegrityError:
+        # Another writer stored the same content first (PostgreSQL: no
+        # up-front write lock); answer with its trace.
+        found = find_by_sha(engine, sha)
+        if found is None:
+            raise
+        return found
     if progress:
-        progress("derive", 1, 1)
+        progress("load", total, total)
+    return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],
+                        events=int(meta["events"]), goroutines=counts["goroutines"],
+                        created=True)
+
+
+def _trace_row(meta: dict[str, Any], sha: str, name: str, source: str,
+               size_bytes: int | None) -> dict[str, Any]:
     src = meta.get("source") or {}
     size = size_bytes if size_bytes is not None else (src.get("size") if src else None)
     loss = meta["loss"]
     wall = meta.get("wall_clock")
-    trace_row = {
-        "sha256": sha, "name": name or (src.get("name") if src else None) or directory.name,
-        "source": source, "size_bytes": size, "go_version": meta["go_version"],
-        "family": meta["family"], "ticks_per_sec": meta.get("ticks_per_sec"),
-        "generations": meta.get("generations"), "first_ts": meta["first_ts"],
-        "last_ts": meta["last_ts"],
+    return {
+        "sha256": sha, "name": name, "source": source, "size_bytes": size,
+        "go_version": meta["go_version"], "family": meta["family"],
+        "ticks_per_sec": meta.get("ticks_per_sec"), "generations": meta.get("generations"),
+        "first_ts": meta["first_ts"], "last_ts": meta["last_ts"],
         "wall_start_ns": (wall["wall_ns"] - (wall["trace_ns"] - meta["first_ts"])
                           if wall else None),
         "events": meta["events"], "transitions": meta["transitions"],
-        "goroutines": _nrows(d["goroutines"]), "procs": _nrows(d["procs"]),
-        "threads": _nrows(d["threads"]),
+        "goroutines": 0, "procs": 0, "threads": 0,  # set once derived
         "stacks": meta.get("stacks", 0),
         "event_counts": json.dumps(meta.get("event_counts", {}), sort_keys=True),
         "status": "damaged" if loss.get("error") else "complete",
@@ -231,79 +292,97 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
         "loss_offset": loss.get("offset", -1), "loss_error": loss.get("error", ""),
         "created_at": datetime.now(UTC),
     }
-    total = len(tr) + sum(_nrows(c) for c in d.values())
-    done = [0]
-
-    def advance(k: int) -> None:
-        done[0] += k
-        if progress:
-            progress("load", done[0], total)
-
-    try:
-        with write_tx(engine) as conn:
-            found = find_by_sha(conn, sha)
-            if found is not None:
-                return found
-            trace_id = conn.execute(models.traces.insert().values(**trace_row)
-                                    .returning(models.traces.c.id)).scalar_one()
-            _insert_all(conn, trace_id, tr, d, ordered, advance)
-            conn.execute(models.traces.update().where(models.traces.c.id == trace_id)
-                         .values(ingest_seconds=time.perf_counter() - started))
-    except IntegrityError:
-        # Another writer stored the same content first (PostgreSQL: no
-        # up-front write lock); answer with its trace.
-        found = find_by_sha(engine, sha)
-        if found is None:
-            raise
-        return found
-    return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],
-                        events=int(meta["events"]), goroutines=trace_row["goroutines"],
-                        created=True)
 
 
-def _derive(tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
-            stacks: Any) -> tuple[dict[str, derive.Columns], derive.Ordered]:
-    """Every derived table's columns keyed by table name, and the interval order."""
-    last_ts = int(meta["last_ts"])
-    if len(tr):
-        last_ts = max(last_ts, int(tr.ts.max()))
-    o = derive.order_intervals(tr, last_ts)
-    tstack_of = dict(zip(tstacks.column("row").to_pylist(),
-                         tstacks.column("stack_id").to_pylist(), strict=True))
-    sid = stacks.column("stack_id").to_numpy()
-    depth = stacks.column("depth").to_numpy()
-    top = np.flatnonzero(depth == 0)
-    funcs = stacks.column("function").take(top).to_pylist()
-    stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
-    gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_of)
-    ev_m = events.column("m").to_numpy()
-    ev_ts = events.column("ts").to_numpy()
-    pcs = stacks.column("pc").to_numpy().astype(np.int64)  # wraps like task ids
-    out: dict[str, derive.Columns] = {
-        "goroutines": gor,
-        "procs": prc,
-        "threads": derive.thread_summaries(tr, o, ev_m, ev_ts),
-        "syscalls": derive.syscalls(tr, o),
-        "proc_runs": derive.proc_runs(tr, o),
-        "transition_counts": _cols(("resource", "from_state", "to_state", "reason", "count"),
-                                   derive.transition_counts(tr)),
-        "state_edges": _cols(("resource", "from_state", "to_state", "count", "dwell_count",
-                              "dwell_mean_ns", "dwell_p50_ns", "dwell_p99_ns",
-                              "dwell_max_ns"), derive.state_edges(tr, o)),
-        "reasons": {"code": list(range(len(tr.reasons))), "reason": list(tr.reasons)},
-        "transition_stacks": {"seq": list(tstack_of), "stack_id": list(tstack_of.values())},
-        "stacks": {"stack_id": sid.tolist(), "depth": depth.tolist(),
-                   "function": stacks.column("function").to_pylist(),
-                   "file": stacks.column("file").to_pylist(),
-                   "line": stacks.column("line").to_pylist(), "pc": pcs.tolist()},
-        "ranges": eventrows.ranges(events),
-        "tasks": eventrows.tasks(events),
-        "regions": eventrows.regions(events),
-        "logs": eventrows.logs(events),
-        "metrics": eventrows.metrics(events),
-        "other_events": eventrows.other_events(events),
-    }
-    return out, o
+class _DerivedTables:
+    """Iterates (table name, columns), deriving each table when it is reached.
+
+    ``bases`` (table name -> first row id) must be set before iterating: the
+    id ranges stored in goroutines and procs point into intervals and
+    proc_runs.
+    """
+
+    def __init__(self, tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
+                 stacks: Any) -> None:
+        self.tr = tr
+        self.ordered = derive.order_intervals(tr, int(meta["last_ts"]))
+        self.events = events
+        self.tstacks = tstacks
+        self.stacks = stacks
+        self.bases: dict[str, int] = {}
+
+    def __iter__(self) -> Iterator[tuple[str, derive.Columns]]:
+        tr, o, events, stacks = self.tr, self.ordered, self.events, self.stacks
+        ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
+        tstack_of = dict(zip(self.tstacks.column("row").to_pylist(),
+                             self.tstacks.column("stack_id").to_pylist(), strict=True))
+        sid = stacks.column("stack_id").to_numpy()
+        depth = stacks.column("depth").to_numpy()
+        top = np.flatnonzero(depth == 0)
+        funcs = stacks.column("function").take(top).to_pylist()
+        stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
+        yield "reasons", {"code": list(range(len(tr.reasons))), "reason": list(tr.reasons)}
+        gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_of)
+        for cols in (gor, prc):
+            if cols:
+                cols["first_interval"] = cols["first_interval"] + ibase
+                cols["last_interval"] = cols["last_interval"] + ibase
+        yield "goroutines", gor
+        del gor
+        runs = derive.proc_runs(tr, o)
+        if prc:
+            lo, hi = derive.run_ranges(runs["p"], prc["pid"])
+            prc["first_run"] = Nullable(lo.values + rbase, lo.null)
+            prc["last_run"] = Nullable(hi.values + rbase, hi.null)
+        yield "procs", prc
+        yield "proc_runs", runs
+        del runs
+        yield "threads", derive.thread_summaries(tr, o, events.column("m").to_numpy(),
+                                                 events.column("ts").to_numpy())
+        yield "syscalls", derive.syscalls(tr, o)
+        yield "transition_counts", _cols(
+            ("resource", "from_state", "to_state", "reason", "count"),
+            derive.transition_counts(tr))
+        yield "state_edges", _cols(
+            ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
+             "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
+        yield "transition_stacks", {"seq": list(tstack_of), "stack_id": list(tstack_of.values())}
+        yield "stacks", {
+            "stack_id": sid, "depth": depth,
+            "function": stacks.column("function").to_pylist(),
+            "file": stacks.column("file").to_pylist(),
+            "line": stacks.column("line").to_numpy(),
+            # PCs above 2**63 wrap to negative, like task ids.
+            "pc": stacks.column("pc").to_numpy().astype(np.int64)}
+        yield "ranges", eventrows.ranges(events)
+        yield "tasks", eventrows.tasks(events)
+        yield "regions", eventrows.regions(events)
+        yield "logs", eventrows.logs(events)
+        yield "metrics", eventrows.metrics(events)
+        yield "other_events", eventrows.other_events(events)
+        # Interval rows in (resource, id, time) order: each resource's rows
+        # get consecutive ids; columns are gathered chunk by chunk (no
+        # reordered copy of the trace in memory).
+        order = o.order
+        yield "intervals", {
+            "resource": Gather(tr.res, order), "rid": Gather(tr.rid, order),
+            "start_ts": Gather(tr.ts, order), "seq": order, "end_ts": o.end,
+            "from_state": Gather(tr.frm, order), "state": Gather(tr.to, order),
+            "reason": Gather(tr.reason, order), "m": Gather(tr.m, order),
+            "p": Gather(tr.p, order), "g": Gather(tr.g, order),
+            "stack_id": Gather(tr.stack, order)}
+
+
+def _next_id(conn: Connection, table: Any) -> int:
+    """The first free row id of a ranged table (ids run in per-trace blocks)."""
+    top = conn.execute(select(func.max(table.c.id))).scalar()
+    return int(top or 0) + 1
+
+
+def _derived_tables(tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
+                    stacks: Any) -> _DerivedTables:
+    return _DerivedTables(tr, meta, events, tstacks, stacks)
+
 
 
 def _cols(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -311,29 +390,8 @@ def _cols(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list
 
 
 def _nrows(cols: derive.Columns) -> int:
-    if not cols:
-        return 0
-    first = next(iter(cols.values()))
-    if isinstance(first, Nullable):
-        return len(first.values)
-    if isinstance(first, Gather):
-        return len(first.index)
-    return len(first)
-
-
-def _insert_all(conn: Connection, trace_id: int, tr: Transitions,
-                d: dict[str, derive.Columns], o: derive.Ordered,
-                advance: Callable[[int], None]) -> None:
-    const = {"trace_id": trace_id}
-    for name, cols in d.items():
-        if _nrows(cols):
-            insert_columns(conn, models.metadata.tables[name], cols, const, advance)
-    order = o.order
-    # Interval rows in primary-key order, so that SQLite appends to its B-tree;
-    # columns are gathered chunk by chunk (no reordered copy of the trace).
-    icols: list[Col] = [
-            trace_id, Gather(tr.res, order), Gather(tr.rid, order), Gather(tr.ts, order),
-            order, o.end, Gather(tr.frm, order), Gather(tr.to, order),
-            Gather(tr.reason, order), Gather(tr.m, order), Gather(tr.p, order),
-            Gather(tr.g, order), Gather(tr.stack, order)]
-    insert_int_arrays(conn, models.intervals, INTERVAL_COLUMNS, icols, len(order), advance)
+    for col in cols.values():
+        n = column_length(col)
+        if n is not None:
+            return n
+    return 0

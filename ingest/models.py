@@ -96,14 +96,30 @@ reasons = Table(
     Column("reason", Text, nullable=False),
 )
 
+def _row_id() -> Column[int]:
+    # INTEGER PRIMARY KEY is SQLite's rowid itself (no separate index); the
+    # loader assigns consecutive ids, one trace's rows in one block.
+    return Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+                  autoincrement=False)
+
+
+def _trace_ref() -> Column[int]:
+    # Not indexed on purpose (every index costs as much as the row itself to
+    # maintain): a trace's rows are found through row_ranges and the id
+    # ranges in goroutines and procs.
+    return Column("trace_id", Integer, ForeignKey("traces.id", ondelete="CASCADE"),
+                  nullable=False)
+
+
 intervals = Table(
     "intervals",
     metadata,
-    _trace_fk(),
-    Column("resource", SmallInteger, primary_key=True, autoincrement=False),
-    Column("rid", BigInteger, primary_key=True, autoincrement=False),
-    Column("start_ts", BigInteger, primary_key=True, autoincrement=False),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    _row_id(),
+    _trace_ref(),
+    Column("resource", SmallInteger, nullable=False),
+    Column("rid", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
     Column("end_ts", BigInteger, nullable=False),
     Column("from_state", SmallInteger, nullable=False),
     Column("state", SmallInteger, nullable=False),
@@ -112,20 +128,28 @@ intervals = Table(
     Column("p", BigInteger, nullable=False),
     Column("g", BigInteger, nullable=False),
     Column("stack_id", BigInteger, nullable=False),
-    sqlite_with_rowid=False,
 )
 
 proc_runs = Table(
     "proc_runs",
     metadata,
-    _trace_fk(),
-    Column("p", BigInteger, primary_key=True, autoincrement=False),
-    Column("start_ts", BigInteger, primary_key=True, autoincrement=False),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
-    Column("g", BigInteger, nullable=False),
+    _row_id(),
+    _trace_ref(),
+    Column("p", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
     Column("end_ts", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
     Column("m", BigInteger, nullable=False),
-    sqlite_with_rowid=False,
+    Column("seq", BigInteger, nullable=False),
+)
+
+row_ranges = Table(
+    "row_ranges",
+    metadata,
+    _trace_fk(),
+    Column("table_name", String(32), primary_key=True),
+    Column("first_id", BigInteger, nullable=False),
+    Column("last_id", BigInteger, nullable=False),
 )
 
 transition_stacks = Table(
@@ -180,6 +204,8 @@ goroutines = Table(
     Column("runnable_ns", BigInteger, nullable=False),
     Column("waiting_ns", BigInteger, nullable=False),
     Column("syscall_ns", BigInteger, nullable=False),
+    Column("first_interval", BigInteger, nullable=False),  # intervals.id range
+    Column("last_interval", BigInteger, nullable=False),
 )
 
 procs = Table(
@@ -194,6 +220,10 @@ procs = Table(
     Column("running_ns", BigInteger, nullable=False),
     Column("idle_ns", BigInteger, nullable=False),
     Column("goroutines_run", BigInteger, nullable=False),
+    Column("first_interval", BigInteger, nullable=False),  # intervals.id range
+    Column("last_interval", BigInteger, nullable=False),
+    Column("first_run", BigInteger),  # proc_runs.id range, NULL when none ran
+    Column("last_run", BigInteger),
 )
 
 threads = Table(
@@ -212,10 +242,11 @@ threads = Table(
 syscalls = Table(
     "syscalls",
     metadata,
-    _trace_fk(),
-    Column("goid", BigInteger, primary_key=True, autoincrement=False),
-    Column("start_ts", BigInteger, primary_key=True, autoincrement=False),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    _row_id(),
+    _trace_ref(),
+    Column("goid", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
     Column("end_ts", BigInteger, nullable=False),
     Column("duration_ns", BigInteger, nullable=False),
     Column("m", BigInteger, nullable=False),
@@ -330,10 +361,13 @@ stacks = Table(
     Column("pc", BigInteger, nullable=False),
 )
 
+#: Tables with consecutive per-trace row ids (found through row_ranges).
+RANGED_TABLES = (intervals, proc_runs, syscalls)
 #: Tables holding one trace's rows, children first (the order a manual delete uses).
 TRACE_TABLES = (
-    intervals, proc_runs, transition_stacks, transition_counts, state_edges, goroutines, procs,
-    threads, syscalls, ranges, tasks, regions, logs, metrics, other_events, stacks, reasons,
+    intervals, proc_runs, syscalls, row_ranges, transition_stacks, transition_counts,
+    state_edges, goroutines, procs, threads, ranges, tasks, regions, logs, metrics,
+    other_events, stacks, reasons,
 )
 
 #: Views created by the migrations (name -> SELECT), for users writing SQL.

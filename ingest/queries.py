@@ -15,11 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, select
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, select
 
 from ingest import models
 from ingest.db import write_tx
-from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_NAMES
+from ingest.models import GOROUTINE, RESOURCE_NAMES, STATE_NAMES
 
 _TRACE_COLUMNS = [c for c in models.traces.c]
 
@@ -91,14 +91,25 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
     """Delete a trace and everything derived from it (and its raw file, when
     ``data_dir`` is given); False when there was no such trace."""
     t = models.traces
+    rr = models.row_ranges
     with write_tx(engine) as conn:
         sha = conn.execute(select(t.c.sha256).where(t.c.id == trace_id)).scalar_one_or_none()
         if sha is None:
             return False
+        ranges = {r.table_name: (r.first_id, r.last_id) for r in conn.execute(
+            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
+            .where(rr.c.trace_id == trace_id))}
         # Explicit deletes, children first: the same result as the ON DELETE
-        # CASCADE, also where foreign keys are not enforced.
+        # CASCADE, but through the id ranges (the big tables have no trace_id
+        # index) and also where foreign keys are not enforced.
         for table in models.TRACE_TABLES:
-            conn.execute(delete(table).where(table.c.trace_id == trace_id))
+            cond = table.c.trace_id == trace_id
+            if table.name in ranges:
+                lo, hi = ranges[table.name]
+                cond = and_(table.c.id.between(lo, hi), cond)
+            elif table in models.RANGED_TABLES:
+                continue  # this trace has no rows there
+            conn.execute(delete(table).where(cond))
         conn.execute(delete(t).where(t.c.id == trace_id))
     if data_dir is not None:
         from ingest.load import raw_path
@@ -119,6 +130,10 @@ def _reasons(conn: Connection, trace_id: int) -> list[str]:
 _IV = models.intervals
 _IV_COLS = (_IV.c.resource, _IV.c.rid, _IV.c.state, _IV.c.from_state, _IV.c.reason,
             _IV.c.start_ts, _IV.c.end_ts, _IV.c.m, _IV.c.p, _IV.c.g, _IV.c.stack_id, _IV.c.seq)
+_RUNS = models.proc_runs
+_RUN_COLS = (_RUNS.c.p, _RUNS.c.g, _RUNS.c.m, _RUNS.c.start_ts, _RUNS.c.end_ts, _RUNS.c.seq)
+#: Below this many rows a resource's range is read whole instead of bisected.
+_SMALL = 64
 
 
 def _interval_dict(row: Any, reasons: list[str]) -> dict[str, Any]:
@@ -129,19 +144,44 @@ def _interval_dict(row: Any, reasons: list[str]) -> dict[str, Any]:
             "g": row.g, "stack_id": row.stack_id, "seq": row.seq}
 
 
-def _window_rows(conn: Connection, trace_id: int, resource: int, rid: int, t1: int,
-                 t2: int) -> list[Any]:
-    key = and_(_IV.c.trace_id == trace_id, _IV.c.resource == resource, _IV.c.rid == rid)
-    before = conn.execute(
-        select(*_IV_COLS).where(key, _IV.c.start_ts < t1)
-        .order_by(_IV.c.start_ts.desc(), _IV.c.seq.desc()).limit(1)).first()
-    inside = conn.execute(
-        select(*_IV_COLS).where(key, _IV.c.start_ts >= t1, _IV.c.start_ts < t2)
-        .order_by(_IV.c.start_ts, _IV.c.seq)).all()
-    rows = list(inside)
-    if before is not None and before.end_ts > t1:
-        rows.insert(0, before)
-    return rows
+def _first_from(conn: Connection, table: Any, lo: int, hi: int, t: int) -> int:
+    """The smallest id in [lo, hi] whose start_ts >= t (hi + 1 if none).
+
+    A resource's rows have consecutive ids in time order, so a binary search
+    with point lookups on the primary key finds it in O(log n) queries.
+    """
+    stmt = select(table.c.start_ts).where(table.c.id == bindparam("i"))
+    a, b = lo, hi + 1
+    while a < b:
+        mid = (a + b) // 2
+        if conn.execute(stmt, {"i": mid}).scalar_one() < t:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+def _window(conn: Connection, table: Any, cols: tuple[Any, ...], lo: int | None,
+            hi: int | None, t1: int, t2: int) -> list[Any]:
+    """Rows of one resource (ids lo..hi) overlapping [t1, t2), in time order."""
+    if lo is None or hi is None or hi < lo or t2 <= t1:
+        return []
+    if hi - lo < _SMALL:
+        a, b = lo, hi
+    else:
+        a = max(lo, _first_from(conn, table, lo, hi, t1) - 1)
+        b = _first_from(conn, table, a, hi, t2) - 1
+        if b < a:
+            return []
+    rows = conn.execute(select(*cols).where(table.c.id.between(a, b))
+                        .order_by(table.c.id)).all()
+    return [r for r in rows if r.start_ts < t2 and (r.end_ts > t1 or r.start_ts >= t1)]
+
+
+def _ids(conn: Connection, table: Any, key: Any, first: str, last: str
+         ) -> tuple[int | None, int | None]:
+    row = conn.execute(select(table.c[first], table.c[last]).where(key)).first()
+    return (None, None) if row is None else (row[0], row[1])
 
 
 def goroutine_intervals(engine: Engine, trace_id: int, goid: int, t1: int,
@@ -149,42 +189,32 @@ def goroutine_intervals(engine: Engine, trace_id: int, goid: int, t1: int,
     """What goroutine ``goid`` was doing during ``[t1, t2)``: its state
     intervals in time order (state, reason it entered it, M/P of the
     transition that began it, stack)."""
+    g = models.goroutines
     with engine.connect() as conn:
-        reasons = _reasons(conn, trace_id)
-        rows = _window_rows(conn, trace_id, GOROUTINE, goid, t1, t2)
+        lo, hi = _ids(conn, g, and_(g.c.trace_id == trace_id, g.c.goid == goid),
+                      "first_interval", "last_interval")
+        rows = _window(conn, _IV, _IV_COLS, lo, hi, t1, t2)
+        reasons = _reasons(conn, trace_id) if rows else []
     return [_interval_dict(r, reasons) for r in rows]
-
-
-def _proc_ids(conn: Connection, trace_id: int) -> list[int]:
-    p = models.procs
-    return [r[0] for r in conn.execute(select(p.c.pid).where(p.c.trace_id == trace_id)
-                                       .order_by(p.c.pid))]
-
-
-def _runs(conn: Connection, trace_id: int, p: int, t1: int, t2: int) -> list[Any]:
-    r = models.proc_runs
-    cols = (r.c.p, r.c.g, r.c.m, r.c.start_ts, r.c.end_ts, r.c.seq)
-    key = and_(r.c.trace_id == trace_id, r.c.p == p)
-    before = conn.execute(select(*cols).where(key, r.c.start_ts < t1)
-                          .order_by(r.c.start_ts.desc(), r.c.seq.desc()).limit(1)).first()
-    rows = list(conn.execute(select(*cols).where(key, r.c.start_ts >= t1, r.c.start_ts < t2)
-                             .order_by(r.c.start_ts, r.c.seq)).all())
-    if before is not None and before.end_ts > t1:
-        rows.insert(0, before)
-    return rows
 
 
 def proc_intervals(engine: Engine, trace_id: int, t1: int, t2: int) -> list[dict[str, Any]]:
     """Every proc during ``[t1, t2)``: its state intervals (Running/Idle...),
     each with ``goroutines``: the goroutines that ran on it inside that
     interval and the window (g, m, start_ts, end_ts)."""
+    p = models.procs
     out: list[dict[str, Any]] = []
     with engine.connect() as conn:
         reasons = _reasons(conn, trace_id)
-        for pid in _proc_ids(conn, trace_id):
+        procs = conn.execute(select(p.c.pid, p.c.first_interval, p.c.last_interval,
+                                    p.c.first_run, p.c.last_run)
+                             .where(p.c.trace_id == trace_id).order_by(p.c.pid)).all()
+        for pr in procs:
             runs = [{"g": r.g, "m": r.m, "start_ts": r.start_ts, "end_ts": r.end_ts}
-                    for r in _runs(conn, trace_id, pid, t1, t2)]
-            for row in _window_rows(conn, trace_id, PROC, pid, t1, t2):
+                    for r in _window(conn, _RUNS, _RUN_COLS, pr.first_run, pr.last_run,
+                                     t1, t2)]
+            for row in _window(conn, _IV, _IV_COLS, pr.first_interval, pr.last_interval,
+                               t1, t2):
                 d = _interval_dict(row, reasons)
                 d["goroutines"] = [g for g in runs if g["start_ts"] < d["end_ts"]
                                    and g["end_ts"] > d["start_ts"]
@@ -196,15 +226,15 @@ def proc_intervals(engine: Engine, trace_id: int, t1: int, t2: int) -> list[dict
 def who_ran_on_proc(engine: Engine, trace_id: int, p: int, t: int) -> dict[str, Any] | None:
     """The goroutine running on proc ``p`` at time ``t`` (g, m, start_ts,
     end_ts of its Running interval), or None when none was."""
-    r = models.proc_runs
+    pr = models.procs
     with engine.connect() as conn:
-        row = conn.execute(
-            select(r.c.g, r.c.m, r.c.start_ts, r.c.end_ts)
-            .where(r.c.trace_id == trace_id, r.c.p == p, r.c.start_ts <= t)
-            .order_by(r.c.start_ts.desc(), r.c.seq.desc()).limit(1)).first()
-    if row is None or row.end_ts <= t:
-        return None
-    return {"g": row.g, "m": row.m, "start_ts": row.start_ts, "end_ts": row.end_ts}
+        lo, hi = _ids(conn, pr, and_(pr.c.trace_id == trace_id, pr.c.pid == p),
+                      "first_run", "last_run")
+        rows = _window(conn, _RUNS, _RUN_COLS, lo, hi, t, t + 1)
+    for row in rows:
+        if row.start_ts <= t < row.end_ts:
+            return {"g": row.g, "m": row.m, "start_ts": row.start_ts, "end_ts": row.end_ts}
+    return None
 
 
 def goroutine(engine: Engine, trace_id: int, goid: int) -> dict[str, Any] | None:

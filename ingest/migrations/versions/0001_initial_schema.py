@@ -102,16 +102,24 @@ def upgrade() -> None:
         sa.Column("runnable_ns", sa.BigInteger(), nullable=False),
         sa.Column("waiting_ns", sa.BigInteger(), nullable=False),
         sa.Column("syscall_ns", sa.BigInteger(), nullable=False),
+        sa.Column("first_interval", sa.BigInteger(), nullable=False),
+        sa.Column("last_interval", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("trace_id", "goid"),
     )
     op.create_table(
         "intervals",
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=False,
+            nullable=False,
+        ),
         sa.Column("trace_id", sa.Integer(), nullable=False),
-        sa.Column("resource", sa.SmallInteger(), autoincrement=False, nullable=False),
-        sa.Column("rid", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("start_ts", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("resource", sa.SmallInteger(), nullable=False),
+        sa.Column("rid", sa.BigInteger(), nullable=False),
+        sa.Column("start_ts", sa.BigInteger(), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("end_ts", sa.BigInteger(), nullable=False),
         sa.Column("from_state", sa.SmallInteger(), nullable=False),
         sa.Column("state", sa.SmallInteger(), nullable=False),
@@ -121,8 +129,7 @@ def upgrade() -> None:
         sa.Column("g", sa.BigInteger(), nullable=False),
         sa.Column("stack_id", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("trace_id", "resource", "rid", "start_ts", "seq"),
-        sqlite_with_rowid=False,
+        sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
         "logs",
@@ -171,16 +178,21 @@ def upgrade() -> None:
     )
     op.create_table(
         "proc_runs",
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=False,
+            nullable=False,
+        ),
         sa.Column("trace_id", sa.Integer(), nullable=False),
-        sa.Column("p", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("start_ts", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("g", sa.BigInteger(), nullable=False),
+        sa.Column("p", sa.BigInteger(), nullable=False),
+        sa.Column("start_ts", sa.BigInteger(), nullable=False),
         sa.Column("end_ts", sa.BigInteger(), nullable=False),
+        sa.Column("g", sa.BigInteger(), nullable=False),
         sa.Column("m", sa.BigInteger(), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("trace_id", "p", "start_ts", "seq"),
-        sqlite_with_rowid=False,
+        sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
         "procs",
@@ -193,6 +205,10 @@ def upgrade() -> None:
         sa.Column("running_ns", sa.BigInteger(), nullable=False),
         sa.Column("idle_ns", sa.BigInteger(), nullable=False),
         sa.Column("goroutines_run", sa.BigInteger(), nullable=False),
+        sa.Column("first_interval", sa.BigInteger(), nullable=False),
+        sa.Column("last_interval", sa.BigInteger(), nullable=False),
+        sa.Column("first_run", sa.BigInteger(), nullable=True),
+        sa.Column("last_run", sa.BigInteger(), nullable=True),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("trace_id", "pid"),
     )
@@ -237,6 +253,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("trace_id", "id"),
     )
     op.create_table(
+        "row_ranges",
+        sa.Column("trace_id", sa.Integer(), nullable=False),
+        sa.Column("table_name", sa.String(length=32), nullable=False),
+        sa.Column("first_id", sa.BigInteger(), nullable=False),
+        sa.Column("last_id", sa.BigInteger(), nullable=False),
+        sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("trace_id", "table_name"),
+    )
+    op.create_table(
         "stacks",
         sa.Column("trace_id", sa.Integer(), nullable=False),
         sa.Column("stack_id", sa.BigInteger(), autoincrement=False, nullable=False),
@@ -265,10 +290,16 @@ def upgrade() -> None:
     )
     op.create_table(
         "syscalls",
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=False,
+            nullable=False,
+        ),
         sa.Column("trace_id", sa.Integer(), nullable=False),
-        sa.Column("goid", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("start_ts", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("seq", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("goid", sa.BigInteger(), nullable=False),
+        sa.Column("start_ts", sa.BigInteger(), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("end_ts", sa.BigInteger(), nullable=False),
         sa.Column("duration_ns", sa.BigInteger(), nullable=False),
         sa.Column("m", sa.BigInteger(), nullable=False),
@@ -280,7 +311,7 @@ def upgrade() -> None:
         sa.Column("stolen_by_m", sa.BigInteger(), nullable=True),
         sa.Column("stack_id", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("trace_id", "goid", "start_ts", "seq"),
+        sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
         "tasks",
@@ -343,6 +374,7 @@ def downgrade() -> None:
     op.drop_table("syscalls")
     op.drop_table("state_edges")
     op.drop_table("stacks")
+    op.drop_table("row_ranges")
     op.drop_table("regions")
     op.drop_table("reasons")
     op.drop_table("ranges")

@@ -1,0 +1,136 @@
+"""Ingest benchmark: `gmpscope ingest` against `go tool trace`, side by side in one run.
+
+    python bench/ingest.py [--trace FILE] [--size-mb 20] [--db URL] [--queries 50]
+
+Uses the same trace as bench/decode.py (generated once and cached when --trace is
+not given) and the same way of measuring `go tool trace` (wall time until its
+viewer is ready, peak RSS then). gmpscope is measured as a user runs it: the whole
+`python -m gmpscope ingest TRACE` process (decode to Parquet, load, derived
+intervals), wall time until exit and peak RSS from wait4. The database is a fresh
+SQLite file unless --db names another (it must be empty).
+
+Then it times the queries the views need, on the ingested trace, in this process:
+one goroutine's intervals in a 10 ms window (the busiest goroutine), every proc in
+a 10 ms window (with the goroutines on each), which goroutine ran on a P at an
+instant, the trace summary and the goroutine state graph. Each is run --queries
+times; the median and the worst are printed, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.decode import make_large_trace, run_go_tool_trace  # noqa: E402
+
+
+def run_gmpscope_ingest(trace: Path, db_url: str, data_dir: Path) -> dict[str, Any]:
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gmpscope", "ingest", str(trace), "--db", db_url,
+         "--data-dir", str(data_dir), "--json", "--no-progress"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    # wait4 reaps this child alone and reports its own peak RSS.
+    _, status, rusage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"gmpscope ingest failed: {err.decode(errors='replace')}")
+    res = json.loads(out.splitlines()[-1])
+    if not res["created"]:
+        raise SystemExit("the database already held this trace: use an empty one")
+    return {"seconds": elapsed, "peak_mb": rusage.ru_maxrss / 1024, **res}
+
+
+def _time(fn: Callable[[], object], n: int) -> tuple[float, float]:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times), max(times)
+
+
+def query_latencies(db_url: str, trace_id: int, n: int) -> list[tuple[str, float, float]]:
+    from sqlalchemy import func, select
+
+    from ingest import models, queries, stategraph
+    from ingest.db import make_engine
+
+    engine = make_engine(db_url)
+    g = models.goroutines
+    with engine.connect() as conn:
+        busiest = conn.execute(select(g.c.goid).where(g.c.trace_id == trace_id)
+                               .order_by(g.c.transitions.desc()).limit(1)).scalar_one()
+        pid = conn.execute(select(func.min(models.procs.c.pid))
+                           .where(models.procs.c.trace_id == trace_id)).scalar_one()
+    info = queries.get_trace(engine, trace_id)
+    assert info is not None
+    mid = (info["first_ts"] + info["last_ts"]) // 2
+    window = 10_000_000
+    out = [
+        (f"goroutine {busiest} intervals, 10 ms",
+         *_time(lambda: queries.goroutine_intervals(engine, trace_id, busiest, mid,
+                                                    mid + window), n)),
+        ("all procs' intervals, 10 ms",
+         *_time(lambda: queries.proc_intervals(engine, trace_id, mid, mid + window), n)),
+        (f"who ran on P{pid} at t",
+         *_time(lambda: queries.who_ran_on_proc(engine, trace_id, pid, mid), n)),
+        ("trace summary", *_time(lambda: queries.trace_summary(engine, trace_id), n)),
+        ("goroutine state graph",
+         *_time(lambda: stategraph.state_graph(engine, trace_id, "goroutine"), n)),
+    ]
+    got = queries.goroutine_intervals(engine, trace_id, busiest, mid, mid + window)
+    procs = queries.proc_intervals(engine, trace_id, mid, mid + window)
+    print(f"  (the windows held {len(got)} intervals of goroutine {busiest} and "
+          f"{len(procs)} proc intervals with "
+          f"{sum(len(p['goroutines']) for p in procs)} goroutine runs)")
+    engine.dispose()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--trace", type=Path, help="trace to ingest (default: generate one)")
+    ap.add_argument("--size-mb", type=float, default=20.0)
+    ap.add_argument("--db", help="database URL (default: a fresh SQLite file)")
+    ap.add_argument("--queries", type=int, default=50, help="runs of each query")
+    args = ap.parse_args()
+    trace = args.trace or make_large_trace(args.size_mb)
+    size_mb = trace.stat().st_size / 1e6
+    print(f"trace: {trace} ({size_mb:.1f} MB)")
+    with tempfile.TemporaryDirectory(prefix="gmpscope-bench-") as tmp:
+        db_url = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
+        ours = run_gmpscope_ingest(trace, db_url, Path(tmp) / "data")
+        go = run_go_tool_trace(trace)
+        print(f"{'tool':<28}{'seconds':>10}{'peak MB':>10}{'MB/s':>10}")
+        for name, r in (("gmpscope ingest (SQLite)" if not args.db else "gmpscope ingest",
+                         ours), ("go tool trace (ready)", go)):
+            print(f"{name:<28}{r['seconds']:>10.2f}{r['peak_mb']:>10.0f}"
+                  f"{size_mb / r['seconds']:>10.1f}")
+        print(f"events: {ours['events']:,}, goroutines: {ours['goroutines']:,}")
+        print(f"time ratio go/gmpscope: {go['seconds'] / ours['seconds']:.2f}x; "
+              f"memory ratio go/gmpscope: {go['peak_mb'] / max(ours['peak_mb'], 1):.2f}x")
+        if not args.db:
+            print(f"database size: {(Path(tmp) / 'bench.db').stat().st_size / 1e6:.0f} MB")
+        print(f"queries ({args.queries} runs each): median / worst, ms")
+        for name, med, worst in query_latencies(db_url, ours["id"], args.queries):
+            print(f"  {name:<36}{med:>9.2f}{worst:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
