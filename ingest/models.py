@@ -1,17 +1,21 @@
 """The SQL schema of the ingest database (SQLAlchemy Core tables).
 
-Every table but ``traces`` and ``states`` is keyed by ``trace_id`` first and
-references ``traces.id`` with ``ON DELETE CASCADE``, so deleting a trace row
-deletes everything that belongs to it.
+Every table but ``traces`` and ``states`` has a ``trace_id`` referencing
+``traces.id`` with ``ON DELETE CASCADE``.
 
-The one large table is ``intervals``: one row per decoded state transition
-(goroutine or proc), holding the state entered and how long it lasted. The
-decoded transitions are exactly these rows read the other way (``from_state``,
-``state`` as ``to_state``, ``start_ts`` as ``ts``), so ``transitions`` is a
-view over it rather than a second copy of millions of rows. States and reasons
-are small integer codes there (``states`` and ``reasons`` name them; the
-views ``transitions``, ``interval_view`` and ``thread_intervals`` show names).
-docs/schema.md documents all of it for users writing SQL.
+The large tables (``intervals``, ``proc_runs``, ``syscalls``) have no
+secondary index: maintaining one costs as much as inserting the row. Each
+trace's rows get a block of consecutive ids instead (``row_ranges``), the rows
+of one goroutine or proc are contiguous and in time order within it, and
+``goroutines``/``procs`` record their id ranges; queries bisect those ranges.
+
+``intervals`` has one row per decoded state transition (goroutine or proc):
+the state entered and how long it lasted. The decoded transitions are exactly
+these rows read the other way, so ``transitions`` is a view over it rather than
+a second copy of millions of rows. States and reasons are small integer codes
+there (``states`` and ``reasons`` name them; the views ``transitions``,
+``interval_view`` and ``thread_intervals`` show names). docs/schema.md
+documents all of it for users writing SQL.
 """
 
 from __future__ import annotations
@@ -382,7 +386,7 @@ VIEWS = {
         "JOIN reasons r ON r.trace_id = i.trace_id AND r.code = i.reason"
     ),
     "interval_view": (
-        "SELECT i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' END "
+        "SELECT i.id, i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' END "
         "AS resource, i.rid, s.name AS state, r.reason AS reason, i.start_ts, i.end_ts, "
         "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, i.g, i.stack_id, i.seq "
         "FROM intervals i JOIN states s ON s.code = i.state "

@@ -30,8 +30,8 @@ _VIEWS = {
         "i.trace_id AND r.code = i.reason"
     ),
     "interval_view": (
-        "SELECT i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' "
-        "END AS resource, i.rid, s.name AS state, r.reason AS reason, "
+        "SELECT i.id, i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE "
+        "'proc' END AS resource, i.rid, s.name AS state, r.reason AS reason, "
         "i.start_ts, i.end_ts, i.end_ts - i.start_ts AS duration_ns, i.m, i.p, "
         "i.g, i.stack_id, i.seq FROM intervals i JOIN states s ON s.code = "
         "i.state JOIN reasons r ON r.trace_id = i.trace_id AND r.code = "
