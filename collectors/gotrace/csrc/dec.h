@@ -111,6 +111,7 @@ typedef struct {
 } Gen;
 
 #define DENSE_MAX 65536
+#define DENSE_IDS (1 << 20)
 
 /* A batch framed by read_batch. */
 typedef struct {
@@ -219,6 +220,8 @@ typedef struct Dec {
     /* ordering */
     U64Map gs;      /* goroutine id -> index into rstates */
     U64Map ps;      /* proc id -> index into rstates */
+    uint32_t *gs_dense, *ps_dense; /* small id -> rstate index + 1 */
+    size_t gs_dense_n, ps_dense_n;
     Buf rstates;    /* RState */
     Buf rfree;      /* uint32 free rstate indexes */
     U64Map mmap;    /* thread id -> index into mlist */
@@ -255,6 +258,15 @@ typedef struct Dec {
 
 typedef struct { uint64_t pc; uint32_t fn, fl; uint64_t line; } Frame;
 
+/* Raw timestamp -> ns, truncating the float64 product as Go does. */
+static inline int64_t ns_of(uint64_t t, double freq)
+{
+    double x = (double)t * freq;
+    if (x < 9.223372036854775807e18)
+        return (int64_t)x;
+    return INT64_MIN; /* out of range or NaN, as amd64 converts it */
+}
+
 /* wire.c */
 int read_batch(Dec *d, size_t pos, Framed *out, size_t *npos, Err *err);
 int read_generation_spill(Dec *d, Err *err);
@@ -262,7 +274,6 @@ int read_generation_marked(Dec *d, int *eof, Err *err);
 void gen_reset(Gen *g);
 void gen_free(Gen *g);
 int64_t count_generations(Dec *d, size_t pos);
-int64_t ns_of(uint64_t t, double freq);
 
 /* order.c */
 int order_advance(Dec *d, Cursor *c, int *ok, Err *err);

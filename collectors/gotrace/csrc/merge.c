@@ -49,7 +49,9 @@ static int cursor_next(Dec *d, Cursor *c, Err *err)
     }
     pos++;
     c->typ = typ;
-    uint64_t vals[5];
+    /* The arguments go straight into c->a (slots past this event's arguments
+     * keep their old values, as the reference's event list does). */
+    uint64_t dt = 0;
     for (int k = 0; k < nargs; k++) {
         if (pos >= end)
             goto bad;
@@ -71,15 +73,16 @@ static int cursor_next(Dec *d, Cursor *c, Err *err)
                 s += 7;
             }
         }
-        vals[k] = x;
+        if (k == 0)
+            dt = x;
+        else
+            c->a[k - 1] = x;
         continue;
     bad:
         set_err(err, (int64_t)pos, k == 0 ? "found invalid uvarint for timestamp" : "found invalid uvarint");
         return -1;
     }
-    for (int k = 1; k < nargs; k++)
-        c->a[k - 1] = vals[k];
-    int64_t t = (int64_t)((uint64_t)ns_of(vals[0], g->freq) + (uint64_t)c->last);
+    int64_t t = (int64_t)((uint64_t)ns_of(dt, g->freq) + (uint64_t)c->last);
     c->time = t;
     c->last = t;
     c->evoff = (int64_t)(b->off + c->off);

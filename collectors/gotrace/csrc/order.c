@@ -34,8 +34,49 @@ static const uint8_t PROC_STATUS_TO_STATE[5] = {PROC_UNDETERMINED, PROC_RUNNING,
 
 static RState *rstate(Dec *d, uint64_t idx) { return &VEC_AT(&d->rstates, RState, idx); }
 
+/* Small non-negative ids (the runtime's goroutine and proc ids are) are
+ * also indexed densely: id -> rstate index + 1, 0 for none. */
+static uint32_t *dense_of(Dec *d, U64Map *m, size_t *n)
+{
+    if (m == &d->gs) {
+        *n = d->gs_dense_n;
+        return d->gs_dense;
+    }
+    *n = d->ps_dense_n;
+    return d->ps_dense;
+}
+
+static void dense_set(Dec *d, U64Map *m, int64_t id, uint32_t v)
+{
+    if (id < 0 || id >= DENSE_IDS)
+        return;
+    uint32_t **arr = m == &d->gs ? &d->gs_dense : &d->ps_dense;
+    size_t *n = m == &d->gs ? &d->gs_dense_n : &d->ps_dense_n;
+    if ((size_t)id >= *n) {
+        size_t nn = *n ? *n : 1024;
+        while (nn <= (size_t)id)
+            nn *= 2;
+        uint32_t *na = (uint32_t *)realloc(*arr, nn * sizeof(uint32_t));
+        if (!na)
+            return; /* the map still has it */
+        memset(na + *n, 0, (nn - *n) * sizeof(uint32_t));
+        *arr = na;
+        *n = nn;
+    }
+    (*arr)[id] = v;
+}
+
 static RState *find(Dec *d, U64Map *m, int64_t id)
 {
+    size_t n;
+    uint32_t *arr = dense_of(d, m, &n);
+    if (id >= 0 && (size_t)id < n) {
+        uint32_t v = arr[id];
+        if (v)
+            return rstate(d, v - 1);
+        if (id < DENSE_IDS)
+            return NULL; /* every small id present is in the dense table */
+    }
     uint64_t *v = map_get(m, (uint64_t)id);
     return v ? rstate(d, *v) : NULL;
 }
@@ -55,6 +96,7 @@ static RState *create(Dec *d, U64Map *m, int64_t id, uint8_t status, uint64_t sg
     }
     if (map_put(m, (uint64_t)id, idx))
         return NULL;
+    dense_set(d, m, id, (uint32_t)(idx + 1));
     RState *st = rstate(d, idx);
     st->id = id;
     st->status = status;
@@ -72,6 +114,7 @@ static int destroy(Dec *d, U64Map *m, int64_t id)
         return 0;
     uint32_t idx = (uint32_t)*v;
     map_del(m, (uint64_t)id);
+    dense_set(d, m, id, 0);
     return buf_put(&d->rfree, &idx, sizeof idx);
 }
 
@@ -158,6 +201,10 @@ void order_free(Dec *d)
     }
     buf_free(&d->rstates);
     buf_free(&d->rfree);
+    free(d->gs_dense);
+    free(d->ps_dense);
+    d->gs_dense = d->ps_dense = NULL;
+    d->gs_dense_n = d->ps_dense_n = 0;
     map_free(&d->gs);
     map_free(&d->ps);
     map_free(&d->mmap);

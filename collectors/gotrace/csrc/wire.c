@@ -6,14 +6,6 @@
 
 #include "dec.h"
 
-int64_t ns_of(uint64_t t, double freq)
-{
-    double x = (double)t * freq;
-    if (x < 9.223372036854775807e18)
-        return (int64_t)x;
-    return INT64_MIN; /* out of range or NaN, as amd64 converts it */
-}
-
 /* 0 ok, 1 clean end of input, -1 error (err set). */
 int read_batch(Dec *d, size_t pos, Framed *out, size_t *npos, Err *err)
 {
