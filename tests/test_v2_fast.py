@@ -74,10 +74,10 @@ def _row_groups(path: Path) -> list[int]:
 def assert_same_output(data: bytes, tmp_path: Path, tag: str = "") -> Outcome:
     """Decode with both paths; assert identical meta.json and Parquet files.
 
-    Where the trace holds invalid UTF-8 (damaged names, or binary log
-    messages) the pure writer cannot store the strings at all; the fast path
-    stores them with U+FFFD replacements (Python's "replace"), and we compare
-    events and loss instead of files.
+    Both writers store bytes that are not UTF-8 (damaged names, binary log
+    messages) as U+FFFD, as Python's ``decode("utf-8", "replace")`` does. Should
+    the pure writer fail on such strings (it did before parquet_out learnt
+    that), events and loss are compared instead of files.
     """
     a, b = tmp_path / f"pure{tag}", tmp_path / f"fast{tag}"
     fast = _fast(data, b)
@@ -339,7 +339,7 @@ def test_workload_trace(version: str, workload: str, tmp_path: Path) -> None:
     from support.workload_traces import workload_trace
 
     data = workload_trace(version, workload).read_bytes()
-    # The annotations workload logs invalid UTF-8: compared event by event.
+    # The annotations workload logs invalid UTF-8 (stored as U+FFFD by both).
     out = assert_same_output(data, tmp_path)
     assert isinstance(out, dict) and out["loss"]["error"] == ""
 
