@@ -35,7 +35,7 @@ test-setup: setup
 	$(BIN)/python -m tools.postgres start
 
 lint: setup
-	$(BIN)/ruff check collectors gmpscope tests tools bench
+	$(BIN)/ruff check collectors gmpscope ingest tests tools bench
 
 typecheck: setup
 	$(BIN)/mypy

@@ -12,8 +12,9 @@ id is global to the trace (Go's own stack ids restart every generation).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 #: Event kinds, spelled as Go's ``EventKind.String()``.
 KINDS = (

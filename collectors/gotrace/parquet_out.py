@@ -25,8 +25,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from collectors.gotrace.model import Event, StackTable, TraceInfo
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import Event, StackTable, TraceInfo
