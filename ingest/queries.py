@@ -73,9 +73,13 @@ def trace_summary(engine: Engine, trace_id: int) -> dict[str, Any] | None:
         for r in counts:
             by_res[r.resource] = by_res.get(r.resource, 0) + r._mapping["count"]
         info["transitions_by_resource"] = by_res
-        for name, table in (("syscall_count", models.syscalls), ("range_count", models.ranges),
-                            ("task_count", models.tasks), ("region_count", models.regions),
-                            ("log_count", models.logs)):
+        rr = models.row_ranges
+        blocks = {r.table_name: r.last_id - r.first_id + 1 for r in conn.execute(
+            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
+            .where(rr.c.trace_id == trace_id))}
+        info["syscall_count"] = blocks.get("syscalls", 0)  # no trace_id index there
+        for name, table in (("range_count", models.ranges), ("task_count", models.tasks),
+                            ("region_count", models.regions), ("log_count", models.logs)):
             info[name] = _count(conn, table, trace_id)
     return info
 

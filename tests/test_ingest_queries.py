@@ -129,6 +129,8 @@ def test_trace_summary_and_list(loaded: Loaded, decoded: dict[str, Path]) -> Non
     assert got == dict(want)
     assert s["transitions_by_resource"]["goroutine"] == sum(
         1 for r in tr if r["resource"] == "goroutine")
+    assert s["syscall_count"] == sum(1 for r in tr if r["resource"] == "goroutine"
+                                     and r["to_state"] == "Syscall")
     listed = {t["id"] for t in queries.list_traces(engine)}
     assert {r.id for r in results.values()} <= listed
     assert queries.trace_summary(engine, 10**9) is None
@@ -169,3 +171,40 @@ def test_syscalls_follow_transitions(loaded: Loaded, decoded: dict[str, Path],
             assert r.outcome == "returned" and not r.p_lost
         if after["to_state"] == "Runnable":
             assert r.outcome == "blocked" and r.p_lost
+
+
+def test_thread_summaries_by_hand(loaded: Loaded, decoded: dict[str, Path]) -> None:
+    """A thread's running/syscall time sums the goroutine Running/Syscall
+    intervals begun on it (transition context m); its transitions count
+    those made on it."""
+    from collections import Counter
+
+    from sqlalchemy import select
+
+    from ingest import models
+
+    engine, _, results = loaded
+    tr, last_ts = _by_hand(decoded[NAME])
+    nxt: dict[int, int] = {}
+    latest: dict[tuple[str, int], int] = {}
+    for r in tr:
+        key = (r["resource"], r["id"])
+        if key in latest:
+            nxt[latest[key]] = r["ts"]
+        latest[key] = r["seq"]
+    run: Counter[int] = Counter()
+    sysc: Counter[int] = Counter()
+    made: Counter[int] = Counter(r["m"] for r in tr if r["m"] >= 0)
+    for r in tr:
+        if r["resource"] == "goroutine" and r["m"] >= 0:
+            dur = nxt.get(r["seq"], last_ts) - r["ts"]
+            if r["to_state"] == "Running":
+                run[r["m"]] += dur
+            elif r["to_state"] == "Syscall":
+                sysc[r["m"]] += dur
+    t = models.threads
+    with engine.connect() as conn:
+        rows = conn.execute(select(t).where(t.c.trace_id == results[NAME].id)).all()
+    got = {r.m: (r.transitions, r.running_ns, r.syscall_ns) for r in rows}
+    for m, n in made.items():
+        assert got[m] == (n, run[m], sysc[m])
