@@ -15,7 +15,8 @@ setup(
             "collectors.gotrace._v2fast",
             sources=sorted(glob("collectors/gotrace/csrc/*.c")),
             depends=sorted(glob("collectors/gotrace/csrc/*.h")),
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
+                                "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers", "-fno-strict-aliasing"],
         )
     ],

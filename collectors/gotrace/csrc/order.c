@@ -4,10 +4,8 @@
  * resulting events. */
 #include <stdio.h>
 
-#include "dec.h"
+#include "order.h"
 
-enum { MUST_NOT, MAY, MUST };
-enum { GC_UNDETERMINED, GC_NOT_RUNNING, GC_RUNNING };
 
 static const char *GO_STATUS_NAMES[5] = {"Bad", "Runnable", "Running", "Syscall", "Waiting"};
 static const char *PROC_STATUS_NAMES[5] = {"Bad", "Running", "Idle", "Syscall", "SyscallAbandoned"};
@@ -15,20 +13,6 @@ static const uint8_t GO_STATUS_TO_STATE[5] = {GO_UNDETERMINED, GO_RUNNABLE, GO_R
                                               GO_WAITING};
 static const uint8_t PROC_STATUS_TO_STATE[5] = {PROC_UNDETERMINED, PROC_RUNNING, PROC_IDLE,
                                                 PROC_RUNNING, PROC_IDLE};
-
-#define LL(x) ((long long)(x))
-#define ULL(x) ((unsigned long long)(x))
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        set_err(err, -1, __VA_ARGS__);                                                             \
-        return -1;                                                                                 \
-    } while (0)
-#define NOMEM()                                                                                    \
-    do {                                                                                           \
-        d->nomem = 1;                                                                              \
-        set_err(err, -1, "out of memory");                                                         \
-        return -1;                                                                                 \
-    } while (0)
 
 /* ------------------------------------------------------------ state tables */
 
@@ -66,7 +50,7 @@ static void dense_set(Dec *d, U64Map *m, int64_t id, uint32_t v)
     (*arr)[id] = v;
 }
 
-static RState *find(Dec *d, U64Map *m, int64_t id)
+RState *ord_find(Dec *d, U64Map *m, int64_t id)
 {
     size_t n;
     uint32_t *arr = dense_of(d, m, &n);
@@ -171,7 +155,7 @@ int queue_push(Dec *d, const QEv *q)
     return 0;
 }
 
-static inline int push(Dec *d, const Cursor *c, int64_t m, int64_t p, int64_t g)
+int ord_push(Dec *d, const Cursor *c, int64_t m, int64_t p, int64_t g)
 {
     QEv *q = queue_slot(d);
     if (!q)
@@ -218,7 +202,7 @@ void order_free(Dec *d)
 
 /* ------------------------------------------------------------ checks */
 
-static int check_ctx(int64_t p, int64_t g, int64_t m, int rm, int rp, int rg, Err *err)
+int ord_check_ctx(int64_t p, int64_t g, int64_t m, int rm, int rp, int rg, Err *err)
 {
     if (rm == MUST && m == NONE_ID)
         FAIL("expected a thread but didn't have one");
@@ -235,10 +219,10 @@ static int check_ctx(int64_t p, int64_t g, int64_t m, int rm, int rp, int rg, Er
     return 0;
 }
 
-static int check_user(int64_t m, int64_t p, int64_t g, Err *err)
+int ord_check_user(int64_t m, int64_t p, int64_t g, Err *err)
 {
     if (m == NONE_ID || p == NONE_ID || g == NONE_ID)
-        return check_ctx(p, g, m, MUST, MUST, MUST, err);
+        return ord_check_ctx(p, g, m, MUST, MUST, MUST, err);
     return 0;
 }
 
@@ -247,12 +231,11 @@ static inline int succeeds(uint64_t sgen, uint64_t seq, uint64_t gen, uint64_t n
     return sgen == gen && nw == seq + 1;
 }
 
-#define NAME(typ) event_name(d->minor, (typ), namebuf, sizeof namebuf)
 
 static RState *running_g(Dec *d, int typ, int64_t g, uint8_t want, Err *err)
 {
     char namebuf[32];
-    RState *st = find(d, &d->gs, g);
+    RState *st = ord_find(d, &d->gs, g);
     if (!st) {
         set_err(err, -1, "event %s for goroutine (%lld) that doesn't exist", NAME(typ), LL(g));
         return NULL;
@@ -265,98 +248,13 @@ static RState *running_g(Dec *d, int typ, int64_t g, uint8_t want, Err *err)
     return st;
 }
 
-static RState *pstate(Dec *d, int64_t pid, int typ, const char *what, Err *err)
+RState *ord_pstate(Dec *d, int64_t pid, int typ, const char *what, Err *err)
 {
     char namebuf[32];
-    RState *st = find(d, &d->ps, pid);
+    RState *st = ord_find(d, &d->ps, pid);
     if (!st)
         set_err(err, -1, "%s proc %lld found during %s", what, LL(pid), NAME(typ));
     return st;
-}
-
-/* ------------------------------------------------------------ ranges */
-
-static int has_range(RState *st, uint16_t typ, uint64_t desc)
-{
-    size_t n = VEC_LEN(&st->ranges, RangeRec);
-    for (size_t i = 0; i < n; i++) {
-        RangeRec *r = &VEC_AT(&st->ranges, RangeRec, i);
-        if (r->typ == typ && r->desc == desc)
-            return 1;
-    }
-    return 0;
-}
-
-static int begin_range(Dec *d, RState *st, uint16_t typ, uint64_t desc, Err *err)
-{
-    if (has_range(st, typ, desc))
-        FAIL("discovered event already in-flight for when starting event %s", SPECS[typ].name);
-    RangeRec r = {typ, desc};
-    if (buf_put(&st->ranges, &r, sizeof r))
-        NOMEM();
-    return 0;
-}
-
-static int active_range(Dec *d, RState *st, uint16_t typ, int initial, Err *err)
-{
-    if (initial) {
-        if (has_range(st, typ, 0))
-            FAIL("found named active range already in first gen: %s", SPECS[typ].name);
-        RangeRec r = {typ, 0};
-        if (buf_put(&st->ranges, &r, sizeof r))
-            NOMEM();
-    } else if (!has_range(st, typ, 0)) {
-        FAIL("resource is missing active range: %s", SPECS[typ].name);
-    }
-    return 0;
-}
-
-static int end_range(RState *st, int typ, uint64_t *desc, Err *err)
-{
-    uint8_t start = SPECS[typ].start;
-    size_t n = VEC_LEN(&st->ranges, RangeRec);
-    RangeRec *rs = (RangeRec *)st->ranges.p;
-    for (size_t i = 0; i < n; i++) {
-        if (rs[i].typ == start) {
-            *desc = rs[i].desc;
-            /* Swap-remove, as Go does: the order of the ranges left matters later. */
-            rs[i] = rs[n - 1];
-            st->ranges.n -= sizeof(RangeRec);
-            return 0;
-        }
-    }
-    FAIL("tried to end event %s, but not in-flight", SPECS[start].name);
-}
-
-/* Gen string content for an id (0 is ""); NULL when unknown. */
-static const uint8_t *gen_string(Dec *d, uint64_t sid, size_t *len)
-{
-    if (sid == 0) {
-        *len = 0;
-        return (const uint8_t *)"";
-    }
-    uint64_t *v = map_get(&d->gen.strings, sid);
-    if (!v)
-        return NULL;
-    StrRef *s = &VEC_AT(&d->gen.strs, StrRef, *v);
-    *len = s->len;
-    return d->data + s->off;
-}
-
-static int64_t name_id(Dec *d, uint64_t sid, int typ, Err *err)
-{
-    size_t n;
-    const uint8_t *s = gen_string(d, sid, &n);
-    if (!s) {
-        set_err(err, -1, "invalid string ID %llu for %d event", ULL(sid), typ);
-        return -1;
-    }
-    int64_t id = intern_string(d, s, n);
-    if (id < 0) {
-        d->nomem = 1;
-        set_err(err, -1, "out of memory");
-    }
-    return id;
 }
 
 /* ------------------------------------------------------------ advance */
@@ -402,7 +300,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
         if (status >= 5)
             FAIL("invalid status for proc %lld: %llu", LL(pid), ULL(status));
         uint64_t old = PROC_STATUS_TO_STATE[status];
-        st = find(d, &d->ps, pid);
+        st = ord_find(d, &d->ps, pid);
         if (st) {
             if (status == PS_SYSCALL_ABANDONED && st->status == PS_SYSCALL) {
                 /* Nothing was lost after all: the P is still known to be in a syscall. */
@@ -441,45 +339,45 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             if (!found)
                 FAIL("failed to find sched context for proc %lld that's about to be stolen", LL(pid));
         }
-        if (push(d, c, em, ep, eg))
+        if (ord_push(d, c, em, ep, eg))
             NOMEM();
         break;
     }
     case EV_PROC_START: {
         int64_t pid = (int64_t)a[0];
-        st = find(d, &d->ps, pid);
+        st = ord_find(d, &d->ps, pid);
         if (!st || st->status != PS_IDLE || !succeeds(st->sgen, st->seq, gen, a[1]) || p != NONE_ID)
             return 0;
-        if (check_ctx(p, g, m, MUST, MUST_NOT, MAY, err))
+        if (ord_check_ctx(p, g, m, MUST, MUST_NOT, MAY, err))
             return -1;
         st->status = PS_RUNNING;
         st->sgen = gen;
         st->seq = a[1];
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         np = pid;
         break;
     }
     case EV_PROC_STOP:
-        st = find(d, &d->ps, p);
+        st = ord_find(d, &d->ps, p);
         if (!st)
             FAIL("event %s for proc (%lld) that doesn't exist", NAME(typ), LL(p));
         if (st->status != PS_RUNNING && st->status != PS_SYSCALL)
             FAIL("%s event for proc that's not Running or Syscall", NAME(typ));
-        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
+        if (ord_check_ctx(p, g, m, MUST, MUST, MAY, err))
             return -1;
         st->status = PS_IDLE;
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         np = NONE_ID;
         break;
     case EV_PROC_STEAL: {
         int64_t pid = (int64_t)a[0];
-        st = find(d, &d->ps, pid);
+        st = ord_find(d, &d->ps, pid);
         if (!st || (st->status != PS_SYSCALL && st->status != PS_SYSCALL_ABANDONED) ||
             !succeeds(st->sgen, st->seq, gen, a[1]))
             return 0;
-        if (check_ctx(p, g, m, MUST, MAY, MAY, err))
+        if (ord_check_ctx(p, g, m, MUST, MAY, MAY, err))
             return -1;
         uint8_t old = st->status;
         a[3] = old; /* lets the event report Idle->Idle when information was lost */
@@ -487,7 +385,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
         st->sgen = gen;
         st->seq = a[1];
         if (old == PS_SYSCALL_ABANDONED) {
-            if (push(d, c, m, p, g))
+            if (ord_push(d, c, m, p, g))
                 NOMEM();
             break;
         }
@@ -496,7 +394,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             if (p != pid)
                 FAIL("tried to self-steal proc %lld (thread %lld), but got proc %lld instead",
                      LL(pid), LL(victim), LL(p));
-            if (push(d, c, m, p, g))
+            if (ord_push(d, c, m, p, g))
                 NOMEM();
             np = NONE_ID;
             break;
@@ -508,7 +406,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             FAIL("tried to steal proc %lld from thread %lld, but got proc %lld instead", LL(pid),
                  LL(victim), LL(vst->p));
         vst->p = NONE_ID; /* the victim may now leave its syscall */
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         break;
     }
@@ -520,7 +418,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
         if (status >= 5)
             FAIL("invalid status for goroutine %lld: %llu", LL(gid), ULL(status));
         uint64_t old = GO_STATUS_TO_STATE[status];
-        st = find(d, &d->gs, gid);
+        st = ord_find(d, &d->gs, gid);
         if (st) {
             if (st->status != status)
                 FAIL("inconsistent status for goroutine %lld: old %s vs. new %s", LL(gid),
@@ -561,30 +459,30 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
                 em = mid;
             }
         }
-        if (push(d, c, em, p, eg))
+        if (ord_push(d, c, em, p, eg))
             NOMEM();
         break;
     }
     case EV_GO_CREATE:
     case EV_GO_CREATE_BLOCKED: {
-        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
+        if (ord_check_ctx(p, g, m, MUST, MUST, MAY, err))
             return -1;
-        st = find(d, &d->gs, g);
+        st = ord_find(d, &d->gs, g);
         if (st && st->status != GS_RUNNING)
             FAIL("%s event for goroutine that's not Running", NAME(typ));
         int64_t newg = (int64_t)a[0];
-        if (find(d, &d->gs, newg))
+        if (ord_find(d, &d->gs, newg))
             FAIL("tried to create goroutine (%lld) that already exists", LL(newg));
         if (!create(d, &d->gs, newg, typ == EV_GO_CREATE_BLOCKED ? GS_WAITING : GS_RUNNABLE, gen))
             NOMEM();
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         break;
     }
     case EV_GO_DESTROY:
     case EV_GO_STOP:
     case EV_GO_BLOCK:
-        if (check_user(m, p, g, err))
+        if (ord_check_user(m, p, g, err))
             return -1;
         st = running_g(d, typ, g, GS_RUNNING, err);
         if (!st)
@@ -595,48 +493,48 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
         } else {
             st->status = typ == EV_GO_STOP ? GS_RUNNABLE : GS_WAITING;
         }
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         ng = NONE_ID;
         break;
     case EV_GO_START: {
         int64_t gid = (int64_t)a[0];
-        st = find(d, &d->gs, gid);
+        st = ord_find(d, &d->gs, gid);
         if (!st || st->status != GS_RUNNABLE || !succeeds(st->sgen, st->seq, gen, a[1]))
             return 0;
-        if (check_ctx(p, g, m, MUST, MUST, MUST_NOT, err))
+        if (ord_check_ctx(p, g, m, MUST, MUST, MUST_NOT, err))
             return -1;
         st->status = GS_RUNNING;
         st->sgen = gen;
         st->seq = a[1];
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         ng = gid;
         break;
     }
     case EV_GO_UNBLOCK: {
-        st = find(d, &d->gs, (int64_t)a[0]);
+        st = ord_find(d, &d->gs, (int64_t)a[0]);
         if (!st || st->status != GS_WAITING || !succeeds(st->sgen, st->seq, gen, a[1]))
             return 0;
         st->status = GS_RUNNABLE;
         st->sgen = gen;
         st->seq = a[1];
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         break;
     }
     case EV_GO_SWITCH:
     case EV_GO_SWITCH_DESTROY: {
-        if (check_user(m, p, g, err))
+        if (ord_check_user(m, p, g, err))
             return -1;
         RState *cur = running_g(d, typ, g, GS_RUNNING, err);
         if (!cur)
             return -1;
         int64_t nextg = (int64_t)a[0];
-        RState *nst = find(d, &d->gs, nextg);
+        RState *nst = ord_find(d, &d->gs, nextg);
         if (!nst || nst->status != GS_WAITING || !succeeds(nst->sgen, nst->seq, gen, a[1]))
             return 0;
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         int64_t t = c->time;
         if (typ == EV_GO_SWITCH) {
@@ -649,7 +547,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             if (push_raw(d, EV_GO_DESTROY, t, 0, 0, 0, 0, m, p, g))
                 NOMEM();
         }
-        nst = find(d, &d->gs, nextg);
+        nst = ord_find(d, &d->gs, nextg);
         nst->status = GS_RUNNING;
         nst->sgen = gen;
         nst->seq = a[1];
@@ -659,13 +557,13 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
         break;
     }
     case EV_GO_SYSCALL_BEGIN: {
-        if (check_user(m, p, g, err))
+        if (ord_check_user(m, p, g, err))
             return -1;
         st = running_g(d, typ, g, GS_RUNNING, err);
         if (!st)
             return -1;
         st->status = GS_SYSCALL;
-        RState *pst = pstate(d, p, typ, "uninitialized", err);
+        RState *pst = ord_pstate(d, p, typ, "uninitialized", err);
         if (!pst)
             return -1;
         pst->status = PS_SYSCALL;
@@ -675,63 +573,63 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
                  NAME(typ), ULL(pst->seq), ULL(pst->sgen), ULL(a[0]), ULL(gen));
         pst->sgen = gen;
         pst->seq = a[0];
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         break;
     }
     case EV_GO_SYSCALL_END: {
-        if (check_user(m, p, g, err))
+        if (ord_check_user(m, p, g, err))
             return -1;
         st = running_g(d, typ, g, GS_SYSCALL, err);
         if (!st)
             return -1;
         st->status = GS_RUNNING;
-        RState *pst = pstate(d, p, typ, "uninitialized", err);
+        RState *pst = ord_pstate(d, p, typ, "uninitialized", err);
         if (!pst)
             return -1;
         if (pst->status != PS_SYSCALL)
             FAIL("expected proc %lld in state Syscall, but got %s instead", LL(p),
                  PROC_STATUS_NAMES[pst->status]);
         pst->status = PS_RUNNING;
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         break;
     }
     case EV_GO_SYSCALL_END_BLOCKED: {
         if (p != NONE_ID) {
             /* While this thread still holds the P, wait for the ProcStop or ProcSteal. */
-            RState *pst = pstate(d, p, typ, "uninitialized", err);
+            RState *pst = ord_pstate(d, p, typ, "uninitialized", err);
             if (!pst)
                 return -1;
             if (pst->status == PS_SYSCALL)
                 return 0;
         }
-        if (check_ctx(p, g, m, MUST, MAY, MUST, err))
+        if (ord_check_ctx(p, g, m, MUST, MAY, MUST, err))
             return -1;
         st = running_g(d, typ, g, GS_SYSCALL, err);
         if (!st)
             return -1;
         st->status = GS_RUNNABLE;
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         ng = NONE_ID;
         break;
     }
     case EV_GO_CREATE_SYSCALL: {
-        if (check_ctx(p, g, m, MUST, MAY, MUST_NOT, err))
+        if (ord_check_ctx(p, g, m, MUST, MAY, MUST_NOT, err))
             return -1;
         int64_t newg = (int64_t)a[0];
-        if (find(d, &d->gs, newg))
+        if (ord_find(d, &d->gs, newg))
             FAIL("tried to create goroutine (%lld) in syscall that already exists", LL(newg));
         if (!create(d, &d->gs, newg, GS_SYSCALL, gen))
             NOMEM();
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         ng = newg;
         break;
     }
     case EV_GO_DESTROY_SYSCALL: {
-        if (check_ctx(p, g, m, MUST, MAY, MUST, err))
+        if (ord_check_ctx(p, g, m, MUST, MAY, MUST, err))
             return -1;
         if (!running_g(d, typ, g, GS_SYSCALL, err))
             return -1;
@@ -739,7 +637,7 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             NOMEM();
         if (p != NONE_ID) {
             /* The thread id may be reused: drop the P now, as if it stole it from itself. */
-            RState *pst = pstate(d, p, typ, "invalid", err);
+            RState *pst = ord_pstate(d, p, typ, "invalid", err);
             if (!pst)
                 return -1;
             if (pst->status != PS_SYSCALL)
@@ -750,254 +648,18 @@ int order_advance(Dec *d, Cursor *c, int *ok, Err *err)
             if (push_raw(d, EV_PROC_STEAL, c->time, (uint64_t)p, 0, 0, PS_SYSCALL, m, p, g))
                 NOMEM();
         }
-        if (push(d, c, m, p, g))
+        if (ord_push(d, c, m, p, g))
             NOMEM();
         ng = NONE_ID;
         break;
     }
-    /* ---------------------------------------------------------- GC */
-    case EV_GC_ACTIVE: {
-        uint64_t seq = a[0];
-        if (gen == d->initial_gen) {
-            if (d->gc_state != GC_UNDETERMINED)
-                FAIL("GCActive in the first generation isn't first GC event");
-            d->gc_seq = seq;
-            d->gc_state = GC_RUNNING;
-            if (push(d, c, m, p, g))
-                NOMEM();
-            break;
-        }
-        if (seq != d->gc_seq + 1)
-            return 0;
-        if (d->gc_state != GC_RUNNING)
-            FAIL("encountered GCActive while GC was not in progress");
-        d->gc_seq = seq;
-        if (check_user(m, p, g, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
+    default: {
+        /* GC, ranges, metrics, user annotations, experimental events. */
+        int r = ord_advance_misc(d, c, m, p, g, err);
+        if (r <= 0)
+            return r;
         break;
     }
-    case EV_GC_BEGIN: {
-        uint64_t seq = a[0];
-        if (d->gc_state == GC_UNDETERMINED) {
-            d->gc_seq = seq;
-            d->gc_state = GC_RUNNING;
-            if (push(d, c, m, p, g))
-                NOMEM();
-            break;
-        }
-        if (seq != d->gc_seq + 1)
-            return 0;
-        if (d->gc_state == GC_RUNNING)
-            FAIL("encountered GCBegin while GC was already in progress");
-        d->gc_seq = seq;
-        d->gc_state = GC_RUNNING;
-        if (check_user(m, p, g, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_GC_END: {
-        uint64_t seq = a[0];
-        if (seq != d->gc_seq + 1)
-            return 0;
-        if (d->gc_state == GC_NOT_RUNNING)
-            FAIL("encountered GCEnd when GC was not in progress");
-        if (d->gc_state == GC_UNDETERMINED)
-            FAIL("encountered GCEnd when GC was in an undetermined state");
-        d->gc_seq = seq;
-        d->gc_state = GC_NOT_RUNNING;
-        if (check_user(m, p, g, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_GC_SWEEP_BEGIN:
-        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
-            return -1;
-        st = pstate(d, p, typ, "uninitialized", err);
-        if (!st || begin_range(d, st, EV_GC_SWEEP_BEGIN, 0, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    case EV_GC_SWEEP_ACTIVE: {
-        int64_t pid = (int64_t)a[0];
-        st = find(d, &d->ps, pid);
-        if (!st)
-            FAIL("encountered GCSweepActive for unknown proc %lld", LL(pid));
-        if (active_range(d, st, EV_GC_SWEEP_BEGIN, gen == d->initial_gen, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_GC_SWEEP_END: {
-        if (check_ctx(p, g, m, MUST, MUST, MAY, err))
-            return -1;
-        st = pstate(d, p, typ, "uninitialized", err);
-        uint64_t desc;
-        if (!st || end_range(st, typ, &desc, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_STW_BEGIN:
-    case EV_GC_MARK_ASSIST_BEGIN: {
-        if (check_user(m, p, g, err))
-            return -1;
-        uint64_t desc = typ == EV_STW_BEGIN ? a[0] : 0;
-        st = find(d, &d->gs, g);
-        if (!st)
-            FAIL("encountered event of type %d without known state for current goroutine %lld", typ,
-                 LL(g));
-        if (begin_range(d, st, (uint16_t)typ, desc, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_GC_MARK_ASSIST_ACTIVE: {
-        int64_t gid = (int64_t)a[0];
-        st = find(d, &d->gs, gid);
-        if (!st)
-            FAIL("uninitialized goroutine %lld found during %s", LL(gid), NAME(typ));
-        if (active_range(d, st, SPECS[typ].start, gen == d->initial_gen, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_STW_END:
-    case EV_GC_MARK_ASSIST_END: {
-        if (check_user(m, p, g, err))
-            return -1;
-        st = find(d, &d->gs, g);
-        if (!st)
-            FAIL("encountered event of type %d without known state for current goroutine %lld", typ,
-                 LL(g));
-        uint64_t desc;
-        if (end_range(st, typ, &desc, err))
-            return -1;
-        if (typ == EV_STW_END)
-            a[0] = desc; /* the stop-the-world kind, for the range name */
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    /* ---------------------------------------------------------- simple events */
-    case EV_PROCS_CHANGE:
-    case EV_GO_LABEL:
-    case EV_USER_LOG:
-        if (check_user(m, p, g, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    case EV_HEAP_ALLOC:
-    case EV_HEAP_GOAL:
-        if ((m == NONE_ID || p == NONE_ID) && check_ctx(p, g, m, MUST, MUST, MAY, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    /* ---------------------------------------------------------- tasks and regions */
-    case EV_USER_TASK_BEGIN: {
-        uint64_t tid = a[0];
-        if (map_get(&d->tasks, tid))
-            FAIL("task ID conflict: %llu", ULL(tid));
-        if (a[1] == 0)
-            a[1] = NO_TASK; /* parent 0 means "no parent" here, not the background task */
-        int64_t name = name_id(d, a[2], typ, err);
-        if (name < 0)
-            return -1;
-        TaskRec tr = {a[1], (uint32_t)name};
-        uint64_t idx;
-        if (d->taskfree.n) {
-            d->taskfree.n -= sizeof(uint32_t);
-            idx = *(uint32_t *)(d->taskfree.p + d->taskfree.n);
-            VEC_AT(&d->taskrecs, TaskRec, idx) = tr;
-        } else {
-            idx = VEC_LEN(&d->taskrecs, TaskRec);
-            if (buf_put(&d->taskrecs, &tr, sizeof tr))
-                NOMEM();
-        }
-        if (map_put(&d->tasks, tid, idx))
-            NOMEM();
-        if (check_user(m, p, g, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_USER_TASK_END: {
-        uint64_t *v = map_get(&d->tasks, a[0]);
-        if (v) {
-            uint32_t idx = (uint32_t)*v;
-            TaskRec *tr = &VEC_AT(&d->taskrecs, TaskRec, idx);
-            a[2] = tr->parent;
-            a[3] = tr->name;
-            map_del(&d->tasks, a[0]);
-            if (buf_put(&d->taskfree, &idx, sizeof idx))
-                NOMEM();
-        } else {
-            int64_t e = intern_string(d, (const uint8_t *)"", 0);
-            if (e < 0)
-                NOMEM();
-            a[2] = NO_TASK;
-            a[3] = (uint64_t)e;
-        }
-        if (check_user(m, p, g, err))
-            return -1;
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    case EV_USER_REGION_BEGIN:
-    case EV_USER_REGION_END: {
-        if (check_user(m, p, g, err))
-            return -1;
-        int64_t name = name_id(d, a[1], typ, err);
-        if (name < 0)
-            return -1;
-        const char *what = typ == EV_USER_REGION_BEGIN ? "EvUserRegionBegin" : "EvUserRegionEnd";
-        st = find(d, &d->gs, g);
-        if (!st)
-            FAIL("encountered %s without known state for current goroutine %lld", what, LL(g));
-        if (typ == EV_USER_REGION_BEGIN) {
-            RegionRec r = {a[0], (uint32_t)name};
-            if (buf_put(&st->regions, &r, sizeof r))
-                NOMEM();
-        } else if (st->regions.n) {
-            /* Regions begun before tracing started are unknown; check only known ones. */
-            RegionRec *top = &((RegionRec *)st->regions.p)[VEC_LEN(&st->regions, RegionRec) - 1];
-            if (top->task != a[0] || top->name != (uint32_t)name) {
-                uint64_t *o1 = &VEC_AT(&d->gstroff, uint64_t, name);
-                uint64_t *o2 = &VEC_AT(&d->gstroff, uint64_t, top->name);
-                FAIL("misuse of region in goroutine %lld: region end {%llu %.*s} when the "
-                     "inner-most active region start event is {%llu %.*s}",
-                     LL(g), ULL(a[0]), (int)(o1[1] - o1[0]), (const char *)d->gstr.p + o1[0],
-                     ULL(top->task), (int)(o2[1] - o2[0]), (const char *)d->gstr.p + o2[0]);
-            }
-            st->regions.n -= sizeof(RegionRec);
-        }
-        if (push(d, c, m, p, g))
-            NOMEM();
-        break;
-    }
-    default:
-        if (typ >= 128 && typ < NUM_SPECS) {
-            if (check_ctx(p, g, m, MUST, MAY, MAY, err))
-                return -1;
-            if (push(d, c, m, p, g))
-                NOMEM();
-            break;
-        }
-        FAIL("bad event type found while ordering: %d", typ);
     }
     if (mi >= 0) {
         MRec *r = &VEC_AT(&d->mlist, MRec, mi);
