@@ -160,6 +160,9 @@ def read_transitions(directory: Path, expected_rows: int | None = None) -> Trans
             del col
             ints[name] = arr if name == "ts" else _narrow(arr)
             del arr
+            # Arrow's allocator keeps freed buffers for reuse; hand them back
+            # column by column so that the peak holds one Arrow column.
+            pa.default_memory_pool().release_unused()
         res = _dict_codes(pf, "resource", RESOURCE_CODE, n)
         frm = _dict_codes(pf, "from_state", STATE_CODE, n)
         to = _dict_codes(pf, "to_state", STATE_CODE, n)

@@ -74,12 +74,13 @@ def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
         same_next[-1] = False
     del rid_s, res_s
     ts_s = tr.ts[order]
-    end = np.full(n, last_ts, dtype=np.int64)
+    end = np.empty(n, dtype=np.int64)
     if n:
-        nxt = ts_s[1:]
-        end[:-1] = np.where(same_next[:-1], nxt, last_ts)
+        end[:-1] = ts_s[1:]
+    end[~same_next] = last_ts
     # An interval never ends before it starts, even at the trace's end.
     np.maximum(end, ts_s, out=end)
+    del ts_s
     last = ~same_next
     first = np.empty(n, dtype=bool)
     if n:
@@ -92,7 +93,7 @@ def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
 def _group_sum(values: Arr, starts: I64) -> I64:
     if len(values) == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.add.reduceat(values.astype(np.int64), starts)
+    return np.add.reduceat(values.astype(np.int64, copy=False), starts)
 
 
 def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
@@ -114,9 +115,12 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     dur = o.end - ts_s
     lasts = np.append(starts[1:], n) - 1
     res = tr.res[order[starts]]
-    sums = {st: _group_sum(np.where(to_s == st, dur, 0), starts)
-            for st in (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE)}
-    del dur
+    sums = {}
+    masked = np.empty_like(dur)
+    for st in (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE):
+        np.multiply(dur, to_s == st, out=masked)  # no second full-size temporary
+        sums[st] = _group_sum(masked, starts)
+    del dur, masked
     big = np.iinfo(np.int64).max
     # First transition out of NotExist and last one into it, per resource:
     # search the (few) such positions instead of masking whole columns.
