@@ -16,6 +16,8 @@
 #define MAX_FRAMES 128u
 #define NUM_SPECS 137
 #define MSG_CAP 4096
+/* Rows per column chunk (a Parquet row group, as parquet_out writes them). */
+#define CHUNK 65536
 
 /* Wire event types. */
 enum {

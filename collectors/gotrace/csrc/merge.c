@@ -6,7 +6,6 @@
 
 #include "dec.h"
 
-#define CHUNK 65536
 
 static Cursor *front(Dec *d) { return (Cursor *)d->frontier.p; }
 static size_t nfront(Dec *d) { return VEC_LEN(&d->frontier, Cursor); }

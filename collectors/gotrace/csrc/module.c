@@ -13,7 +13,6 @@
 
 #include "dec.h"
 
-#define CHUNK 65536
 
 typedef struct {
     PyObject_HEAD

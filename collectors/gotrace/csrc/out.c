@@ -5,7 +5,6 @@
 
 #include "dec.h"
 
-#define CHUNK 65536
 
 static const char *KIND_NAMES[NKINDS] = {
     "Sync", "Metric", "Label", "StackSample", "RangeBegin", "RangeActive", "RangeEnd",
