@@ -374,21 +374,26 @@ def _proc_steals(tr: Transitions, o: Ordered) -> dict[int, tuple[Arr, Arr]]:
     return out
 
 
-def transition_counts(tr: Transitions) -> list[tuple[str, str, str, str, int]]:
-    """(resource, from_state, to_state, reason, count), every decoded transition once."""
+def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
+    """Every distinct (resource, from_state, to_state, reason) of the trace,
+    numbered: rows (kind, resource, from_state, to_state, reason, count), and
+    each transition's kind (int16). Every decoded transition is counted once."""
     if len(tr) == 0:
-        return []
+        return [], np.zeros(0, dtype=np.int16)
     nr = max(len(tr.reasons), 1)
     code = ((tr.res.astype(np.int64) * 8 + tr.frm) * 8 + tr.to) * nr + tr.reason
-    vals, counts = np.unique(code, return_counts=True)
+    vals, inverse, counts = np.unique(code, return_inverse=True, return_counts=True)
+    del code
+    if len(vals) > 32767:
+        raise ValueError(f"too many distinct transition kinds ({len(vals)})")
     out = []
-    for v, c in zip(vals.tolist(), counts.tolist(), strict=True):
+    for kind, (v, c) in enumerate(zip(vals.tolist(), counts.tolist(), strict=True)):
         rest, reason = divmod(v, nr)
         rest, to = divmod(rest, 8)
         res, frm = divmod(rest, 8)
-        out.append((RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to],
+        out.append((kind, RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to],
                     tr.reasons[reason] if tr.reasons else "", int(c)))
-    return out
+    return out, inverse.astype(np.int16).reshape(-1)
 
 
 def nearest_rank(sorted_values: Arr, q: float) -> int:

@@ -321,7 +321,9 @@ class _DerivedTables:
         top = np.flatnonzero(depth == 0)
         funcs = stacks.column("function").take(top).to_pylist()
         stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
-        yield "reasons", {"code": list(range(len(tr.reasons))), "reason": list(tr.reasons)}
+        kinds, kind_of = derive.transition_kinds(tr)
+        yield "transition_counts", _cols(
+            ("kind", "resource", "from_state", "to_state", "reason", "count"), kinds)
         gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_of)
         for cols in (gor, prc):
             if cols:
@@ -340,9 +342,6 @@ class _DerivedTables:
         yield "threads", derive.thread_summaries(tr, o, events.column("m").to_numpy(),
                                                  events.column("ts").to_numpy())
         yield "syscalls", derive.syscalls(tr, o)
-        yield "transition_counts", _cols(
-            ("resource", "from_state", "to_state", "reason", "count"),
-            derive.transition_counts(tr))
         yield "state_edges", _cols(
             ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
              "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
@@ -365,10 +364,8 @@ class _DerivedTables:
         # reordered copy of the trace in memory).
         order = o.order
         yield "intervals", {
-            "resource": Gather(tr.res, order), "rid": Gather(tr.rid, order),
-            "start_ts": Gather(tr.ts, order), "seq": order, "end_ts": o.end,
-            "from_state": Gather(tr.frm, order), "state": Gather(tr.to, order),
-            "reason": Gather(tr.reason, order), "m": Gather(tr.m, order),
+            "rid": Gather(tr.rid, order), "start_ts": Gather(tr.ts, order), "seq": order,
+            "end_ts": o.end, "kind": Gather(kind_of, order), "m": Gather(tr.m, order),
             "p": Gather(tr.p, order), "g": Gather(tr.g, order),
             "stack_id": Gather(tr.stack, order)}
 

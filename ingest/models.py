@@ -1,6 +1,6 @@
 """The SQL schema of the ingest database (SQLAlchemy Core tables).
 
-Every table but ``traces`` and ``states`` has a ``trace_id`` referencing
+Every table but ``traces`` has a ``trace_id`` referencing
 ``traces.id`` with ``ON DELETE CASCADE``.
 
 The large tables (``intervals``, ``proc_runs``, ``syscalls``) have no
@@ -12,9 +12,10 @@ of one goroutine or proc are contiguous and in time order within it, and
 ``intervals`` has one row per decoded state transition (goroutine or proc):
 the state entered and how long it lasted. The decoded transitions are exactly
 these rows read the other way, so ``transitions`` is a view over it rather than
-a second copy of millions of rows. States and reasons are small integer codes
-there (``states`` and ``reasons`` name them; the views ``transitions``,
-``interval_view`` and ``thread_intervals`` show names). docs/schema.md
+a second copy of millions of rows. Its ``kind`` names the transition
+(resource, from and to state, reason) by a code into the trace's
+``transition_counts``; the views ``transitions``, ``interval_view`` and
+``thread_intervals`` show the names. docs/schema.md
 documents all of it for users writing SQL.
 """
 
@@ -37,12 +38,12 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
-#: State names by code (``states`` table). Goroutine and proc states share it.
+#: State codes used in memory while deriving (the database stores names).
 STATE_NAMES = ("Undetermined", "NotExist", "Runnable", "Running", "Waiting", "Syscall", "Idle")
 STATE_CODE = {name: code for code, name in enumerate(STATE_NAMES)}
 RUNNING = STATE_CODE["Running"]
 SYSCALL = STATE_CODE["Syscall"]
-#: Resource codes in ``intervals.resource``.
+#: Resource codes used in memory while deriving.
 RESOURCE_NAMES = ("goroutine", "proc")
 RESOURCE_CODE = {name: code for code, name in enumerate(RESOURCE_NAMES)}
 GOROUTINE = RESOURCE_CODE["goroutine"]
@@ -85,21 +86,6 @@ traces = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
-states = Table(
-    "states",
-    metadata,
-    Column("code", SmallInteger, primary_key=True, autoincrement=False),
-    Column("name", String(16), nullable=False, unique=True),
-)
-
-reasons = Table(
-    "reasons",
-    metadata,
-    _trace_fk(),
-    Column("code", SmallInteger, primary_key=True, autoincrement=False),
-    Column("reason", Text, nullable=False),
-)
-
 def _row_id() -> Column[int]:
     # INTEGER PRIMARY KEY is SQLite's rowid itself (no separate index); the
     # loader assigns consecutive ids, one trace's rows in one block.
@@ -120,14 +106,13 @@ intervals = Table(
     metadata,
     _row_id(),
     _trace_ref(),
-    Column("resource", SmallInteger, nullable=False),
     Column("rid", BigInteger, nullable=False),
     Column("start_ts", BigInteger, nullable=False),
     Column("seq", BigInteger, nullable=False),
     Column("end_ts", BigInteger, nullable=False),
-    Column("from_state", SmallInteger, nullable=False),
-    Column("state", SmallInteger, nullable=False),
-    Column("reason", SmallInteger, nullable=False),
+    # (resource, from_state, to_state, reason) of the transition, as a code
+    # into this trace's transition_counts.
+    Column("kind", SmallInteger, nullable=False),
     Column("m", BigInteger, nullable=False),
     Column("p", BigInteger, nullable=False),
     Column("g", BigInteger, nullable=False),
@@ -168,10 +153,11 @@ transition_counts = Table(
     "transition_counts",
     metadata,
     _trace_fk(),
-    Column("resource", String(16), primary_key=True),
-    Column("from_state", String(16), primary_key=True),
-    Column("to_state", String(16), primary_key=True),
-    Column("reason", Text, primary_key=True),
+    Column("kind", SmallInteger, primary_key=True, autoincrement=False),
+    Column("resource", String(16), nullable=False),
+    Column("from_state", String(16), nullable=False),
+    Column("to_state", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
     Column("count", BigInteger, nullable=False),
 )
 
@@ -371,30 +357,29 @@ RANGED_TABLES = (intervals, proc_runs, syscalls)
 TRACE_TABLES = (
     intervals, proc_runs, syscalls, row_ranges, transition_stacks, transition_counts,
     state_edges, goroutines, procs, threads, ranges, tasks, regions, logs, metrics,
-    other_events, stacks, reasons,
+    other_events, stacks,
 )
 
 #: Views created by the migrations (name -> SELECT), for users writing SQL.
 VIEWS = {
     "transitions": (
-        "SELECT i.trace_id, i.seq, i.start_ts AS ts, "
-        "CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' END AS resource, "
-        "i.rid AS id, fs.name AS from_state, ts.name AS to_state, r.reason AS reason, "
-        "i.m, i.p, i.g, i.stack_id "
-        "FROM intervals i JOIN states fs ON fs.code = i.from_state "
-        "JOIN states ts ON ts.code = i.state "
-        "JOIN reasons r ON r.trace_id = i.trace_id AND r.code = i.reason"
+        "SELECT i.trace_id, i.seq, i.start_ts AS ts, k.resource, i.rid AS id, "
+        "k.from_state, k.to_state, k.reason, i.m, i.p, i.g, i.stack_id "
+        "FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind"
     ),
     "interval_view": (
-        "SELECT i.id, i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE 'proc' END "
-        "AS resource, i.rid, s.name AS state, r.reason AS reason, i.start_ts, i.end_ts, "
-        "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, i.g, i.stack_id, i.seq "
-        "FROM intervals i JOIN states s ON s.code = i.state "
-        "JOIN reasons r ON r.trace_id = i.trace_id AND r.code = i.reason"
+        "SELECT i.id, i.trace_id, k.resource, i.rid, k.to_state AS state, k.from_state, "
+        "k.reason, i.start_ts, i.end_ts, i.end_ts - i.start_ts AS duration_ns, i.m, i.p, "
+        "i.g, i.stack_id, i.seq "
+        "FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind"
     ),
     "thread_intervals": (
-        "SELECT i.trace_id, i.m, CASE i.state WHEN 3 THEN 'Running' ELSE 'Syscall' END "
-        "AS state, i.rid AS g, i.p, i.start_ts, i.end_ts, i.seq "
-        "FROM intervals i WHERE i.resource = 0 AND i.state IN (3, 5) AND i.m <> -1"
+        "SELECT i.trace_id, i.m, k.to_state AS state, i.rid AS g, i.p, i.start_ts, "
+        "i.end_ts, i.seq FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind "
+        "WHERE k.resource = 'goroutine' AND k.to_state IN ('Running', 'Syscall') "
+        "AND i.m <> -1"
     ),
 }

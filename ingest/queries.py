@@ -19,7 +19,6 @@ from sqlalchemy import Connection, Engine, and_, bindparam, delete, select
 
 from ingest import models
 from ingest.db import write_tx
-from ingest.models import GOROUTINE, RESOURCE_NAMES, STATE_NAMES
 
 _TRACE_COLUMNS = [c for c in models.traces.c]
 
@@ -62,9 +61,9 @@ def trace_summary(engine: Engine, trace_id: int) -> dict[str, Any] | None:
         if info is None:
             return None
         counts = conn.execute(
-            select(tc.c.resource, tc.c.from_state, tc.c.to_state, tc.c.reason, tc.c.count)
+            select(tc.c.resource, tc.c.from_state, tc.c.to_state, tc.c.reason, tc.c["count"])
             .where(tc.c.trace_id == trace_id)
-            .order_by(tc.c.resource, tc.c.count.desc(), tc.c.from_state, tc.c.to_state,
+            .order_by(tc.c.resource, tc.c["count"].desc(), tc.c.from_state, tc.c.to_state,
                       tc.c.reason)).all()
         info["transition_counts"] = [
             {"resource": r.resource, "from": r.from_state, "to": r.to_state,
@@ -122,30 +121,31 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
     return True
 
 
-def _reasons(conn: Connection, trace_id: int) -> list[str]:
-    r = models.reasons
-    rows = conn.execute(select(r.c.code, r.c.reason).where(r.c.trace_id == trace_id)).all()
-    out = [""] * (max((c for c, _ in rows), default=-1) + 1)
-    for code, text in rows:
-        out[code] = text
-    return out
+#: (resource, from_state, to_state, reason) by kind code, for one trace.
+Kinds = dict[int, tuple[str, str, str, str]]
+
+
+def _kinds(conn: Connection, trace_id: int) -> Kinds:
+    tc = models.transition_counts
+    rows = conn.execute(select(tc.c.kind, tc.c.resource, tc.c.from_state, tc.c.to_state,
+                               tc.c.reason).where(tc.c.trace_id == trace_id)).all()
+    return {r.kind: (r.resource, r.from_state, r.to_state, r.reason) for r in rows}
 
 
 _IV = models.intervals
-_IV_COLS = (_IV.c.resource, _IV.c.rid, _IV.c.state, _IV.c.from_state, _IV.c.reason,
-            _IV.c.start_ts, _IV.c.end_ts, _IV.c.m, _IV.c.p, _IV.c.g, _IV.c.stack_id, _IV.c.seq)
+_IV_COLS = (_IV.c.rid, _IV.c.kind, _IV.c.start_ts, _IV.c.end_ts, _IV.c.m, _IV.c.p, _IV.c.g,
+            _IV.c.stack_id, _IV.c.seq)
 _RUNS = models.proc_runs
 _RUN_COLS = (_RUNS.c.p, _RUNS.c.g, _RUNS.c.m, _RUNS.c.start_ts, _RUNS.c.end_ts, _RUNS.c.seq)
 #: Below this many rows a resource's range is read whole instead of bisected.
 _SMALL = 64
 
 
-def _interval_dict(row: Any, reasons: list[str]) -> dict[str, Any]:
-    return {"resource": RESOURCE_NAMES[row.resource], "id": row.rid,
-            "state": STATE_NAMES[row.state], "from_state": STATE_NAMES[row.from_state],
-            "reason": reasons[row.reason] if row.reason < len(reasons) else "",
-            "start_ts": row.start_ts, "end_ts": row.end_ts, "m": row.m, "p": row.p,
-            "g": row.g, "stack_id": row.stack_id, "seq": row.seq}
+def _interval_dict(row: Any, kinds: Kinds) -> dict[str, Any]:
+    resource, frm, to, reason = kinds.get(row.kind, ("", "", "", ""))
+    return {"resource": resource, "id": row.rid, "state": to, "from_state": frm,
+            "reason": reason, "start_ts": row.start_ts, "end_ts": row.end_ts, "m": row.m,
+            "p": row.p, "g": row.g, "stack_id": row.stack_id, "seq": row.seq}
 
 
 def _first_from(conn: Connection, table: Any, lo: int, hi: int, t: int) -> int:
@@ -198,8 +198,8 @@ def goroutine_intervals(engine: Engine, trace_id: int, goid: int, t1: int,
         lo, hi = _ids(conn, g, and_(g.c.trace_id == trace_id, g.c.goid == goid),
                       "first_interval", "last_interval")
         rows = _window(conn, _IV, _IV_COLS, lo, hi, t1, t2)
-        reasons = _reasons(conn, trace_id) if rows else []
-    return [_interval_dict(r, reasons) for r in rows]
+        kinds = _kinds(conn, trace_id) if rows else {}
+    return [_interval_dict(r, kinds) for r in rows]
 
 
 def proc_intervals(engine: Engine, trace_id: int, t1: int, t2: int) -> list[dict[str, Any]]:
@@ -209,7 +209,7 @@ def proc_intervals(engine: Engine, trace_id: int, t1: int, t2: int) -> list[dict
     p = models.procs
     out: list[dict[str, Any]] = []
     with engine.connect() as conn:
-        reasons = _reasons(conn, trace_id)
+        kinds = _kinds(conn, trace_id)
         procs = conn.execute(select(p.c.pid, p.c.first_interval, p.c.last_interval,
                                     p.c.first_run, p.c.last_run)
                              .where(p.c.trace_id == trace_id).order_by(p.c.pid)).all()
@@ -219,7 +219,7 @@ def proc_intervals(engine: Engine, trace_id: int, t1: int, t2: int) -> list[dict
                                      t1, t2)]
             for row in _window(conn, _IV, _IV_COLS, pr.first_interval, pr.last_interval,
                                t1, t2):
-                d = _interval_dict(row, reasons)
+                d = _interval_dict(row, kinds)
                 d["goroutines"] = [g for g in runs if g["start_ts"] < d["end_ts"]
                                    and g["end_ts"] > d["start_ts"]
                                    or g["start_ts"] == d["start_ts"]]
@@ -257,13 +257,20 @@ def thread_intervals(engine: Engine, trace_id: int, m: int, t1: int,
                      t2: int) -> list[dict[str, Any]]:
     """What thread ``m`` did during ``[t1, t2)``: the goroutine Running and
     Syscall intervals begun on it (g, p, state). Not indexed by M: this scans
-    the trace's goroutine intervals that start in the window."""
+    the trace's intervals."""
+    rr = models.row_ranges
     with engine.connect() as conn:
+        kinds = _kinds(conn, trace_id)
+        want = [k for k, (res, _, to, _) in kinds.items()
+                if res == "goroutine" and to in ("Running", "Syscall")]
+        span = conn.execute(select(rr.c.first_id, rr.c.last_id).where(
+            rr.c.trace_id == trace_id, rr.c.table_name == "intervals")).first()
+        if span is None or not want:
+            return []
         rows = conn.execute(
-            select(_IV.c.rid, _IV.c.state, _IV.c.p, _IV.c.start_ts, _IV.c.end_ts)
-            .where(_IV.c.trace_id == trace_id, _IV.c.resource == GOROUTINE,
-                   _IV.c.m == m, _IV.c.state.in_([models.RUNNING, models.SYSCALL]),
-                   _IV.c.start_ts < t2, _IV.c.end_ts > t1)
+            select(_IV.c.rid, _IV.c.kind, _IV.c.p, _IV.c.start_ts, _IV.c.end_ts)
+            .where(_IV.c.id.between(span.first_id, span.last_id), _IV.c.m == m,
+                   _IV.c.kind.in_(want), _IV.c.start_ts < t2, _IV.c.end_ts > t1)
             .order_by(_IV.c.start_ts)).all()
-    return [{"m": m, "g": r.rid, "state": STATE_NAMES[r.state], "p": r.p,
+    return [{"m": m, "g": r.rid, "state": kinds[r.kind][2], "p": r.p,
              "start_ts": r.start_ts, "end_ts": r.end_ts} for r in rows]

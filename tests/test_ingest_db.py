@@ -55,9 +55,9 @@ def test_migrations_upgrade_empty_db_to_head(db_url: str) -> None:
         assert set(models.metadata.tables) <= names
         assert {"transitions", "interval_view", "thread_intervals"} <= set(
             inspect(eng).get_view_names())
-        with eng.connect() as conn:
-            states = conn.execute(text("SELECT name FROM states ORDER BY code")).scalars()
-            assert tuple(states) == models.STATE_NAMES
+        with eng.connect() as conn:  # the views are valid SQL on an empty database
+            for view in ("transitions", "interval_view", "thread_intervals"):
+                assert conn.execute(text(f"SELECT count(*) FROM {view}")).scalar() == 0
         # Opening again (a second process, the next version) is a no-op.
         assert migrate(eng) == _head()
     finally:

@@ -208,3 +208,29 @@ def test_thread_summaries_by_hand(loaded: Loaded, decoded: dict[str, Path]) -> N
     got = {r.m: (r.transitions, r.running_ns, r.syscall_ns) for r in rows}
     for m, n in made.items():
         assert got[m] == (n, run[m], sysc[m])
+
+
+def test_thread_intervals_window(loaded: Loaded, decoded: dict[str, Path]) -> None:
+    from collections import Counter
+
+    engine, _, results = loaded
+    tr, last_ts = _by_hand(decoded[NAME])
+    m = Counter(r["m"] for r in tr if r["m"] >= 0).most_common(1)[0][0]
+    first = tr[0]["ts"]
+    t1 = first + (last_ts - first) // 4
+    t2 = t1 + (last_ts - first) // 8
+    nxt: dict[int, int] = {}
+    latest: dict[tuple[str, int], int] = {}
+    for r in tr:
+        key = (r["resource"], r["id"])
+        if key in latest:
+            nxt[latest[key]] = r["ts"]
+        latest[key] = r["seq"]
+    want = sorted(
+        (r["ts"], r["id"], r["to_state"], nxt.get(r["seq"], last_ts)) for r in tr
+        if r["resource"] == "goroutine" and r["m"] == m
+        and r["to_state"] in ("Running", "Syscall")
+        and r["ts"] < t2 and nxt.get(r["seq"], last_ts) > t1)
+    got = queries.thread_intervals(engine, results[NAME].id, m, t1, t2)
+    assert sorted((i["start_ts"], i["g"], i["state"], i["end_ts"]) for i in got) == want
+    assert want

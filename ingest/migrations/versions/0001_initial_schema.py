@@ -4,8 +4,8 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-12-02
 
-Created with alembic's autogenerate from ingest/models.py, plus the fixed
-``states`` rows and the SQL views users query.
+Created with alembic's autogenerate from ingest/models.py, plus the SQL
+views users query.
 """
 
 from __future__ import annotations
@@ -18,42 +18,30 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-# Frozen copies (a later revision changes them with its own statements).
-_STATES = ("Undetermined", "NotExist", "Runnable", "Running", "Waiting", "Syscall", "Idle")
+# Frozen copy (a later revision changes views with its own statements).
 _VIEWS = {
     "transitions": (
-        "SELECT i.trace_id, i.seq, i.start_ts AS ts, CASE i.resource WHEN 0 "
-        "THEN 'goroutine' ELSE 'proc' END AS resource, i.rid AS id, fs.name AS "
-        "from_state, ts.name AS to_state, r.reason AS reason, i.m, i.p, i.g, "
-        "i.stack_id FROM intervals i JOIN states fs ON fs.code = i.from_state "
-        "JOIN states ts ON ts.code = i.state JOIN reasons r ON r.trace_id = "
-        "i.trace_id AND r.code = i.reason"
+        "SELECT i.trace_id, i.seq, i.start_ts AS ts, k.resource, i.rid AS id, "
+        "k.from_state, k.to_state, k.reason, i.m, i.p, i.g, i.stack_id FROM "
+        "intervals i JOIN transition_counts k ON k.trace_id = i.trace_id AND "
+        "k.kind = i.kind"
     ),
     "interval_view": (
-        "SELECT i.id, i.trace_id, CASE i.resource WHEN 0 THEN 'goroutine' ELSE "
-        "'proc' END AS resource, i.rid, s.name AS state, r.reason AS reason, "
-        "i.start_ts, i.end_ts, i.end_ts - i.start_ts AS duration_ns, i.m, i.p, "
-        "i.g, i.stack_id, i.seq FROM intervals i JOIN states s ON s.code = "
-        "i.state JOIN reasons r ON r.trace_id = i.trace_id AND r.code = "
-        "i.reason"
+        "SELECT i.id, i.trace_id, k.resource, i.rid, k.to_state AS state, "
+        "k.from_state, k.reason, i.start_ts, i.end_ts, i.end_ts - i.start_ts AS "
+        "duration_ns, i.m, i.p, i.g, i.stack_id, i.seq FROM intervals i JOIN "
+        "transition_counts k ON k.trace_id = i.trace_id AND k.kind = i.kind"
     ),
     "thread_intervals": (
-        "SELECT i.trace_id, i.m, CASE i.state WHEN 3 THEN 'Running' ELSE "
-        "'Syscall' END AS state, i.rid AS g, i.p, i.start_ts, i.end_ts, i.seq "
-        "FROM intervals i WHERE i.resource = 0 AND i.state IN (3, 5) AND i.m <> "
-        "-1"
+        "SELECT i.trace_id, i.m, k.to_state AS state, i.rid AS g, i.p, "
+        "i.start_ts, i.end_ts, i.seq FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind WHERE k.resource = "
+        "'goroutine' AND k.to_state IN ('Running', 'Syscall') AND i.m <> -1"
     ),
 }
 
 
 def upgrade() -> None:
-    op.create_table(
-        "states",
-        sa.Column("code", sa.SmallInteger(), autoincrement=False, nullable=False),
-        sa.Column("name", sa.String(length=16), nullable=False),
-        sa.PrimaryKeyConstraint("code"),
-        sa.UniqueConstraint("name"),
-    )
     op.create_table(
         "traces",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -116,14 +104,11 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("trace_id", sa.Integer(), nullable=False),
-        sa.Column("resource", sa.SmallInteger(), nullable=False),
         sa.Column("rid", sa.BigInteger(), nullable=False),
         sa.Column("start_ts", sa.BigInteger(), nullable=False),
         sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("end_ts", sa.BigInteger(), nullable=False),
-        sa.Column("from_state", sa.SmallInteger(), nullable=False),
-        sa.Column("state", sa.SmallInteger(), nullable=False),
-        sa.Column("reason", sa.SmallInteger(), nullable=False),
+        sa.Column("kind", sa.SmallInteger(), nullable=False),
         sa.Column("m", sa.BigInteger(), nullable=False),
         sa.Column("p", sa.BigInteger(), nullable=False),
         sa.Column("g", sa.BigInteger(), nullable=False),
@@ -232,14 +217,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("trace_id", "id"),
     )
     op.create_table(
-        "reasons",
-        sa.Column("trace_id", sa.Integer(), nullable=False),
-        sa.Column("code", sa.SmallInteger(), autoincrement=False, nullable=False),
-        sa.Column("reason", sa.Text(), nullable=False),
-        sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("trace_id", "code"),
-    )
-    op.create_table(
         "regions",
         sa.Column("trace_id", sa.Integer(), nullable=False),
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
@@ -342,13 +319,14 @@ def upgrade() -> None:
     op.create_table(
         "transition_counts",
         sa.Column("trace_id", sa.Integer(), nullable=False),
+        sa.Column("kind", sa.SmallInteger(), autoincrement=False, nullable=False),
         sa.Column("resource", sa.String(length=16), nullable=False),
         sa.Column("from_state", sa.String(length=16), nullable=False),
         sa.Column("to_state", sa.String(length=16), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("count", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("trace_id", "resource", "from_state", "to_state", "reason"),
+        sa.PrimaryKeyConstraint("trace_id", "kind"),
     )
     op.create_table(
         "transition_stacks",
@@ -358,8 +336,6 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("trace_id", "seq"),
     )
-    states = sa.table("states", sa.column("code", sa.SmallInteger), sa.column("name", sa.String))
-    op.bulk_insert(states, [{"code": i, "name": n} for i, n in enumerate(_STATES)])
     for name, select in _VIEWS.items():
         op.execute(f"CREATE VIEW {name} AS {select}")
 
@@ -376,7 +352,6 @@ def downgrade() -> None:
     op.drop_table("stacks")
     op.drop_table("row_ranges")
     op.drop_table("regions")
-    op.drop_table("reasons")
     op.drop_table("ranges")
     op.drop_table("procs")
     op.drop_table("proc_runs")
@@ -386,4 +361,3 @@ def downgrade() -> None:
     op.drop_table("intervals")
     op.drop_table("goroutines")
     op.drop_table("traces")
-    op.drop_table("states")
