@@ -211,7 +211,10 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     trace_row = _trace_row(meta, sha, name or default_name, source, size_bytes)
     # Derived tables are computed one at a time inside the transaction and
     # dropped once written, so memory holds one of them at a time.
-    tables = _derived_tables(tr, meta, events, tstacks, stacks)
+    try:
+        tables = _derived_tables(tr, meta, events, tstacks, stacks)
+    except (KeyError, IndexError, ValueError) as e:
+        raise BadParquetError(f"{directory}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
     total = len(tr) * 2
     done = [0]
@@ -255,6 +258,10 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
                 goroutines=counts["goroutines"], procs=counts["procs"],
                 threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
+    except (KeyError, IndexError, ValueError) as e:
+        # Raised while deriving a table (the transaction is rolled back):
+        # columns that do not fit together.
+        raise BadParquetError(f"{directory}: inconsistent decoded trace: {e!r}") from None
     except IntegrityError:
         # Another writer stored the same content first (PostgreSQL: no
         # up-front write lock); answer with its trace.
