@@ -6,7 +6,8 @@ from typing import Any
 CHUNK_ROWS: int
 
 # A column: (values, int32 string offsets or None, validity bitmap or None), as
-# read-only buffer-protocol objects owning their memory.
+# read-only buffer-protocol objects owning their memory. Values are int64, or
+# int32 dictionary indices for the columns columnar.py reads as dictionaries.
 _Column = tuple[Any, Any, Any]
 
 class Decoder:
@@ -14,3 +15,4 @@ class Decoder:
     def next_chunk(self, limit: int = ...) -> list[tuple[int, int, list[_Column]]] | None: ...
     def result(self) -> dict[str, Any]: ...
     def stacks(self) -> tuple[int, tuple[bytes, ...], list[int]]: ...
+    def dictionaries(self) -> tuple[list[str], bool]: ...

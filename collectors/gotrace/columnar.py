@@ -6,8 +6,12 @@ The output is the same, row for row and value for value (and row group for
 row group, schema and metadata included), as
 :func:`collectors.gotrace.parquet_out.write_parquet` fed by the pure-Python
 decoder; the C code mirrors ``collectors/gotrace/v2`` step by step, errors
-and loss included. Only the Parquet encodings differ (see _WRITER_OPTIONS).
-Strings that are not valid UTF-8 are stored with U+FFFD replacements (as
+and loss included. Both write with parquet_out.writer_options; the
+low-cardinality string columns (transitions' resource, from_state, to_state,
+reason; events' kind and scope) come out of C as dictionary indices and go to
+the writer as dictionary arrays, so Parquet writes their dictionary pages
+without hashing every value; readers still see ``string`` columns. Strings
+that are not valid UTF-8 are stored with U+FFFD replacements (as
 ``bytes.decode("utf-8", "replace")``), where the pure writer cannot store
 them at all. Used by ``gmpscope decode`` (collectors/gotrace/todir.py) when
 the extension is built and ``GMPSCOPE_PURE`` is not ``1``.
@@ -24,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import KINDS
@@ -35,6 +38,7 @@ from collectors.gotrace.parquet_out import (
     TRANSITION_STACKS_SCHEMA,
     TRANSITIONS_SCHEMA,
     _source_facts,
+    open_writer,
 )
 from collectors.gotrace.reader import read_header
 
@@ -47,13 +51,26 @@ except ImportError:  # not built: callers fall back to the pure-Python decoder
 CHUNK_ROWS = 65536
 #: Row groups waiting per file writer: bounds memory while decoding runs ahead.
 _QUEUE_DEPTH = 2
-#: Parquet writer options. The values and schema are those parquet_out
-#: writes; only encodings differ, chosen for speed: dictionaries just for the
-#: string columns (the int64 columns are nearly unique, so trying one first
-#: wastes ~25% of the write time) and delta encoding for the monotonic ``ts``
-#: and ``seq`` columns (another ~15%, and smaller files).
-_WRITER_OPTIONS: dict[str, Any] = {"compression": "zstd"}
-_DELTA_COLUMNS = ("ts", "seq")
+#: Fixed dictionaries of the columns C writes as indices (out.c numbers them
+#: the same way); transitions' reason dictionary comes from the decoder.
+#: "Bad" (a proc's bad wire status) joins the state dictionaries only once
+#: a row uses it: readers that map dictionaries to codes need not know it.
+_STATES = ["Undetermined", "NotExist", "Runnable", "Running", "Waiting", "Syscall", "Idle"]
+_DICTIONARIES: dict[tuple[str, str], list[str] | None] = {
+    ("transitions", "resource"): ["goroutine", "proc"],
+    ("transitions", "from_state"): _STATES,
+    ("transitions", "to_state"): _STATES,
+    ("transitions", "reason"): None,
+    ("events", "kind"): list(KINDS),
+    ("events", "scope"): ["goroutine", "global", "proc"],
+}
+_DICT_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def _write_schema(name: str, schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the dictionary-index columns typed as dictionaries."""
+    fields = [f.with_type(_DICT_TYPE) if (name, f.name) in _DICTIONARIES else f for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 _Column = tuple[Any, Any, Any]  # buffer-protocol objects (data, offsets, validity)
@@ -64,30 +81,25 @@ def available() -> bool:
     return _v2fast is not None and os.environ.get("GMPSCOPE_PURE", "") != "1"
 
 
-def _writer_options(schema: pa.Schema) -> dict[str, Any]:
-    strings = [f.name for f in schema if pa.types.is_string(f.type)]
-    delta = {n: "DELTA_BINARY_PACKED" for n in _DELTA_COLUMNS if n in schema.names}
-    return {**_WRITER_OPTIONS, "use_dictionary": strings, "column_encoding": delta or None}
-
-
-def _array(typ: pa.DataType, rows: int, col: _Column) -> pa.Array:
+def _array(typ: pa.DataType, rows: int, col: _Column, dictionary: pa.Array | None) -> pa.Array:
     data, offsets, valid = col
     vbuf = pa.py_buffer(valid) if valid is not None else None
+    if dictionary is not None:
+        indices = pa.Array.from_buffers(pa.int32(), rows, [vbuf, pa.py_buffer(data)])
+        # C only writes indices below the dictionary's length: skip the check.
+        return pa.DictionaryArray.from_arrays(indices, dictionary, safe=False)
     if offsets is not None:
         return pa.Array.from_buffers(typ, rows, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)])
     return pa.Array.from_buffers(typ, rows, [vbuf, pa.py_buffer(data)])
-
-
-def _table(schema: pa.Schema, rows: int, cols: list[_Column]) -> pa.Table:
-    arrays = [_array(f.type, rows, c) for f, c in zip(schema, cols, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 class ChunkDecoder:
     """Iterates the C decoder's chunks as Arrow tables.
 
     ``chunks()`` yields (name, table) with name ``transitions``, ``events``
-    or ``transition_stacks``; each table is one row group of that file.
+    or ``transition_stacks``; each table is one row group of that file, with
+    the schema ``write_schemas[name]`` (dictionary arrays for the
+    low-cardinality string columns).
     ``result()`` and ``stacks_tables()`` are complete once it is exhausted.
     """
 
@@ -103,6 +115,27 @@ class ChunkDecoder:
         self.version = version
         self.size = len(data)
         self._dec = _v2fast.Decoder(data, int(version.split(".")[1]))
+        self.write_schemas = {n: _write_schema(n, s) for n, s in zip(self.NAMES, self.SCHEMAS,
+                                                                     strict=True)}
+        self._fixed = {k: pa.array(v, pa.string()) for k, v in _DICTIONARIES.items()
+                       if v is not None}
+        self._reasons = pa.array([], pa.string())
+
+    def _table(self, name: str, rows: int, cols: list[_Column]) -> pa.Table:
+        schema = self.write_schemas[name]
+        if name == "transitions":
+            reasons, bad = self._dec.dictionaries()
+            if len(reasons) != len(self._reasons):  # the dictionary only grows
+                self._reasons = pa.array(reasons, pa.string())
+            if bad and len(self._fixed[("transitions", "from_state")]) == len(_STATES):
+                self._fixed[("transitions", "from_state")] = pa.array([*_STATES, "Bad"])
+        arrays = []
+        for f, c in zip(schema, cols, strict=True):
+            key = (name, f.name)
+            dictionary = (self._reasons if key == ("transitions", "reason")
+                          else self._fixed.get(key))
+            arrays.append(_array(f.type, rows, c, dictionary))
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     def chunks(self) -> Iterator[tuple[str, Any]]:
         """Yield (file name, Arrow table) per row group, in decoding order."""
@@ -111,7 +144,8 @@ class ChunkDecoder:
             if got is None:
                 return
             for which, rows, cols in got:
-                yield self.NAMES[which], _table(self.SCHEMAS[which], rows, cols)
+                name = self.NAMES[which]
+                yield name, self._table(name, rows, cols)
 
     def result(self) -> dict[str, Any]:
         """Facts known at the end: counts, loss, clock (raw form from C)."""
@@ -146,7 +180,7 @@ class _FileWriter:
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self._queue: queue.Queue[pa.Table | None] = queue.Queue(_QUEUE_DEPTH)
         self._error: BaseException | None = None
-        self._writer = pq.ParquetWriter(str(path), schema, **_writer_options(schema))
+        self._writer = open_writer(path, schema)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -191,7 +225,7 @@ def write_parquet_fast(
     # both release the GIL, so encoding row groups overlaps with decoding.
     writers = {
         name: _FileWriter(out_dir / f"{name}.parquet", schema)
-        for name, schema in zip(ChunkDecoder.NAMES, ChunkDecoder.SCHEMAS, strict=True)
+        for name, schema in dec.write_schemas.items()
     }
     try:
         for name, table in dec.chunks():
@@ -204,8 +238,7 @@ def write_parquet_fast(
     fail = res["fail"]
     if fail is not None and res["completed"] == 0:
         raise TraceFormatError(fail[0], fail[1])
-    with pq.ParquetWriter(str(out_dir / "stacks.parquet"), STACKS_SCHEMA,
-                          **_writer_options(STACKS_SCHEMA)) as sw:
+    with open_writer(out_dir / "stacks.parquet", STACKS_SCHEMA) as sw:
         for t in dec.stacks_tables():
             sw.write_table(t)
     loss = {"bytes_lost": 0, "generations_lost": 0, "error": "", "offset": -1}

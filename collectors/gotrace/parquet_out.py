@@ -94,6 +94,48 @@ STACKS_SCHEMA = pa.schema(
 )
 
 
+#: Compression of every file (chosen by measurement, see docs/decoder.md).
+PARQUET_COMPRESSION = "zstd"
+PARQUET_COMPRESSION_LEVEL: int | None = 1
+#: Monotonic columns: delta encoding is faster and smaller than a dictionary.
+_DELTA_COLUMNS = ("ts", "seq")
+
+
+def writer_options(schema: pa.Schema) -> dict[str, Any]:
+    """ParquetWriter options used by both writers (pure and C paths), so both
+    write the same encodings.
+
+    Dictionary pages only for the string columns (the int64 columns are
+    nearly unique: trying a dictionary first wastes time); statistics only
+    for the non-string columns (min/max of strings cost time and prune
+    nothing useful); delta encoding for ``ts`` and ``seq``. The Arrow schema
+    is not stored, so readers see the Parquet types (strings as ``string``)
+    even when the C path hands dictionary arrays to the writer; open_writer
+    stores the schema's metadata as the file's key-value metadata instead.
+    """
+    strings = [f.name for f in schema if pa.types.is_string(f.type)
+               or pa.types.is_dictionary(f.type)]
+    others = [f.name for f in schema if f.name not in strings]
+    delta = {n: "DELTA_BINARY_PACKED" for n in _DELTA_COLUMNS if n in schema.names}
+    return {
+        "compression": PARQUET_COMPRESSION,
+        "compression_level": PARQUET_COMPRESSION_LEVEL,
+        "use_dictionary": strings,
+        "write_statistics": others,
+        "column_encoding": delta or None,
+        "store_schema": False,
+    }
+
+
+def open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A ParquetWriter with writer_options and the schema's metadata
+    (``schema_version``) in the file's key-value metadata."""
+    w = pq.ParquetWriter(str(path), schema, **writer_options(schema))
+    if schema.metadata:
+        w.add_key_value_metadata(schema.metadata)
+    return w
+
+
 class _ChunkedWriter:
     """Buffers rows column-wise and writes a row group per chunk."""
 
@@ -101,7 +143,7 @@ class _ChunkedWriter:
         self.schema = schema
         self.columns: list[list[Any]] = [[] for _ in schema.names]
         self.rows = 0
-        self._writer = pq.ParquetWriter(str(path), schema, compression="zstd")
+        self._writer = open_writer(path, schema)
 
     def flush(self) -> None:
         if not self.columns[0]:

@@ -163,14 +163,16 @@ typedef struct {
 
 /* ------------------------------------------------------------ output */
 
-enum { COL_I64, COL_STR };
+/* COL_DICT: int32 indices into a dictionary Python attaches (the column is
+ * written to Parquet as dictionary pages without hashing every value). */
+enum { COL_I64, COL_STR, COL_DICT };
 
 typedef struct {
     uint8_t type;
     uint8_t nullable;
     Buf data;    /* int64 values, or string bytes */
     Buf offsets; /* int32 string offsets (n + 1 entries) */
-    Buf valid;   /* one byte per row, packed at flush */
+    Buf valid;   /* LSB-first validity bitmap */
 } Col;
 
 #define T_COLS 10
@@ -250,6 +252,14 @@ typedef struct Dec {
 
     /* output */
     Table tt, et, st;
+    /* Dictionary of transitions.reason: distinct reasons as valid UTF-8,
+     * entry 0 the empty reason. rmap: global string id -> index + 1;
+     * rcache: recent (trace bytes, length) -> index, to skip the hashing. */
+    Buf rdict;      /* bytes */
+    Buf rdoff;      /* int32 offsets, entries + 1 */
+    Buf rmap;       /* uint32 */
+    int bad_state;  /* a proc transition came from a bad status (state "Bad") */
+    struct { const uint8_t *p; size_t n; int32_t idx; } rcache[256];
     int64_t seq, ntrans;
     int64_t kinds[NKINDS];
     int64_t first_ts, last_out_ts;

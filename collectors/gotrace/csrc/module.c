@@ -5,9 +5,13 @@
  *   dec.result()                    # dict of facts known at the end (loss, counts, ...)
  *   dec.stacks()                    # (rows, columns, row-group boundaries) of stacks.parquet
  *
+ *   dec.dictionaries()              # (reason dictionary so far: list of str, "Bad" state used)
+ *
  * Tables: 0 transitions, 1 events, 2 transition_stacks. A column is
  * (data, offsets or None, validity bitmap or None) as bytes, laid out as
- * Arrow buffers (int64 values, int32 string offsets, LSB-first bitmaps). */
+ * Arrow buffers (int64 values or int32 dictionary indices, int32 string
+ * offsets, LSB-first bitmaps). Which columns are dictionary indices, and
+ * their dictionaries, is columnar.py's business. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -134,8 +138,8 @@ static PyObject *take_table(Table *t, int which)
     for (int i = 0; i < t->ncols; i++) {
         Col *c = &t->cols[i];
         PyObject *data, *offs, *valid;
-        if (c->type == COL_I64) {
-            data = own(&c->data, (size_t)rows * 8);
+        if (c->type == COL_I64 || c->type == COL_DICT) {
+            data = own(&c->data, (size_t)rows * (c->type == COL_I64 ? 8 : 4));
             offs = Py_None;
             Py_INCREF(offs);
         } else {
@@ -263,6 +267,36 @@ static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
         "finished", d->finished ? Py_True : Py_False, "generations_lost", gens_lost);
 }
 
+/* The decoder-built dictionaries: every reason index a transitions chunk
+ * taken so far uses, and whether any from_state was "Bad". */
+static PyObject *Decoder_dictionaries(DecoderObject *self, PyObject *unused)
+{
+    Dec *d = self->d;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+        return NULL;
+    }
+    if (!d) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    Py_ssize_t n = (Py_ssize_t)VEC_LEN(&d->rdoff, int32_t) - 1;
+    const int32_t *off = (const int32_t *)d->rdoff.p;
+    PyObject *out = PyList_New(n);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8(d->rdict.p ? (const char *)d->rdict.p + off[i] : "",
+                                            off[i + 1] - off[i], "strict");
+        if (!s) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, s);
+    }
+    return Py_BuildValue("(NO)", out, d->bad_state ? Py_True : Py_False);
+}
+
 /* stacks.parquet columns: stack_id, depth (int32), function, file, line, pc. */
 static PyObject *Decoder_stacks(DecoderObject *self, PyObject *unused)
 {
@@ -355,6 +389,8 @@ static PyMethodDef Decoder_methods[] = {
      "Decode until a table holds `limit` rows; return the full tables, or all at the end; None when done."},
     {"result", (PyCFunction)Decoder_result, METH_NOARGS, "Facts known at the end of decoding."},
     {"stacks", (PyCFunction)Decoder_stacks, METH_NOARGS, "Columns of stacks.parquet."},
+    {"dictionaries", (PyCFunction)Decoder_dictionaries, METH_NOARGS,
+     "(reason dictionary so far, index 0 the empty reason; whether the Bad state occurred)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,14 +6,13 @@
 #include "dec.h"
 
 
-static const char *KIND_NAMES[NKINDS] = {
-    "Sync", "Metric", "Label", "StackSample", "RangeBegin", "RangeActive", "RangeEnd",
-    "TaskBegin", "TaskEnd", "RegionBegin", "RegionEnd", "Log", "StateTransition", "Experimental"};
-static const char *GO_STATE_NAMES[6] = {"Undetermined", "NotExist", "Runnable", "Running",
-                                        "Waiting", "Syscall"};
-static const uint8_t GO_STATE_LENS[6] = {12, 8, 8, 7, 7, 7};
-static const char *PROC_STATE_NAMES[4] = {"Undetermined", "NotExist", "Running", "Idle"};
-static const uint8_t PROC_STATE_LENS[4] = {12, 8, 7, 4};
+/* Dictionary columns hold indices; the dictionaries themselves are in
+ * columnar.py (model.KINDS, _STATES, scopes, resource goroutine/proc), the
+ * reason one is built here. State indices: the goroutine states are their
+ * own codes, the proc states map through PROC_STATE_IDX; "Bad" (last) joins
+ * the dictionary only once d->bad_state says a row uses it. */
+enum { S_IDLE = 6, S_BAD = 7 };
+static const uint8_t PROC_STATE_IDX[5] = {GO_UNDETERMINED, GO_NOT_EXIST, GO_RUNNING, S_IDLE, S_BAD};
 static const uint8_t GO_STATUS_TO_STATE[5] = {GO_UNDETERMINED, GO_RUNNABLE, GO_RUNNING, GO_SYSCALL,
                                               GO_WAITING};
 static const uint8_t PROC_STATUS_TO_STATE[5] = {PROC_UNDETERMINED, PROC_RUNNING, PROC_IDLE,
@@ -27,6 +26,9 @@ static int col_init(Col *c, uint8_t type, uint8_t nullable)
     c->nullable = nullable;
     if (type == COL_I64) {
         if (buf_grow(&c->data, CHUNK * 8))
+            return -1;
+    } else if (type == COL_DICT) {
+        if (buf_grow(&c->data, CHUNK * 4))
             return -1;
     } else {
         if (buf_grow(&c->offsets, (CHUNK + 1) * 4) || buf_grow(&c->data, 1024))
@@ -56,17 +58,20 @@ static int table_init(Table *t, int ncols, const char *types, const char *nullab
     t->ncols = ncols;
     t->rows = 0;
     for (int i = 0; i < ncols; i++)
-        if (col_init(&t->cols[i], types[i] == 's' ? COL_STR : COL_I64, nullable[i] == 'n'))
+        if (col_init(&t->cols[i], types[i] == 's' ? COL_STR : types[i] == 'd' ? COL_DICT : COL_I64,
+                     nullable[i] == 'n'))
             return -1;
     return 0;
 }
 
 void tables_init(Dec *d)
 {
-    /* Column types: i = int64-sized, s = string; n = nullable. */
-    if (table_init(&d->tt, T_COLS, "isisssiiii", "----------") ||
-        table_init(&d->et, E_COLS, "isiiiiisissisiissiiii", "-------nnnnnnnnnnnnnn") ||
-        table_init(&d->st, S_COLS, "ii", "--"))
+    /* Column types: i = int64-sized, s = string, d = dictionary index; n = nullable. */
+    int32_t zero = 0;
+    if (table_init(&d->tt, T_COLS, "ididddiiii", "----------") ||
+        table_init(&d->et, E_COLS, "idiiiiisisdisiissiiii", "-------nnnnnnnnnnnnnn") ||
+        table_init(&d->st, S_COLS, "ii", "--") ||
+        buf_put(&d->rdoff, &zero, 4) || buf_put(&d->rdoff, &zero, 4))
         d->nomem = 1;
 }
 
@@ -79,6 +84,9 @@ void tables_free(Dec *d)
             buf_free(&ts[k]->cols[i].offsets);
             buf_free(&ts[k]->cols[i].valid);
         }
+    buf_free(&d->rdict);
+    buf_free(&d->rdoff);
+    buf_free(&d->rmap);
 }
 
 static inline void put_i64(Col *c, int64_t row, int64_t v) { ((int64_t *)c->data.p)[row] = v; }
@@ -88,6 +96,49 @@ static inline void put_opt(Col *c, int64_t row, int valid, int64_t v)
     ((int64_t *)c->data.p)[row] = valid ? v : 0;
     if (valid)
         c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
+}
+
+static inline void put_idx(Col *c, int64_t row, int valid, int32_t v)
+{
+    ((int32_t *)c->data.p)[row] = valid ? v : 0;
+    if (valid && c->nullable)
+        c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
+}
+
+/* Index of the reason s[:n] in the reason dictionary, adding it if new;
+ * -1 out of memory. Reasons are pointers into the trace, so equal pointer
+ * and length mean equal bytes: the cache needs no comparison of contents. */
+static int32_t reason_index(Dec *d, const uint8_t *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    size_t slot = (size_t)(((uintptr_t)s * 0x9E3779B97F4A7C15ull) >> 56);
+    if (d->rcache[slot].p == s && d->rcache[slot].n == n)
+        return d->rcache[slot].idx;
+    int64_t gid = intern_string(d, s, n);
+    if (gid < 0)
+        return -1;
+    size_t have = VEC_LEN(&d->rmap, uint32_t);
+    if ((size_t)gid >= have) {
+        size_t add = ((size_t)gid + 1 - have) * 4;
+        if (buf_grow(&d->rmap, add))
+            return -1;
+        memset(d->rmap.p + d->rmap.n, 0, add);
+        d->rmap.n += add;
+    }
+    uint32_t *m = &VEC_AT(&d->rmap, uint32_t, gid);
+    if (!*m) {
+        if (buf_put_utf8(&d->rdict, s, n) || d->rdict.n > INT32_MAX)
+            return -1;
+        int32_t end = (int32_t)d->rdict.n;
+        if (buf_put(&d->rdoff, &end, 4))
+            return -1;
+        *m = (uint32_t)(VEC_LEN(&d->rdoff, int32_t) - 1); /* new index + 1 */
+    }
+    d->rcache[slot].p = s;
+    d->rcache[slot].n = n;
+    d->rcache[slot].idx = (int32_t)(*m - 1);
+    return d->rcache[slot].idx;
 }
 
 /* Append a string; for nullable columns an empty string is a null. */
@@ -101,24 +152,6 @@ static inline int put_str(Col *c, int64_t row, const void *s, size_t n)
     if (c->nullable && n)
         c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
     return 0;
-}
-
-/* Append a string known to be ASCII (names the decoder itself makes). */
-static inline int put_ascii(Col *c, int64_t row, const char *s, size_t n)
-{
-    if (n && buf_put(&c->data, s, n))
-        return -1;
-    if (c->data.n > INT32_MAX)
-        return -1;
-    ((int32_t *)c->offsets.p)[row + 1] = (int32_t)c->data.n;
-    if (c->nullable && n)
-        c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
-    return 0;
-}
-
-static inline int put_cstr(Col *c, int64_t row, const char *s)
-{
-    return put_ascii(c, row, s, strlen(s));
 }
 
 /* ------------------------------------------------------------ rows */
@@ -161,8 +194,7 @@ static int e_row(Dec *d, const ERow *r)
     Col *c = t->cols;
     int64_t i = t->rows;
     put_i64(&c[0], i, d->seq);
-    if (put_cstr(&c[1], i, KIND_NAMES[r->kind]))
-        return -1;
+    put_idx(&c[1], i, 1, r->kind);
     put_i64(&c[2], i, r->ts);
     put_i64(&c[3], i, r->m);
     put_i64(&c[4], i, r->p);
@@ -173,9 +205,9 @@ static int e_row(Dec *d, const ERow *r)
     put_opt(&c[8], i, r->has_value, (int64_t)r->value);
     if (put_str(&c[9], i, "", 0))
         return -1;
+    /* scope dictionary: goroutine, global, proc */
     const char *scope = r->scope ? r->scope : "";
-    if (put_cstr(&c[10], i, scope))
-        return -1;
+    put_idx(&c[10], i, scope[0] != 0, scope[0] == 'p' ? 2 : scope[1] == 'l' ? 1 : 0);
     put_opt(&c[11], i, scope[0] != 0, r->scope_id);
     if (put_str(&c[12], i, r->attrs, r->attrs_len))
         return -1;
@@ -202,17 +234,17 @@ static int t_row(Dec *d, int64_t ts, int proc, int64_t id, int from, int to,
     Table *t = &d->tt;
     Col *c = t->cols;
     int64_t i = t->rows;
+    int32_t ri = reason_index(d, reason, reason_len);
+    if (ri < 0)
+        return -1;
     put_i64(&c[0], i, ts);
-    if (put_ascii(&c[1], i, proc ? "proc" : "goroutine", proc ? 4 : 9))
-        return -1;
+    put_idx(&c[1], i, 1, proc);
     put_i64(&c[2], i, id);
-    const char *fs = proc ? (from < 4 ? PROC_STATE_NAMES[from] : "Bad") : GO_STATE_NAMES[from];
-    size_t fl = proc ? (from < 4 ? PROC_STATE_LENS[from] : 3) : GO_STATE_LENS[from];
-    if (put_ascii(&c[3], i, fs, fl) ||
-        put_ascii(&c[4], i, proc ? PROC_STATE_NAMES[to] : GO_STATE_NAMES[to],
-                  proc ? PROC_STATE_LENS[to] : GO_STATE_LENS[to]) ||
-        put_str(&c[5], i, reason, reason_len))
-        return -1;
+    put_idx(&c[3], i, 1, proc ? PROC_STATE_IDX[from] : from);
+    if (proc && PROC_STATE_IDX[from] == S_BAD)
+        d->bad_state = 1;
+    put_idx(&c[4], i, 1, proc ? PROC_STATE_IDX[to] : to);
+    put_idx(&c[5], i, 1, ri);
     put_i64(&c[6], i, m);
     put_i64(&c[7], i, p);
     put_i64(&c[8], i, g);
