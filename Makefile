@@ -43,8 +43,10 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest -q tests -m "not slow"
 
+# The ingest tests run on SQLite and, through GMPSCOPE_TEST_PG_URL, on the
+# private PostgreSQL cluster that test-setup started.
 test: test-setup lint typecheck
-	$(BIN)/pytest -q tests
+	GMPSCOPE_TEST_PG_URL="$$($(BIN)/python -m tools.postgres url)" $(BIN)/pytest -q tests
 
 bench: test-setup
 	$(BIN)/python bench/decode.py

@@ -48,12 +48,31 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         if u.get_driver_name() == "":
             u = u.set(drivername="postgresql+psycopg")
         engine = create_engine(u, echo=echo, pool_pre_ping=True)
+        event.listen(engine, "connect", _pg_on_connect)
     else:
         raise ValueError(f"unsupported database URL {u.render_as_string()!r}: "
                          "use sqlite:///PATH or postgresql+psycopg://...")
     if migrate_to_head:
         migrate(engine)
     return engine
+
+
+def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    """PostgreSQL text cannot hold NUL, which trace strings may contain (a
+    label or log message is arbitrary bytes): store it as U+FFFD there. The
+    Parquet files keep the exact bytes."""
+    from psycopg.types.string import StrBinaryDumper, StrDumper
+
+    class NulSafeStrDumper(StrDumper):
+        def dump(self, obj: str) -> Any:
+            return super().dump(obj.replace("\x00", "\ufffd"))
+
+    class NulSafeStrBinaryDumper(StrBinaryDumper):
+        def dump(self, obj: str) -> Any:
+            return super().dump(obj.replace("\x00", "\ufffd"))
+
+    dbapi_conn.adapters.register_dumper(str, NulSafeStrDumper)
+    dbapi_conn.adapters.register_dumper(str, NulSafeStrBinaryDumper)
 
 
 def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
