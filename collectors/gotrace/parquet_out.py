@@ -95,10 +95,11 @@ STACKS_SCHEMA = pa.schema(
 
 
 #: Compression of every file (chosen by measurement, see docs/decoder.md).
-PARQUET_COMPRESSION = "zstd"
-PARQUET_COMPRESSION_LEVEL: int | None = 1
-#: Monotonic columns: delta encoding is faster and smaller than a dictionary.
-_DELTA_COLUMNS = ("ts", "seq")
+PARQUET_COMPRESSION = "lz4"
+PARQUET_COMPRESSION_LEVEL: int | None = None
+#: Delta encoding: ``ts`` and ``seq`` are monotonic, ids and stack ids vary
+#: little between neighbouring rows; faster and smaller than a dictionary.
+_DELTA_COLUMNS = ("ts", "seq", "id", "stack_id", "p", "m")
 
 
 def writer_options(schema: pa.Schema) -> dict[str, Any]:

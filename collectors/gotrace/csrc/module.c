@@ -18,6 +18,18 @@
 #include "dec.h"
 
 
+/* Column blocks come back here when Arrow is done with them, for the next
+ * chunks to reuse: a fresh malloc of this size is a fresh mmap whose pages
+ * the kernel must fault in and zero again (~0.1 s a 25 MB trace). Only
+ * while a Decoder lives; the GIL guards it (buffers are taken and given
+ * back with the GIL held). */
+#define POOL_MAX 48
+#define POOL_MIN_BLOCK (64u << 10)
+static struct { void *p; size_t cap; } pool[POOL_MAX];
+static int npool, live_decoders;
+
+static void pool_drain(void);
+
 typedef struct {
     PyObject_HEAD
     Py_buffer view;
@@ -39,8 +51,11 @@ static void dec_free_all(Dec *d)
 
 static void Decoder_dealloc(DecoderObject *self)
 {
-    if (self->d)
+    if (self->d) {
         dec_free_all(self->d);
+        if (--live_decoders == 0)
+            pool_drain();
+    }
     if (self->have_view)
         PyBuffer_Release(&self->view);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -71,6 +86,7 @@ static int Decoder_init(DecoderObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     self->d = d;
+    live_decoders++;
     d->data = (const uint8_t *)self->view.buf;
     d->len = (size_t)self->view.len;
     d->minor = minor;
@@ -90,7 +106,43 @@ typedef struct {
     PyObject_HEAD
     void *p;
     Py_ssize_t n;
+    size_t cap;
 } OwnedBuffer;
+
+static void pool_drain(void)
+{
+    while (npool > 0)
+        free(pool[--npool].p);
+}
+
+/* Give b (empty) a pooled block of at least `need` bytes, if one fits. */
+static void pool_take(Buf *b, size_t need)
+{
+    for (int i = 0; i < npool; i++) {
+        if (pool[i].cap >= need && pool[i].cap <= 4 * need) {
+            b->p = pool[i].p;
+            b->cap = pool[i].cap;
+            b->n = 0;
+            pool[i] = pool[--npool];
+            return;
+        }
+    }
+}
+
+/* Fresh buffers for a column whose old ones went to Python (see col_reinit). */
+static int col_refill(Col *c)
+{
+    memset(&c->data, 0, sizeof c->data);
+    memset(&c->offsets, 0, sizeof c->offsets);
+    memset(&c->valid, 0, sizeof c->valid);
+    if (c->type == COL_STR) {
+        pool_take(&c->offsets, (CHUNK + 1) * 4);
+        pool_take(&c->data, POOL_MIN_BLOCK);
+    } else {
+        pool_take(&c->data, (size_t)CHUNK * (c->type == COL_I64 ? 8 : 4));
+    }
+    return col_reinit(c);
+}
 
 static int OwnedBuffer_getbuffer(PyObject *o, Py_buffer *view, int flags)
 {
@@ -100,7 +152,13 @@ static int OwnedBuffer_getbuffer(PyObject *o, Py_buffer *view, int flags)
 
 static void OwnedBuffer_dealloc(OwnedBuffer *b)
 {
-    free(b->p);
+    if (live_decoders > 0 && npool < POOL_MAX && b->cap >= POOL_MIN_BLOCK) {
+        pool[npool].p = b->p;
+        pool[npool].cap = b->cap;
+        npool++;
+    } else {
+        free(b->p);
+    }
     Py_TYPE(b)->tp_free((PyObject *)b);
 }
 
@@ -123,6 +181,7 @@ static PyObject *own(Buf *b, size_t n)
         return NULL;
     o->p = b->p;
     o->n = (Py_ssize_t)n;
+    o->cap = b->cap;
     b->p = NULL;
     b->n = b->cap = 0;
     return (PyObject *)o;
@@ -156,7 +215,7 @@ static PyObject *take_table(Table *t, int which)
         Py_XDECREF(data);
         Py_XDECREF(offs);
         Py_XDECREF(valid);
-        if (!tup || col_reinit(c)) {
+        if (!tup || col_refill(c)) {
             Py_XDECREF(tup);
             Py_DECREF(cols);
             return tup ? PyErr_NoMemory() : NULL;

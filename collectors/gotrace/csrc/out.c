@@ -44,12 +44,10 @@ static int col_init(Col *c, uint8_t type, uint8_t nullable)
     return 0;
 }
 
-/* Give the column fresh buffers (its old ones were handed to Python). */
+/* Set up a column whose buffers are empty (possibly with capacity: the
+ * caller may hand it reused blocks). */
 int col_reinit(Col *c)
 {
-    memset(&c->data, 0, sizeof c->data);
-    memset(&c->offsets, 0, sizeof c->offsets);
-    memset(&c->valid, 0, sizeof c->valid);
     return col_init(c, c->type, c->nullable);
 }
 
