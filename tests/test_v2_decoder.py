@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from support.asserts import assert_same_events
+from support.batches import batch_starts
 from support.goparsed import go_parsed, ours_as_go
 
 from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.reader import open_trace
-from collectors.gotrace.v2.wire import EndOfTrace, WireError, read_batch
 
 DATA = Path(__file__).parent / "data" / "traces"
 TRACES = sorted(p.name for p in DATA.glob("go1.2[2-7]-workers.trace"))
@@ -40,22 +40,9 @@ def _decode(data: bytes) -> tuple[list, object]:
     return ours_as_go(tr, evs), tr
 
 
-def _batch_starts(data: bytes) -> list[tuple[int, int]]:
-    """(offset, generation) of every batch (0 for end-of-generation markers)."""
-    out = []
-    pos = HEADER
-    while True:
-        try:
-            _, gen, npos = read_batch(data, pos)
-        except (EndOfTrace, WireError):
-            return out
-        out.append((pos, gen))
-        pos = npos
-
-
 def _generation_starts(data: bytes) -> list[int]:
     seen: dict[int, int] = {}
-    for off, gen in _batch_starts(data):
+    for off, gen in batch_starts(data):
         if gen:
             seen.setdefault(gen, off)
     return sorted(seen.values())

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from support.asserts import assert_same_events
+from support.batches import batch_starts
 from support.goparsed import GoEvent, go_parsed, oracle_go, ours_as_go
 
 from collectors.gotrace import columnar
@@ -36,7 +37,6 @@ from collectors.gotrace.errors import TraceFormatError
 from collectors.gotrace.model import ClockSnapshot, Event, Frame
 from collectors.gotrace.parquet_out import write_parquet
 from collectors.gotrace.reader import open_trace
-from collectors.gotrace.v2.wire import EndOfTrace, WireError, read_batch
 
 pytestmark = pytest.mark.skipif(
     columnar._v2fast is None, reason="C extension not built (run make setup)"
@@ -222,22 +222,10 @@ def test_committed_trace_matches_go(name: str, tmp_path: Path) -> None:
     assert_same_events(_norm_tstack(ours_as_go(tr, evs)), _norm_tstack(go))
 
 
-def _batch_starts(data: bytes) -> list[tuple[int, int]]:
-    out = []
-    pos = HEADER
-    while True:
-        try:
-            _, gen, npos = read_batch(data, pos)
-        except (EndOfTrace, WireError):
-            return out
-        out.append((pos, gen))
-        pos = npos
-
-
 def _cuts(data: bytes) -> list[int]:
-    starts = sorted({off for off, gen in _batch_starts(data) if gen})
+    starts = sorted({off for off, gen in batch_starts(data) if gen})
     gen_starts: dict[int, int] = {}
-    for off, gen in _batch_starts(data):
+    for off, gen in batch_starts(data):
         if gen:
             gen_starts.setdefault(gen, off)
     cuts = set()
