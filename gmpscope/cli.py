@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from gmpscope import __version__
-from gmpscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, CLIError
+from gmpscope.errors import EXIT_FAILURE, CLIError
 
 #: Subcommand name -> module under gmpscope.commands (imported only when used).
 SUBCOMMANDS = {
@@ -53,5 +53,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-
-__all__ = ["main", "EXIT_BAD_INPUT"]

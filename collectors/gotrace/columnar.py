@@ -37,7 +37,6 @@ from collectors.gotrace.parquet_out import (
     STACKS_SCHEMA,
     TRANSITION_STACKS_SCHEMA,
     TRANSITIONS_SCHEMA,
-    _source_facts,
     open_writer,
 )
 from collectors.gotrace.reader import read_header
@@ -212,7 +211,7 @@ class _FileWriter:
 
 
 def write_parquet_fast(
-    data: bytes | memoryview, out_dir: Path, source: Path | None = None
+    data: bytes | memoryview, out_dir: Path, source: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Decode a Go 1.22+ trace with the C decoder and write the Parquet
     directory; return meta.json's content (as parquet_out.write_parquet).
@@ -267,7 +266,7 @@ def write_parquet_fast(
         "event_counts": dict(sorted(counts.items())),
         "stacks": res["stacks"],
         "loss": loss,
-        "source": _source_facts(source) if source else None,
+        "source": source,
     }
     tmp = out_dir / "meta.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -198,7 +198,7 @@ def write_parquet(
     stacks: StackTable,
     info_after: Callable[[], TraceInfo],
     out_dir: Path,
-    source: Path | None = None,
+    source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Consume ``events`` and write the Parquet directory; return meta.json's content.
 
@@ -283,7 +283,7 @@ def write_parquet(
         "event_counts": dict(sorted(kinds.items())),
         "stacks": len(stacks),
         "loss": asdict(info.loss),
-        "source": _source_facts(source) if source else None,
+        "source": source,
     }
     tmp = out_dir / "meta.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
@@ -308,9 +308,7 @@ def _write_stacks(stacks: StackTable, path: Path, text: dict[str, str]) -> None:
         w.close()
 
 
-def _source_facts(path: Path) -> dict[str, Any]:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"name": path.name, "size": path.stat().st_size, "sha256": h.hexdigest()}
+def source_facts(path: Path, data: bytes | memoryview) -> dict[str, Any]:
+    """meta.json's ``source``: the trace file's name, and size and sha256 of
+    its content, hashed from the bytes already in memory (no second read)."""
+    return {"name": path.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}

@@ -24,16 +24,16 @@ def decode_bytes_to_dir(data: bytes | memoryview, out_dir: Path,
     output), the pure-Python decoder otherwise. Raises TraceFormatError.
     """
     from collectors.gotrace import columnar
+    from collectors.gotrace.parquet_out import source_facts, write_parquet
     from collectors.gotrace.reader import open_trace, read_header
 
     _, family = read_header(data)
+    facts = source_facts(source, data) if source is not None else None
     if family == "v2" and columnar.available():
-        return columnar.write_parquet_fast(data, out_dir, source=source)
-    from collectors.gotrace.parquet_out import write_parquet
-
+        return columnar.write_parquet_fast(data, out_dir, source=facts)
     trace = open_trace(data)
     return write_parquet(trace.events(), trace.stacks, lambda: trace.info, out_dir,
-                         source=source)
+                         source=facts)
 
 
 def decode_file_to_dir(src: Path, out_dir: Path) -> dict[str, Any]:
