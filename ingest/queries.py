@@ -118,6 +118,9 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
         from ingest.load import raw_path
 
         raw_path(data_dir, sha).unlink(missing_ok=True)
+        from ingest.frames import remove_frames
+
+        remove_frames(data_dir, trace_id)
     return True
 
 

@@ -1,0 +1,49 @@
+"""The UI server: one Flask app carrying the ingest API and the Dash explorer.
+
+``create_app(settings)`` does all the work when called (engine, migration,
+page import, callbacks) and nothing happens at import, so a WSGI server can
+import this module in its master and build one app per worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dash
+from flask import Flask
+
+from app.context import EXTENSION, UIContext
+from app.router import load_router, register
+from app.shell import shell
+from ingest import api
+from ingest.config import Settings
+from ingest.db import make_engine
+from ingest.frames import FrameStore
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """A Flask app serving the explorer at ``/`` and the ingest API under ``/api``."""
+    if settings is None:
+        settings = Settings.from_env()
+    server = Flask("gmpscope.app")
+    server.json.sort_keys = False  # type: ignore[attr-defined]
+    engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
+    api.init_app(server, settings, engine)
+    server.extensions[EXTENSION] = UIContext(
+        settings=settings, engine=engine, frames=FrameStore(engine, settings.data_dir))
+    dash_app = dash.Dash(
+        "gmpscope",
+        server=server,  # type: ignore[arg-type]  # Dash accepts a Flask app here
+        url_base_pathname="/",
+        assets_folder=str(ASSETS),
+        title="gmpscope",
+        update_title=None,  # type: ignore[arg-type]  # None: keep the title while updating
+        suppress_callback_exceptions=True,
+        serve_locally=True,
+    )
+    dash_app.layout = shell
+    register(dash_app, load_router())
+    server.extensions["gmpscope_dash"] = dash_app
+    return server

@@ -1,0 +1,19 @@
+"""The page frame around every page: header, location, content slot."""
+
+from __future__ import annotations
+
+from dash import dcc, html
+
+
+def shell() -> html.Div:
+    """The app layout: a header with the library link and a slot the router fills."""
+    return html.Div([
+        dcc.Location(id="url", refresh=False),
+        html.Header([
+            dcc.Link("gmpscope", href="/", className="brand"),
+            html.Span("Go runtime explorer: goroutines, threads, procs, netpoller, syscalls",
+                      className="tagline"),
+            html.A("API", href="/api/traces", className="header-link", target="_blank"),
+        ], className="app-header"),
+        html.Main(id="page-content", className="page"),
+    ])

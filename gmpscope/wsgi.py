@@ -1,0 +1,123 @@
+"""Running a Flask app factory under gunicorn, shared by ``ingest-server`` and ``serve``.
+
+Gunicorn is the WSGI server (the same one the compose file uses): a master
+process that owns the listening socket and restarts workers, and ``workers``
+worker processes with ``threads`` threads each. Several processes keep a long
+ingest (decoding and loading are CPU-bound) from stalling other requests;
+threads keep slow uploads from tying up a whole process. The database is
+migrated once in the master before the workers start, so that they never race
+to migrate it. SIGTERM stops gracefully (requests in flight finish), SIGINT
+(Ctrl-C) quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gmpscope.errors import EXIT_BAD_INPUT, CLIError
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from ingest.config import Settings
+
+
+def prepare(settings: Settings) -> None:
+    """Create the data directory, clear stale spools, migrate the database once."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ingest.db import make_engine
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_uploads(settings.tmp_dir)
+    try:
+        make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms).dispose()
+    except ValueError as e:  # an unsupported URL
+        raise CLIError(str(e), EXIT_BAD_INPUT) from None
+    except SQLAlchemyError as e:
+        raise CLIError(f"cannot open the database {redact(settings.db_url)}: "
+                       f"{getattr(e, 'orig', None) or e}") from None
+
+
+def check_server_args(port: int, workers: int, threads: int) -> None:
+    if workers < 1 or threads < 1:
+        raise CLIError("--workers and --threads must be at least 1", EXIT_BAD_INPUT)
+    if not 0 <= port <= 65535:
+        raise CLIError(f"bad port {port}", EXIT_BAD_INPUT)
+
+
+def run_gunicorn(factory: Callable[[], Flask], *, label: str, host: str, port: int,
+                 workers: int, threads: int, access_log: bool, db_url: str,
+                 proc_name: str) -> None:
+    """Serve ``factory()`` (called once per worker) until stopped."""
+    from gunicorn.app.base import BaseApplication
+
+    def when_ready(server: Any) -> None:
+        for listener in server.LISTENERS:
+            bound = listener.sock.getsockname()[1]
+            shown = f"[{host}]" if ":" in host else host
+            print(f"gmpscope {label}: serving http://{shown}:{bound} "
+                  f"(pid {os.getpid()}, {workers} workers x {threads} threads, "
+                  f"db {redact(db_url)})", flush=True)
+
+    options = {
+        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "gthread",
+        "threads": threads,
+        # gthread workers heartbeat from their main loop, so a long ingest in a
+        # worker thread is not mistaken for a hung worker; CPU-bound decoding
+        # still competes with that loop for the GIL on a huge trace, so leave
+        # it plenty of room.
+        "timeout": 600,
+        "graceful_timeout": 30,
+        "keepalive": 5,
+        "accesslog": "-" if access_log else None,
+        "errorlog": "-",
+        "loglevel": "info",
+        "proc_name": proc_name,
+        "control_socket_disable": True,
+        "when_ready": when_ready,
+    }
+
+    class _Server(BaseApplication):
+        def load_config(self) -> None:
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            return factory()
+
+    _Server().run()
+
+
+def remove_stale_uploads(tmp_dir: Path, min_age_s: float = 3600.0) -> None:
+    """Delete upload spools and extractions a killed server left behind.
+
+    Only ours (``.upload-*``, ``.extract-*``), and only old ones, in case another
+    server shares the data directory and is writing its own right now.
+    """
+    if not tmp_dir.is_dir():
+        return
+    cutoff = time.time() - min_age_s
+    for p in list(tmp_dir.glob(".upload-*")) + list(tmp_dir.glob(".extract-*")):
+        try:
+            if p.lstat().st_mtime >= cutoff:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        except OSError:
+            continue
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for printing."""
+    return re.sub(r"://([^:/@]+):[^@/]*@", r"://\1:***@", url)
