@@ -18,7 +18,6 @@ from app.shell import shell
 from ingest import api
 from ingest.config import Settings
 from ingest.db import make_engine
-from ingest.frames import FrameStore
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
@@ -31,8 +30,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     server.json.sort_keys = False  # type: ignore[attr-defined]
     engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
     api.init_app(server, settings, engine)
+    # One frame cache per app, shared by the pages and the JSON API.
     server.extensions[EXTENSION] = UIContext(
-        settings=settings, engine=engine, frames=FrameStore(engine, settings.data_dir))
+        settings=settings, engine=engine, frames=api.ingest_state(server).frames)
     dash_app = dash.Dash(
         "gmpscope",
         server=server,  # type: ignore[arg-type]  # Dash accepts a Flask app here

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hmac
+import importlib
 import logging
 import random
 import time
@@ -31,6 +32,7 @@ from werkzeug.exceptions import HTTPException
 
 from ingest import uploads
 from ingest.config import Settings
+from ingest.frames import FrameStore
 from ingest.load import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
 from ingest.queries import delete_trace, get_trace, list_traces, trace_summary
 from ingest.stategraph import render, state_graph
@@ -45,6 +47,16 @@ MIN_EXTRACT_BYTES = 64 << 20
 
 bp = Blueprint("gmpscope_ingest", __name__)
 
+#: The JSON APIs behind the explorer's pages (every page is also a JSON API),
+#: one blueprint module each, mounted with this one.
+VIEW_APIS = (
+    "ingest.api_timeline",
+    "ingest.api_jobs",
+    "ingest.api_analysis",
+    "ingest.api_views",
+    "ingest.api_export",
+)
+
 T = TypeVar("T")
 
 
@@ -54,6 +66,7 @@ class IngestState:
 
     config: Settings
     engine: Engine
+    frames: FrameStore
 
     @property
     def upload_dir(self) -> Path:
@@ -62,12 +75,21 @@ class IngestState:
 
 def init_app(app: Flask, config: Settings, engine: Engine) -> None:
     """Mount the API on ``app`` with its settings and database engine."""
-    app.extensions[EXTENSION] = IngestState(config=config, engine=engine)
+    app.extensions[EXTENSION] = IngestState(config=config, engine=engine,
+                                            frames=FrameStore(engine, config.data_dir))
     app.register_blueprint(bp)
+    for module in VIEW_APIS:
+        app.register_blueprint(importlib.import_module(module).bp)
     # Routing errors (404 for an unknown path, 405) happen before any blueprint
     # is chosen, so they need an app-level handler; it answers JSON only for our
     # paths and leaves the rest of a host app (the Dash UI) alone.
     app.register_error_handler(HTTPException, _app_http_error)
+
+
+def ingest_state(app: Flask) -> IngestState:
+    """The IngestState mounted on ``app``."""
+    state: IngestState = app.extensions[EXTENSION]
+    return state
 
 
 def _state() -> IngestState:

@@ -1,0 +1,98 @@
+"""``gmpscope serve`` as a real server process for service and browser tests.
+
+``Served`` starts ``python -m gmpscope serve`` in its own process group on a free
+port with a fresh data directory (SQLite there unless ``db_url`` is given),
+ingesting the given traces first, and waits for the URL it prints.
+``samples_server`` (a fixture in tests/conftest.py) serves the repository's
+sample traces once per test session.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "samples").glob("*.trace"))
+#: A guard against a server that never comes up: a hang, not a speed limit.
+START_GUARD_S = 300.0
+
+
+class ServerFailed(RuntimeError):
+    pass
+
+
+class Served:
+    """A running ``gmpscope serve``; ``url`` is its base URL (no trailing slash)."""
+
+    def __init__(self, data_dir: Path, traces: list[Path] | None = None, *,
+                 db_url: str | None = None, token: str | None = None,
+                 extra_args: tuple[str, ...] = ("--workers", "1", "--threads", "8")) -> None:
+        self.data_dir = data_dir
+        self.log = data_dir / "server.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.pop("GMPSCOPE_TOKEN", None)
+        env.pop("GMPSCOPE_DB", None)
+        if token is not None:
+            env["GMPSCOPE_TOKEN"] = token
+        cmd = [sys.executable, "-m", "gmpscope", "serve", "--port", "0",
+               "--data-dir", str(data_dir), *extra_args]
+        if db_url:
+            cmd += ["--db", db_url]
+        cmd += [str(p) for p in traces or ()]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                         stderr=log, start_new_session=True)
+        found: list[str] = []
+        self.ingested: list[int] = []
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                m = re.search(rb"trace (\d+) (?:ingested|already stored)", line)
+                if m:
+                    self.ingested.append(int(m.group(1)))
+                m = re.search(rb"serving (http://\S+)", line)
+                if m:
+                    found.append(m.group(1).decode())
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(START_GUARD_S)
+        if not found:
+            self.stop()
+            raise ServerFailed(f"gmpscope serve did not start: {self.log.read_text()[-3000:]}")
+        self.url = found[0]
+
+    def get(self, path: str, **kw: object) -> requests.Response:
+        return requests.get(self.url + path, timeout=120, **kw)  # type: ignore[arg-type]
+
+    def post(self, path: str, **kw: object) -> requests.Response:
+        return requests.post(self.url + path, timeout=120, **kw)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(60)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
