@@ -1,0 +1,43 @@
+"""Every page renders in a real browser without JavaScript errors or error boxes.
+
+Opens the library, each per-trace page of the navigation (``TRACE_NAV``) for a
+sample trace, and the compare page; saves a screenshot of each into the
+artifacts directory (tests/artifacts/ unless $GMPSCOPE_ARTIFACTS) for a look.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page
+
+from app.pages import TRACE_NAV
+from tests.support.browser import shot, wait_for_dash
+from tests.support.server import Served
+
+#: The sample the per-trace pages are opened for (network, syscalls and GC: all views have data).
+SAMPLE = "go1.27-httpnet.trace"
+
+
+def _open(page: Page, url: str, name: str) -> None:
+    page.goto(url)
+    wait_for_dash(page, "#page-content > *")
+    shot(page, f"smoke-{name}")
+    boxes = page.locator(".error-box")
+    assert boxes.count() == 0, f"{url}: error box: {boxes.first.inner_text()}"
+
+
+def test_library(page: Page, samples_server: Served) -> None:
+    _open(page, samples_server.url + "/", "library")
+
+
+@pytest.mark.parametrize("suffix", [suffix for _, _, suffix in TRACE_NAV])
+def test_trace_page(page: Page, samples_server: Served, sample_ids: dict[str, int],
+                    suffix: str) -> None:
+    tid = sample_ids[SAMPLE]
+    _open(page, f"{samples_server.url}/traces/{tid}/{suffix}", suffix)
+    assert page.locator(".trace-nav").count() == 1
+
+
+def test_compare(page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
+    a, b = sample_ids[SAMPLE], sample_ids["go1.27-timers.trace"]
+    _open(page, f"{samples_server.url}/compare?a={a}&b={b}", "compare")

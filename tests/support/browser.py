@@ -1,0 +1,58 @@
+"""Browser-test helpers: screenshots into the artifacts directory, waiting for Dash.
+
+The fixtures (``browser``, ``page``, ``page_errors``) are in tests/browser/conftest.py;
+tests import these helpers: ``from tests.support.browser import shot, wait_for_dash``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from playwright.sync_api import Page
+
+REPO = Path(__file__).resolve().parents[2]
+#: A guard against a page that never renders: a hang, not a speed limit.
+RENDER_GUARD_MS = 120_000
+
+
+def artifacts_dir() -> Path:
+    """Where screenshots go ($GMPSCOPE_ARTIFACTS, default tests/artifacts/)."""
+    d = Path(os.environ.get("GMPSCOPE_ARTIFACTS") or REPO / "tests" / "artifacts")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def shot(page: Page, name: str, full_page: bool = True) -> Path:
+    """Save a screenshot of ``page`` as <artifacts>/<name>.png and return its path."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "page"
+    path = artifacts_dir() / f"{safe}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def wait_for_dash(page: Page, selector: str | None = None,
+                  timeout_ms: int = RENDER_GUARD_MS) -> None:
+    """Wait until Dash has rendered the layout, no callback is pending and
+    ``selector`` (if given) is visible."""
+    page.wait_for_selector("#react-entry-point", state="attached", timeout=timeout_ms)
+    page.wait_for_function(
+        """() => {
+            const root = document.querySelector('#react-entry-point');
+            if (!root || root.querySelector('._dash-loading')) return false;
+            if (document.querySelector('._dash-loading')) return false;
+            if (document.querySelector('[data-dash-is-loading="true"]')) return false;
+            return root.children.length > 0;
+        }""",
+        timeout=timeout_ms,
+    )
+    if selector:
+        page.wait_for_selector(selector, state="visible", timeout=timeout_ms)
+    # A callback may start right after the first render (e.g. a graph's data):
+    # wait once more until nothing is loading.
+    page.wait_for_function(
+        """() => !document.querySelector('._dash-loading')
+                 && !document.querySelector('[data-dash-is-loading="true"]')""",
+        timeout=timeout_ms,
+    )
