@@ -288,7 +288,8 @@ def upload_parquet() -> tuple[Response, int]:
             decoded = uploads.find_decoded_dir(root)
             engine = state.engine
             try:
-                result = with_retries(lambda: load_parquet_dir(engine, decoded, name or None))
+                result = with_retries(lambda: load_parquet_dir(
+                    engine, decoded, name or None, data_dir=_state().config.data_dir))
             except IngestError as e:
                 # The storage layer names the directory; ours is a temporary one.
                 msg = str(e).replace(str(decoded), "archive").replace(str(root), "archive")

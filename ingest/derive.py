@@ -56,13 +56,14 @@ def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
     n = len(tr)
     key = tr.rid.astype(np.int64)
     if n and int(key.max()) < 2**30 and int(key.min()) >= 0:
-        key = key.astype(np.int32)  # halves the sort's memory and time
-    if n and int(key.min()) < 0:
+        # Resource-major (all goroutines, then all procs), then id, then Go's
+        # order: one stable sort of a 32-bit key halves its memory and time.
+        k32 = key.astype(np.int32) + tr.res.astype(np.int32) * np.int32(2**30)
+        order = np.argsort(k32, kind="stable")
+        del k32
+    else:
         # Never seen in Go's output, but keep the grouping right if it happens.
         order = np.lexsort((np.arange(n), key, tr.res)).astype(np.int64)
-    else:
-        key = key * 2 + tr.res
-        order = np.argsort(key, kind="stable")
     del key
     if n < 2**31:
         order = order.astype(np.int32)

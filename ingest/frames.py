@@ -3,11 +3,12 @@
 The database is the source of truth and answers point and range queries, but
 the views (timeline level of detail, goroutines by state over time, latency
 histograms, time breakdowns) reduce millions of intervals at a time, which is
-numpy's job, not SQL's. :class:`FrameStore` keeps, per trace, an Arrow IPC
-file of its ``intervals``, ``proc_runs`` and ``syscalls`` rows in the
+numpy's job, not SQL's. :class:`FrameStore` keeps, per trace, a copy
+of its ``intervals``, ``proc_runs`` and ``syscalls`` rows in the
 database's own order (each goroutine's and proc's rows contiguous and in time
-order) under ``DATA_DIR/frames/``; files are memory-mapped, so several server
-processes share one copy in the page cache.
+order) under ``DATA_DIR/frames/``, one ``.npy`` file per column; files are
+memory-mapped, so several server processes share one copy in the page cache.
+The loader writes them while it loads (:class:`FrameWriter`).
 
 The files are a cache: built from the database on first use (any database,
 PostgreSQL included, so a team's servers each build their own), rebuilt when
@@ -26,8 +27,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.ipc as ipc  # type: ignore[import-untyped]
 from sqlalchemy import Boolean, Connection, Engine, select
 
 from ingest import models
@@ -36,7 +35,7 @@ I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
 
 #: Bumped whenever the file layout changes; older files are rebuilt.
-LAYOUT_VERSION = "1"
+LAYOUT_VERSION = "2"
 _FETCH = 200_000
 
 #: Columns copied per table, all int64 (booleans as 0/1).
@@ -122,6 +121,10 @@ class TraceFrames:
         self.state = state_of[kind] if len(kind) else np.zeros(0, np.int8)
         self.resource = res_of[kind] if len(kind) else np.zeros(0, np.int8)
         n_g = int(np.count_nonzero(self.resource == models.GOROUTINE))
+        if n_g and int(self.resource[:n_g].max()) != models.GOROUTINE:
+            # Databases loaded before goroutine rows were stored ahead of proc rows.
+            raise ValueError(f"trace {self.trace_id} was stored by an older gmpscope "
+                             "(interleaved interval order): delete and ingest it again")
         rid = self.intervals["rid"]
         self.goroutines = _lanes(rid[:n_g], 0)
         self.procs = _lanes(rid[n_g:], n_g)
@@ -205,33 +208,122 @@ def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[st
 
 
 # --------------------------------------------------------------------------
-# files
+# files: one .npy per column, so that a column can be written chunk by chunk
+# (the loader never holds a reordered copy of the trace) and read back
+# memory-mapped, zero-copy.
 
 
 def _frame_dir(data_dir: Path, trace_id: int, sha256: str) -> Path:
     return data_dir / "frames" / f"{trace_id}-{sha256[:16]}-v{LAYOUT_VERSION}"
 
 
-def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]) -> Path:
-    """Write one trace's tables as Arrow IPC files (atomically, one per table)."""
+def _column_chunk(col: Any, a: int, b: int) -> Arr:
+    from ingest.columns import Gather, Nullable, Seq
+
+    if isinstance(col, Gather):
+        return np.asarray(col.values[col.index[a:b]])
+    if isinstance(col, Nullable):
+        return np.where(col.null[a:b], -1, col.values[a:b])
+    if isinstance(col, Seq):
+        return np.arange(col.start + a, col.start + b, dtype=np.int64)
+    part = col[a:b]
+    return np.asarray([-1 if v is None else int(v) for v in part], dtype=np.int64) \
+        if isinstance(part, list) else np.asarray(part)
+
+
+def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
+    """Write one int64 column of ``n`` rows (a numpy array or an ingest.columns
+    Gather/Nullable/Seq) to ``d/<table>.<name>.npy``, 1M rows at a time."""
+    out = np.lib.format.open_memmap(d / f"{table}.{name}.npy", mode="w+", dtype=np.int64,
+                                    shape=(n,))
+    step = 1 << 20
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        out[a:b] = _column_chunk(col, a, b)
+    out.flush()
+    del out
+
+
+def _write_facts(d: Path, facts: dict[str, Any]) -> None:
     import json
 
-    d = _frame_dir(data_dir, int(facts["trace_id"]), str(facts["sha256"]))
-    d.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        path = d / f"{name}.arrow"
-        tmp = d / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp = d / f".facts.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(facts))
+    os.replace(tmp, d / "facts.json")  # written last: marks the set complete
+
+
+class FrameWriter:
+    """Writes a trace's frames while it is loaded, before its id is known.
+
+    Columns go to a staging directory; :meth:`finish` names it after the
+    trace once the database transaction has committed, :meth:`abort` removes
+    it. Frames are a cache: any failure here only means they are rebuilt from
+    the database on first use.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        import uuid
+
+        self.data_dir = data_dir
+        # Made on the first column written: a load that finds its trace
+        # already stored leaves nothing behind.
+        self.staging = data_dir / "frames" / f".staging-{uuid.uuid4().hex}"
+        self.written: set[str] = set()
+
+    def add(self, table: str, cols: dict[str, Any], n: int) -> None:
+        """Write the columns of ``table`` that frames keep (others are ignored)."""
+        self.staging.mkdir(parents=True, exist_ok=True)
+        for name in TABLE_COLUMNS[table]:
+            write_column(self.staging, table, name, cols[name], n)
+        self.written.add(table)
+
+    def finish(self, trace_id: int, sha256: str, first_ts: int, last_ts: int,
+               kinds: dict[int, Kind]) -> Path | None:
+        """Complete the set for trace ``trace_id``; returns its directory."""
+        import shutil
+
+        self.staging.mkdir(parents=True, exist_ok=True)
+        for table, names in TABLE_COLUMNS.items():
+            if table not in self.written:
+                for name in names:
+                    write_column(self.staging, table, name, np.zeros(0, np.int64), 0)
+        _write_facts(self.staging, {
+            "trace_id": trace_id, "first_ts": first_ts, "last_ts": last_ts,
+            "sha256": sha256,
+            "kinds": {str(k): [v.resource, v.from_state, v.to_state, v.reason]
+                      for k, v in kinds.items()}})
+        final = _frame_dir(self.data_dir, trace_id, sha256)
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
         try:
-            arrays = {c: pa.array(a, type=pa.int64()) for c, a in table.columns.items()}
-            batch = pa.record_batch(arrays)
-            with pa.OSFile(str(tmp), "wb") as sink, ipc.new_file(sink, batch.schema) as w:
-                w.write_batch(batch)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-    facts_tmp = d / f".facts.{os.getpid()}.{threading.get_ident()}.tmp"
-    facts_tmp.write_text(json.dumps(facts))
-    os.replace(facts_tmp, d / "facts.json")  # written last: marks the set complete
+            os.replace(self.staging, final)
+        except OSError:
+            self.abort()
+            return None
+        return final
+
+    def abort(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]) -> Path:
+    """Write one trace's tables (already in memory) as a complete frame set."""
+    import shutil
+
+    w = FrameWriter(data_dir)
+    try:
+        for name, table in tables.items():
+            w.add(name, table.columns, len(table))
+        kinds = {int(k): Kind(*v) for k, v in facts["kinds"].items()}
+        d = w.finish(int(facts["trace_id"]), str(facts["sha256"]), int(facts["first_ts"]),
+                     int(facts["last_ts"]), kinds)
+    finally:
+        if w.staging.exists():
+            shutil.rmtree(w.staging, ignore_errors=True)
+    if d is None:
+        raise OSError(f"cannot write frames under {data_dir / 'frames'}")
     return d
 
 
@@ -243,13 +335,11 @@ def read_frames(d: Path) -> TraceFrames | None:
         facts = json.loads((d / "facts.json").read_text())
         tables: dict[str, Table] = {}
         for name, cols in TABLE_COLUMNS.items():
-            with pa.memory_map(str(d / f"{name}.arrow"), "r") as src:
-                batch = ipc.open_file(src).get_batch(0)
-            if tuple(batch.schema.names) != cols:
+            arrays = {c: np.load(d / f"{name}.{c}.npy", mmap_mode="r") for c in cols}
+            if len({len(a) for a in arrays.values()}) > 1:
                 return None
-            tables[name] = Table({c: batch.column(c).to_numpy(zero_copy_only=True)
-                                  for c in cols})
-    except (OSError, ValueError, KeyError, pa.ArrowException):
+            tables[name] = Table(arrays)
+    except (OSError, ValueError, KeyError):
         return None
     kinds = {int(k): Kind(*v) for k, v in facts["kinds"].items()}
     return TraceFrames(trace_id=int(facts["trace_id"]), first_ts=int(facts["first_ts"]),

@@ -40,6 +40,8 @@ from ingest.columns import (
 )
 from ingest.config import Settings
 from ingest.db import write_tx
+from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
+from ingest.frames import FrameWriter, Kind
 
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
@@ -148,7 +150,7 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         try:
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
-                                    progress=progress)
+                                    progress=progress, data_dir=ddir)
         except BaseException:
             if made_copy and find_by_sha(engine, sha) is None:
                 keep.unlink(missing_ok=True)
@@ -180,8 +182,12 @@ def columns_files(directory: Path) -> list[Path]:
 def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *,
                      sha256: str | None = None, source: str = "parquet",
                      size_bytes: int | None = None,
-                     progress: Progress | None = None) -> IngestResult:
+                     progress: Progress | None = None,
+                     data_dir: Path | None = None) -> IngestResult:
     """Load a decoded trace directory (docs/schema.md) in one transaction.
+
+    With ``data_dir``, the views' frame cache (:mod:`ingest.frames`) is
+    written on the way, so the first page view needs no rebuild.
 
     The same content again returns the existing trace (``created=False``).
     Raises BadParquetError for a directory that breaks the contract, leaving
@@ -225,6 +231,8 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             progress("load", done[0], total)
 
     counts: dict[str, int] = {}
+    frames = FrameWriter(data_dir) if data_dir is not None else None
+    kinds: dict[int, Kind] = {}
     try:
         with write_tx(engine) as conn:
             if conn.dialect.name == "postgresql":
@@ -249,6 +257,12 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                     conn.execute(models.row_ranges.insert().values(
                         trace_id=trace_id, table_name=table_name, first_id=first,
                         last_id=first + n - 1))
+                if table_name == "transition_counts":
+                    kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
+                        cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
+                        cols["reason"], strict=True)}
+                if frames is not None and table_name in FRAME_TABLES:
+                    frames.add(table_name, cols, n)
                 if table_name == "intervals":
                     insert_int_arrays(conn, table, ["trace_id", *cols],
                                       [trace_id, *cols.values()], n, advance)
@@ -261,14 +275,25 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     except (KeyError, IndexError, ValueError) as e:
         # Raised while deriving a table (the transaction is rolled back):
         # columns that do not fit together.
+        if frames is not None:
+            frames.abort()
         raise BadParquetError(f"{directory}: inconsistent decoded trace: {e!r}") from None
     except IntegrityError:
         # Another writer stored the same content first (PostgreSQL: no
         # up-front write lock); answer with its trace.
+        if frames is not None:
+            frames.abort()
         found = find_by_sha(engine, sha)
         if found is None:
             raise
         return found
+    except BaseException:
+        if frames is not None:
+            frames.abort()
+        raise
+    if frames is not None:
+        frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                      int(trace_row["last_ts"] or 0), kinds)
     if progress:
         progress("load", total, total)
     return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],

@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
             bar = _Bar(name, not args.no_progress)
             try:
                 if path.is_dir():
-                    res = load_parquet_dir(engine, path, name, progress=bar)
+                    res = load_parquet_dir(engine, path, name, progress=bar,
+                                           data_dir=settings.data_dir)
                 else:
                     res = ingest_trace_file(engine, path, name, data_dir=settings.data_dir,
                                             progress=bar)

@@ -55,7 +55,8 @@ def _ingest_first(settings: Any, paths: list[Path]) -> None:
             bar = _Bar(path.name, True)
             try:
                 if path.is_dir():
-                    res = load_parquet_dir(engine, path, path.name, progress=bar)
+                    res = load_parquet_dir(engine, path, path.name, progress=bar,
+                                           data_dir=settings.data_dir)
                 else:
                     res = ingest_trace_file(engine, path, path.name,
                                             data_dir=settings.data_dir, progress=bar)
