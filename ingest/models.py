@@ -351,6 +351,27 @@ stacks = Table(
     Column("pc", BigInteger, nullable=False),
 )
 
+#: Background ingest jobs (browser uploads), one row per finished job: the
+#: history. Live progress is kept next to the upload spool (ingest.jobs), not
+#: here: on SQLite the load transaction holds the only write lock for most of
+#: an ingest. No foreign key to traces: a job outlives the trace it stored.
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),  # "done" or "failed"
+    Column("stage", String(16), nullable=False),  # the last stage reached
+    Column("trace_id", Integer),  # the stored (or already stored) trace
+    Column("existing", Boolean, nullable=False),  # the content was stored before
+    Column("sha256", String(64)),
+    Column("error", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+)
+
 #: Tables with consecutive per-trace row ids (found through row_ranges).
 RANGED_TABLES = (intervals, proc_runs, syscalls)
 #: Tables holding one trace's rows, children first (the order a manual delete uses).
