@@ -240,7 +240,8 @@ def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
     for a in range(0, n, step):
         b = min(n, a + step)
         out[a:b] = _column_chunk(col, a, b)
-    out.flush()
+    # No msync: readers map the same page cache, and a frame set lost to a
+    # power cut is rebuilt from the database.
     del out
 
 

@@ -1,0 +1,25 @@
+# gmpscope: the explorer UI + ingest API (gmpscope serve), one image for every service
+# of docker-compose.yml. Build: docker build -t gmpscope .
+FROM python:3.11-slim-bookworm
+
+# gcc and the Python headers build the C decoder extension; strace is what
+# `gmpscope record` runs.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev strace \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/gmpscope
+COPY pyproject.toml setup.py README.md ./
+COPY collectors ./collectors
+COPY gmpscope ./gmpscope
+COPY ingest ./ingest
+COPY app ./app
+COPY samples ./samples
+RUN pip install --no-cache-dir . \
+ && useradd --create-home --uid 10001 gmpscope \
+ && mkdir -p /data && chown gmpscope /data
+
+USER gmpscope
+ENV GMPSCOPE_DATA=/data
+EXPOSE 8050
+CMD ["gmpscope", "serve", "--host", "0.0.0.0", "--port", "8050"]
