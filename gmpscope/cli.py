@@ -15,7 +15,9 @@ SUBCOMMANDS = {
     "decode": "decode",
     "ingest": "ingest",
     "ingest-server": "ingest_server",
+    "record": "record",
     "serve": "serve",
+    "export": "export",
 }
 
 
