@@ -7,7 +7,11 @@ dwell time is how long the resource had been in the source state when it
 left: the time since the resource's previous transition (unknown for the
 first transition of a resource in the trace, which is counted but not
 timed). p50/p99 are nearest-rank percentiles. Precomputed at ingest
-(``state_edges``), so building a graph reads a handful of rows.
+(``state_edges``), so building a whole-trace graph reads a handful of rows.
+
+Filtered graphs (a goroutine group, a time window, Waiting split by reason)
+and the thread graph are computed from the trace's frames by
+:mod:`ingest.stategraph_frames` with the same definitions.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from sqlalchemy import Engine, select
 from ingest import models
 
 RESOURCES = ("goroutine", "proc")
+#: Resources the frames-based graphs cover (threads are derived, see stategraph_frames).
+ALL_RESOURCES = ("goroutine", "proc", "thread")
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,8 @@ class StateGraph:
     resource: str
     nodes: list[str]
     edges: list[Edge] = field(default_factory=list)
+    #: How the graph was built (group, t1, t2, split_reasons, reasons...), for the JSON.
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -62,6 +70,29 @@ def state_graph(engine: Engine, trace_id: int, resource: str) -> StateGraph:
     return StateGraph(resource=resource, nodes=nodes, edges=edges)
 
 
+def goroutine_groups(engine: Engine, trace_id: int) -> list[dict[str, Any]]:
+    """Goroutine groups (start function, '' when unknown) with their sizes,
+    largest first."""
+    from sqlalchemy import func
+
+    gt = models.goroutines
+    fn = func.coalesce(gt.c.start_function, "")
+    with engine.connect() as conn:
+        rows = conn.execute(select(fn.label("group"), func.count().label("n"))
+                            .where(gt.c.trace_id == trace_id).group_by(fn)
+                            .order_by(func.count().desc(), fn)).all()
+    return [{"group": r.group, "goroutines": int(r.n)} for r in rows]
+
+
+def group_goids(engine: Engine, trace_id: int, group: str) -> list[int]:
+    """The goroutines whose start function is ``group`` ('' : unknown)."""
+    gt = models.goroutines
+    cond = gt.c.start_function.is_(None) if group == "" else gt.c.start_function == group
+    with engine.connect() as conn:
+        return [int(g) for g in conn.execute(select(gt.c.goid).where(
+            gt.c.trace_id == trace_id, cond).order_by(gt.c.goid)).scalars()]
+
+
 def to_json(graph: StateGraph) -> dict[str, Any]:
     """A JSON-able dict: resource, nodes (with in/out counts), edges, total."""
     out_c: dict[str, int] = {}
@@ -74,6 +105,7 @@ def to_json(graph: StateGraph) -> dict[str, Any]:
         "nodes": [{"id": n, "in": in_c.get(n, 0), "out": out_c.get(n, 0)} for n in graph.nodes],
         "edges": [asdict(e) for e in graph.edges],
         "total": graph.total,
+        **graph.info,
     }
 
 
