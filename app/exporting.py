@@ -46,8 +46,6 @@ DEFAULT_WIDTH = 1400
 DEFAULT_HEIGHT = 800
 #: Options that size the image rather than select data (not passed to builders).
 SIZE_OPTIONS = ("width", "height", "scale")
-#: State-graph resources and the options that filter a graph.
-GRAPH_RESOURCES = ("goroutine", "proc", "thread")
 
 
 class ExportError(Exception):
@@ -137,29 +135,8 @@ def figure_html(fig: go.Figure, title: str = "gmpscope") -> bytes:
     return page.encode("utf-8")
 
 
-def state_graph_text(source: DiagramSource, trace_id: int, fmt: str,
-                     options: Mapping[str, str]) -> str:
-    """Mermaid or DOT text of a trace's state graph (``resource`` option, default
-    goroutine), as :mod:`ingest.stategraph` renders it."""
-    from ingest.queries import get_trace
-    from ingest.stategraph import render, state_graph
-
-    if fmt not in GRAPH_TEXT_FORMATS:
-        raise ExportError(f"state graph text format must be mermaid or dot, not {fmt!r}")
-    resource = options.get("resource") or "goroutine"
-    if resource not in GRAPH_RESOURCES:
-        raise ExportError(f"resource must be one of {', '.join(GRAPH_RESOURCES)}, "
-                          f"not {resource!r}")
-    if get_trace(source.engine, trace_id) is None:
-        raise LookupError(f"no trace with id {trace_id}")
-    filters = {k: v for k, v in options.items() if k not in ("resource", *SIZE_OPTIONS) and v}
-    if resource == "thread" or filters:
-        graph = _filtered_graph(source, trace_id, resource, filters)
-    else:
-        graph = state_graph(source.engine, trace_id, resource)
-    out = render(graph, fmt)
-    assert isinstance(out, str)
-    return out
+#: Options of the state-graph text exports (as the states page and /api/.../states).
+GRAPH_OPTIONS = ("resource", "group", "t1", "t2", "split_reasons")
 
 
 def _parse_ns(options: Mapping[str, str], key: str) -> int | None:
@@ -172,34 +149,40 @@ def _parse_ns(options: Mapping[str, str], key: str) -> int | None:
         raise ExportError(f"option {key} must be trace ns (an integer), not {raw!r}") from None
 
 
-def _filtered_graph(source: DiagramSource, trace_id: int, resource: str,
-                    filters: Mapping[str, str]) -> Any:
-    """A state graph from the frames (:mod:`ingest.stategraph_frames`): thread
-    graphs, and the filters ``group`` (start function), ``t1``/``t2``, ``split``."""
-    import numpy as np
-    from sqlalchemy import select
+def state_graph_text(source: DiagramSource, trace_id: int, fmt: str,
+                     options: Mapping[str, str]) -> str:
+    """Mermaid or DOT text of a trace's state graph, as :mod:`ingest.stategraph`
+    renders it. Options: ``resource`` (goroutine, proc, thread; default goroutine),
+    ``group`` (start function), ``t1``/``t2`` (trace ns), ``split_reasons`` (1)."""
+    from ingest.queries import get_trace
+    from ingest.stategraph import RESOURCES, render, state_graph
 
-    from ingest import models
-    from ingest.stategraph_frames import resource_graph
-
-    unknown = sorted(set(filters) - {"group", "t1", "t2", "split"})
+    if fmt not in GRAPH_TEXT_FORMATS:
+        raise ExportError(f"state graph text format must be mermaid or dot, not {fmt!r}")
+    unknown = sorted(k for k in options if k not in (*GRAPH_OPTIONS, *SIZE_OPTIONS))
     if unknown:
         raise ExportError(f"unknown state-graph option(s) {', '.join(unknown)}; "
-                          "options: resource, group, t1, t2, split")
-    goids = None
-    if filters.get("group"):
-        g = models.goroutines
-        with source.engine.connect() as conn:
-            ids = conn.execute(select(g.c.goid).where(
-                g.c.trace_id == trace_id, g.c.start_function == filters["group"])).scalars()
-            goids = np.fromiter(ids, dtype=np.int64)
-    split = filters.get("split", "").lower() in ("1", "true", "yes", "on")
-    try:
-        return resource_graph(source.frames.get(trace_id), resource, goids=goids,
-                              t1=_parse_ns(filters, "t1"), t2=_parse_ns(filters, "t2"),
-                              split_reasons=split)
-    except ValueError as e:
-        raise ExportError(str(e)) from None
+                          f"options: {', '.join(GRAPH_OPTIONS)}")
+    resource = options.get("resource") or "goroutine"
+    group = options.get("group") or None
+    t1, t2 = _parse_ns(options, "t1"), _parse_ns(options, "t2")
+    split = options.get("split_reasons", "").lower() in ("1", "true", "yes", "on")
+    if get_trace(source.engine, trace_id) is None:
+        raise LookupError(f"no trace with id {trace_id}")
+    if resource in RESOURCES and group is None and t1 is None and t2 is None and not split:
+        graph = state_graph(source.engine, trace_id, resource)
+    else:
+        # Filtered and thread graphs come from the frames (the states page's own query).
+        from ingest.stategraph_frames import graph_for
+
+        try:
+            graph = graph_for(source.engine, source.frames, trace_id, resource, group=group,
+                              t1=t1, t2=t2, split_reasons=split)
+        except ValueError as e:
+            raise ExportError(str(e)) from None
+    out = render(graph, fmt)
+    assert isinstance(out, str)
+    return out
 
 
 def export_diagram(source: DiagramSource, trace_id: int, diagram: str, fmt: str,
