@@ -1,17 +1,129 @@
-"""Scaffold of the syscalls page (being written)."""
+"""Syscalls & netpoller page: duration distributions, top stacks, syscalls
+that lost their P and how long the handoff took, netpoller parking over time."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, html
+from dash import Dash, dcc, html
+
+from app.components import fmt_count, fmt_ns, stat_card
+from app.context import ui_context
+from app.figures.syscalls import handoff_figure, histogram_figure, parked_figure
+from app.pages._analysis import (
+    api_link,
+    around,
+    downloads,
+    goroutine_href,
+    graph_cfg,
+    link,
+    rel,
+    stack_text,
+    table,
+    timeline_href,
+    window,
+)
+from ingest.syscall_stats import netpoll_summary, syscall_summary
 
 ROUTES = ("/traces/<int:trace_id>/syscalls",)
-TITLE = "syscalls"
+TITLE = "Syscalls & netpoller"
+LONGEST_SHOWN = 20
 
 
-def layout(query: dict[str, str], **args: Any) -> Any:
-    return html.Div(html.H2(TITLE))
+def _stacks_table(rows: list[dict[str, Any]], tid: str) -> html.Table:
+    out = []
+    for r in rows:
+        frames = r["frames"]
+        top = frames[0]["function"] if frames else f"stack {r['stack_id']}"
+        out.append([html.Details([html.Summary(top, className="mono"),
+                                  html.Pre(stack_text(frames), className="stack")]),
+                    fmt_count(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
+                    fmt_ns(r["max_ns"])])
+    return table(["stack (click for frames)", "count", "total", "mean", "max"], out,
+                 num={1, 2, 3, 4}, id=tid)
+
+
+def _stacks_card(title: str, stacks: dict[str, Any], prefix: str) -> html.Div:
+    return html.Div([html.H3(title), html.H4("By total time"),
+                     _stacks_table(stacks["by_total"], f"{prefix}-by-total"),
+                     html.H4("By count"), _stacks_table(stacks["by_count"], f"{prefix}-by-count")],
+                    className="card")
+
+
+def _longest(trace_id: int, d: dict[str, Any], first: int, last: int) -> html.Table:
+    rows = []
+    for r in d["longest"][:LONGEST_SHOWN]:
+        t1, t2 = around(r["start_ts"], r["end_ts"], first, last)
+        rows.append([link(str(r["goid"]), goroutine_href(trace_id, r["goid"])),
+                     rel(r["start_ts"], first), fmt_ns(r["duration_ns"]), str(r["m"]),
+                     str(r["p"]), "yes" if r["p_lost"] else "no",
+                     fmt_ns(r["handoff_ns"]) if r["handoff_ns"] is not None else "–",
+                     link("timeline", timeline_href(trace_id, "m", t1, t2, g=r["goid"],
+                                                    m=r["m"]))])
+    return table(["goid", "start", "duration", "M", "P", "lost P", "handoff after", ""], rows,
+                 num={1, 2, 3, 4, 6}, id="syscalls-longest")
+
+
+def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
+    ctx = ui_context()
+    f = ctx.frames.get(trace_id)
+    t1, t2 = window(query)
+    sc = syscall_summary(ctx.engine, f, t1, t2)
+    net = netpoll_summary(ctx.engine, f, t1, t2)
+    h, nd = sc["handoff"], net["duration"]
+    cards = [
+        stat_card("syscalls", fmt_count(sc["count"]), f"{fmt_ns(sc['total_ns'])} in total"),
+        stat_card("syscall p50 / p99", f"{fmt_ns(sc['duration']['p50_ns'])} / "
+                                       f"{fmt_ns(sc['duration']['p99_ns'])}",
+                  f"max {fmt_ns(sc['duration']['max_ns'])}"),
+        stat_card("lost their P", fmt_count(sc["p_lost"]),
+                  f"{sc['handoff_found']} with the handoff found"),
+        stat_card("handoff p50 / max", f"{fmt_ns(h['p50_ns'])} / {fmt_ns(h['max_ns'])}",
+                  "syscall start → P taken by another M"),
+        stat_card("network waits", fmt_count(net["count"]),
+                  f"{fmt_count(net['goroutines'])} goroutines"),
+        stat_card("network wait p50 / p99", f"{fmt_ns(nd['p50_ns'])} / {fmt_ns(nd['p99_ns'])}",
+                  f"max {fmt_ns(nd['max_ns'])}"),
+        stat_card("parked in netpoller at end", fmt_count(net["parked_at_end"]),
+                  "network waits never ended"),
+    ]
+    first, last = f.first_ts, f.last_ts
+    note = (f"Durations count only complete intervals: {sc['complete']} of {sc['count']} "
+            f"syscalls, {net['complete']} of {net['count']} network waits "
+            f"({net['unfinished']} still waiting at the end of the trace).")
+    api = f"/api/traces/{trace_id}"
+    return html.Div([
+        html.H2("Syscalls & netpoller"),
+        html.Div(cards, className="stats", id="syscalls-stats"),
+        html.P(note, className="muted"),
+        html.Div([
+            html.Div(dcc.Graph(id="syscalls-hist", figure=histogram_figure(
+                sc["histogram"], "Syscall durations", "#c44e52"),
+                config=graph_cfg(f"trace{trace_id}-syscalls")), className="card"),
+            html.Div(dcc.Graph(id="syscalls-netpoll-hist", figure=histogram_figure(
+                net["histogram"], "Network (netpoller) wait durations", "#2f8fd0"),
+                config=graph_cfg(f"trace{trace_id}-netpoll")), className="card"),
+        ], className="row"),
+        html.Div([
+            html.Div(dcc.Graph(id="syscalls-handoff", figure=handoff_figure(sc, first),
+                               config=graph_cfg(f"trace{trace_id}-handoff")),
+                     className="card"),
+            html.Div(dcc.Graph(id="syscalls-parked", figure=parked_figure(net, first),
+                               config=graph_cfg(f"trace{trace_id}-netpoll-over-time")),
+                     className="card"),
+        ], className="row"),
+        html.Div([
+            html.Div(dcc.Graph(id="syscalls-handoff-hist", figure=histogram_figure(
+                sc["handoff_histogram"], "P handoff: syscall start → P taken", "#18202c"),
+                config=graph_cfg(f"trace{trace_id}-handoff-hist")), className="card"),
+        ], className="row"),
+        html.Div([_stacks_card("Syscall stacks", sc["stacks"], "syscalls-stacks"),
+                  _stacks_card("Network wait stacks", net["stacks"], "syscalls-net-stacks")],
+                 className="row"),
+        html.Div([html.H3("Longest syscalls"), _longest(trace_id, sc, first, last),
+                  api_link(f"{api}/syscalls/summary"), api_link(f"{api}/netpoll"),
+                  downloads(trace_id, ["syscalls"])], className="card"),
+    ], id="syscalls-page")
 
 
 def register(dash_app: Dash) -> None:

@@ -1,0 +1,121 @@
+"""Goroutine time breakdowns: stacked bars per start-function group, and one
+goroutine's state Gantt and breakdown. Pure builders over the plain data of
+:mod:`ingest.goroutine_stats` / :mod:`ingest.goroutine_detail`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from app.figures.source import DiagramSource
+from app.figures.text import plotly_text
+from ingest.goroutine_detail import goroutine_detail
+from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS, goroutine_groups
+
+#: One colour per time category (the stylesheet's state colours where they exist).
+COLORS = {
+    "running": "#2e9d57",
+    "runnable": "#e0a526",
+    "syscall": "#c44e52",
+    "network": "#2f8fd0",
+    "sync": "#8a63c9",
+    "gc_assist": "#d4609c",
+    "other_wait": "#a9b4c4",
+}
+#: Groups shown in the bar chart at most (the table lists all).
+MAX_BARS = 25
+
+
+def _ms(ns: int | float) -> float:
+    return float(ns) / 1e6
+
+
+def groups_figure(data: dict[str, Any], max_bars: int = MAX_BARS) -> go.Figure:
+    """Stacked horizontal bars: per group, summed time per category (ms)."""
+    groups = sorted(data["groups"], key=lambda g: -g["lifetime_ns"])[:max_bars]
+    groups.reverse()  # largest at the top
+    names = [f"{plotly_text(g['name'], 80)} ({g['count']})" for g in groups]
+    fig = go.Figure()
+    for c in CATEGORIES:
+        fig.add_trace(go.Bar(
+            y=names, x=[_ms(g["times"][c]) for g in groups], orientation="h",
+            name=CATEGORY_LABELS[c], marker_color=COLORS[c],
+            hovertemplate="%{y}<br>" + CATEGORY_LABELS[c] + ": %{x:.3f} ms<extra></extra>"))
+    fig.update_layout(barmode="stack", height=max(260, 60 + 24 * len(groups)),
+                      margin={"l": 10, "r": 10, "t": 30, "b": 40},
+                      xaxis_title="time summed over the group's goroutines (ms)",
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+                      title={"text": "Time by category per start function "
+                                     f"(top {len(groups)} by total time)", "font": {"size": 13}})
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def breakdown_figure(times: dict[str, int], title: str) -> go.Figure:
+    """One stacked bar of a single goroutine's (or group's) category times."""
+    fig = go.Figure()
+    for c in CATEGORIES:
+        fig.add_trace(go.Bar(y=[""], x=[_ms(times.get(c, 0))], orientation="h",
+                             name=CATEGORY_LABELS[c], marker_color=COLORS[c],
+                             hovertemplate=CATEGORY_LABELS[c] + ": %{x:.3f} ms<extra></extra>"))
+    fig.update_layout(barmode="stack", height=150, margin={"l": 10, "r": 10, "t": 30, "b": 30},
+                      xaxis_title="ms", legend={"orientation": "h", "y": -0.6},
+                      title={"text": title, "font": {"size": 13}})
+    return fig
+
+
+def gantt_figure(detail: dict[str, Any]) -> go.Figure:
+    """The goroutine's state segments over time, one row per category."""
+    seg = detail["segments"]
+    origin = detail["first_ts"]
+    fig = go.Figure()
+    for c in CATEGORIES:
+        xs: list[float | None] = []
+        ys: list[str | None] = []
+        for s, e, cat in zip(seg["start"], seg["end"], seg["category"], strict=True):
+            if cat != c:
+                continue
+            # A zero-length segment still gets a visible sliver.
+            xs += [_ms(s - origin), _ms(max(e, s + 1) - origin), None]
+            ys += [CATEGORY_LABELS[c], CATEGORY_LABELS[c], None]
+        if not xs:
+            continue
+        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name=CATEGORY_LABELS[c],
+                                   line={"color": COLORS[c], "width": 14},
+                                   hovertemplate="%{x:.3f} ms<extra>" + CATEGORY_LABELS[c]
+                                   + "</extra>"))
+    title = f"Goroutine {detail['goid']}: states over its lifetime"
+    if seg.get("truncated"):
+        title += f" (longest {len(seg['start'])} segments)"
+    fig.update_layout(height=260, margin={"l": 10, "r": 10, "t": 30, "b": 40}, showlegend=False,
+                      xaxis_title="ms since the goroutine's first event",
+                      title={"text": title, "font": {"size": 13}})
+    fig.update_yaxes(categoryorder="array",
+                     categoryarray=[CATEGORY_LABELS[c] for c in reversed(CATEGORIES)],
+                     automargin=True)
+    return fig
+
+
+def _groups_diagram(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure:
+    data = goroutine_groups(src.engine, src.frames.get(trace_id), opts.get("group"), limit=0)
+    if opts.get("group"):
+        g = next(x for x in data["groups"] if x["name"] == opts["group"])
+        return breakdown_figure(g["times"], f"{plotly_text(g['name'], 120)}: "
+                                            f"{g['count']} goroutines")
+    return groups_figure(data)
+
+
+def _goroutine_diagram(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure:
+    raw = opts.get("g") or opts.get("goid")
+    if raw is None or not raw.lstrip("-").isdigit():
+        raise ValueError("the goroutine diagram needs g=<goid>")
+    return gantt_figure(goroutine_detail(src.engine, src.frames.get(trace_id), int(raw),
+                                         limit=0))
+
+
+DIAGRAMS: dict[str, Callable[[DiagramSource, int, dict[str, str]], go.Figure]] = {
+    "goroutines": _groups_diagram,
+    "goroutine": _goroutine_diagram,
+}

@@ -1,0 +1,133 @@
+"""Scheduler latency: how long goroutines stayed Runnable before they ran.
+
+Each goroutine Runnable interval that is followed (in the same goroutine) by
+a Running interval is one latency sample: its duration, i.e. the time from
+the transition to Runnable to the transition to Running. The P and M are
+those of the Running transition (where it got to run). Runnable intervals
+entered from ``Undetermined`` (runnable when the trace began) have no known
+start and are counted as ``censored``, not sampled; Runnable intervals not
+followed by Running (still runnable at the end) are counted as ``pending``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ingest import models
+from ingest.frames import TraceFrames
+from ingest.histo import bin_index, group_percentiles, log_histogram, summary, time_bins
+
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+
+WORST = 50
+RUNNABLE = models.STATE_CODE["Runnable"]
+
+#: What made a goroutine Runnable, from the transition into it.
+CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
+
+
+@dataclass
+class Samples:
+    """One latency sample per array element, in (goroutine, time) order."""
+
+    goid: I64
+    runnable_ts: I64
+    running_ts: I64
+    p: I64
+    m: I64
+    cause: I64  # index into CAUSES
+    censored: int
+    pending: int
+
+    @property
+    def latency(self) -> I64:
+        return self.running_ts - self.runnable_ts
+
+
+def _cause_of_kinds(frames: TraceFrames) -> I64:
+    top = max(frames.kinds, default=0) + 1
+    out = np.full(top, CAUSES.index("other"), dtype=np.int64)
+    for code, k in frames.kinds.items():
+        if k.from_state == "NotExist":
+            c = "created"
+        elif k.from_state == "Waiting":
+            c = "unblocked"
+        elif k.from_state == "Syscall":
+            c = "syscall"
+        elif k.from_state == "Running":
+            c = "yielded" if k.reason == "runtime.Gosched" else "preempted"
+        else:
+            c = "other"
+        out[code] = CAUSES.index(c)
+    return out
+
+
+def latency_samples(frames: TraceFrames) -> Samples:
+    """Every Runnable->Running latency of the trace (vectorised)."""
+    lanes = frames.goroutines
+    n = int(lanes.off[-1]) if len(lanes.ids) else 0
+    st = frames.state[:n]
+    iv = frames.intervals
+    kind = iv["kind"][:n]
+    last = np.zeros(n, dtype=bool)
+    if n:
+        last[lanes.off[1:] - 1] = True
+    runnable = st == RUNNABLE
+    undet = np.array([frames.kinds[c].from_state == "Undetermined"
+                      if c in frames.kinds else False
+                      for c in range(max(frames.kinds, default=0) + 1)], dtype=bool)
+    followed = np.zeros(n, dtype=bool)
+    if n > 1:
+        followed[:-1] = (st[1:] == models.RUNNING) & ~last[:-1]
+    cand = runnable & followed
+    censored = cand & undet[kind]
+    idx = np.flatnonzero(cand & ~censored)
+    nxt = idx + 1
+    lane = np.searchsorted(lanes.off, idx, side="right") - 1
+    return Samples(goid=lanes.ids[lane].astype(np.int64), runnable_ts=iv["start_ts"][idx],
+                   running_ts=iv["start_ts"][nxt], p=iv["p"][nxt], m=iv["m"][nxt],
+                   cause=_cause_of_kinds(frames)[kind[idx]],
+                   censored=int(censored.sum()), pending=int((runnable & ~followed).sum()))
+
+
+def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,
+                   worst: int = WORST) -> dict[str, Any]:
+    """Samples whose goroutine started running in [t1, t2): summary,
+    histogram, percentiles over time and per P, by cause, worst cases."""
+    s = latency_samples(frames)
+    keep = np.ones(len(s.goid), dtype=bool)
+    if t1 is not None:
+        keep &= s.running_ts >= t1
+    if t2 is not None:
+        keep &= s.running_ts < t2
+    lat = s.latency[keep]
+    ran = s.running_ts[keep]
+    p, m, goid, cause = s.p[keep], s.m[keep], s.goid[keep], s.cause[keep]
+    edges = time_bins(frames.first_ts if t1 is None else t1,
+                      frames.last_ts if t2 is None else t2)
+    nb = len(edges) - 1
+    over = group_percentiles(bin_index(ran, edges), lat, nb)
+    over["edges"] = edges.tolist()
+    pids = np.unique(p[p >= 0])
+    pcode = np.searchsorted(pids, p[p >= 0])
+    per_p = group_percentiles(pcode, lat[p >= 0], len(pids))
+    per_p["p"] = pids.tolist()
+    by_cause = group_percentiles(cause, lat, len(CAUSES))
+    by_cause["cause"] = list(CAUSES)
+    order = np.lexsort((ran, -lat))[:worst]
+    runnable_ts = s.runnable_ts[keep]
+    return {
+        "trace_id": frames.trace_id, "t1": t1, "t2": t2,
+        "samples": int(len(lat)), "censored": s.censored, "pending": s.pending,
+        "summary": summary(lat), "histogram": log_histogram(lat),
+        "over_time": over, "per_p": per_p, "by_cause": by_cause,
+        "worst": [{"goid": int(goid[i]), "runnable_ts": int(runnable_ts[i]),
+                   "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(p[i]),
+                   "m": int(m[i]), "cause": CAUSES[int(cause[i])]}
+                  for i in order.tolist()],
+    }
