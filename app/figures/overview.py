@@ -1,0 +1,130 @@
+"""Overview figures: goroutines by state over time (with GC/STW bands), heap
+and GOMAXPROCS, threads over time. Pure builders over the data of
+:func:`ingest.overview.overview`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from app.figures.source import DiagramSource
+from app.figures.text import plotly_text
+from ingest.overview import DEFAULT_BINS, GOMAXPROCS_METRIC, HEAP_METRICS, STATE_SERIES, overview
+
+#: Colours of the stacked series (the CSS palette for the plain states).
+STATE_COLORS = {
+    "Running": "#2e9d57", "Runnable": "#e0a526", "Syscall": "#c44e52",
+    "Waiting: network": "#4c78a8", "Waiting: sync": "#9467bd", "Waiting: chan": "#17becf",
+    "Waiting: select": "#8da2bf", "Waiting: sleep": "#bcbd22", "Waiting: GC assist": "#7b4fb3",
+    "Waiting: other": "#c7c7c7",
+}
+BAND_COLORS = {"gc": "rgba(123,79,179,0.10)", "stw": "rgba(192,57,43,0.25)"}
+
+
+def _sec(ts: int, first: int) -> float:
+    return (ts - first) / 1e9
+
+
+def _mids(data: dict[str, Any]) -> list[float]:
+    first = data["key"]["first_ts"]
+    e = data["bins"]["edges"]
+    return [_sec((a + b) / 2, first) for a, b in zip(e[:-1], e[1:], strict=True)]
+
+
+def _base(fig: go.Figure, title: str, ytitle: str) -> go.Figure:
+    fig.update_layout(title=title, template="plotly_white", height=360,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 45},
+                      legend={"orientation": "h", "y": -0.18},
+                      xaxis_title="time since trace start (s)", yaxis_title=ytitle,
+                      hovermode="x unified")
+    return fig
+
+
+def _bands(fig: go.Figure, data: dict[str, Any]) -> None:
+    first = data["key"]["first_ts"]
+    for b in data["gc_bands"]:
+        fig.add_vrect(x0=_sec(b["start_ts"], first), x1=_sec(b["end_ts"], first),
+                      fillcolor=BAND_COLORS.get(b["kind"], "rgba(0,0,0,0.1)"),
+                      line_width=0, layer="below")
+    # Legend entries for the bands (shapes have none).
+    for kind, label in (("gc", "GC (mark phase)"), ("stw", "stop-the-world")):
+        if any(b["kind"] == kind for b in data["gc_bands"]):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label,
+                                     marker={"size": 12, "symbol": "square",
+                                             "color": BAND_COLORS[kind]}))
+
+
+def states_figure(data: dict[str, Any]) -> go.Figure:
+    """Stacked area of time-weighted goroutine counts by state, GC/STW shaded."""
+    fig = go.Figure()
+    x = _mids(data)
+    series = data["goroutine_states"]
+    for name in STATE_SERIES:
+        y = series.get(name)
+        if y is None or not any(y):
+            continue
+        fig.add_trace(go.Scatter(x=x, y=y, name=name, stackgroup="states", mode="lines",
+                                 line={"width": 0.5, "color": STATE_COLORS.get(name)},
+                                 hovertemplate="%{y:.2f}"))
+    _bands(fig, data)
+    width = data["bins"]["width_ns"]
+    return _base(fig, f"Goroutines by state (average per {width / 1e6:.3g} ms bin)",
+                 "goroutines")
+
+
+def heap_figure(data: dict[str, Any]) -> go.Figure:
+    """Heap in use and heap goal (MiB), GOMAXPROCS on a second axis."""
+    first = data["key"]["first_ts"]
+    fig = go.Figure()
+    labels = {HEAP_METRICS[0]: "heap objects", HEAP_METRICS[1]: "heap goal"}
+    for name in HEAP_METRICS:
+        m = data["metrics"].get(name) or {"ts": [], "value": []}
+        if not m["ts"]:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[_sec(t, first) for t in m["ts"]], y=[v / 2**20 for v in m["value"]],
+            name=f"{labels[name]} (MiB)", mode="lines", line_shape="hv",
+            line={"dash": "dash" if name == HEAP_METRICS[1] else "solid"}))
+    g = data["metrics"].get(GOMAXPROCS_METRIC) or {"ts": [], "value": []}
+    if g["ts"]:
+        last = data["key"]["last_ts"]
+        fig.add_trace(go.Scatter(
+            x=[_sec(t, first) for t in g["ts"]] + [_sec(last, first)],
+            y=g["value"] + g["value"][-1:], name="GOMAXPROCS", mode="lines",
+            line_shape="hv", yaxis="y2", line={"color": "#555", "width": 1}))
+        fig.update_layout(yaxis2={"title": "GOMAXPROCS", "overlaying": "y", "side": "right",
+                                  "rangemode": "tozero", "showgrid": False})
+    _bands(fig, data)
+    return _base(fig, "Heap and GOMAXPROCS (runtime metrics samples)", "MiB")
+
+
+def threads_figure(data: dict[str, Any]) -> go.Figure:
+    """Threads running a goroutine and threads in a syscall, averages per bin."""
+    fig = go.Figure()
+    x = _mids(data)
+    for name, color in (("Running", STATE_COLORS["Running"]),
+                        ("Syscall", STATE_COLORS["Syscall"])):
+        fig.add_trace(go.Scatter(x=x, y=data["threads"][name], name=f"threads {name.lower()}",
+                                 stackgroup="threads", mode="lines",
+                                 line={"width": 0.5, "color": color},
+                                 hovertemplate="%{y:.2f}"))
+    _bands(fig, data)
+    return _base(fig, "Threads over time (running a goroutine / in a syscall)", "threads")
+
+
+def _data(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> dict[str, Any]:
+    bins = int(opts.get("bins") or DEFAULT_BINS)
+    return overview(src.engine, src.frames.get(trace_id), trace_id, bins=bins)
+
+
+def _title(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
+    fig.update_layout(title=f"{fig.layout.title.text} — {plotly_text(data['key']['name'])}")
+    return fig
+
+
+DIAGRAMS = {
+    "overview-states": lambda s, t, o: _title(states_figure(d := _data(s, t, o)), d),
+    "overview-heap": lambda s, t, o: _title(heap_figure(d := _data(s, t, o)), d),
+    "overview-threads": lambda s, t, o: _title(threads_figure(d := _data(s, t, o)), d),
+}
