@@ -1,0 +1,144 @@
+"""One recording end to end: strace -> parse -> poller.parquet + meta.json.
+
+The raw strace output is kept next to the Parquet as ``strace.txt``: it is
+the source of every row, and what a bug report about the parser needs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors.poller import recorder
+from collectors.poller.parquet_out import write_recording
+from collectors.poller.records import COVERED_SYSCALLS, KIND_SYSCALL, Row
+from collectors.poller.strace_parse import ParseStats, parse_file
+
+RAW_FILE = "strace.txt.gz"
+_RAW_TMP = "strace.txt"
+
+
+@dataclass
+class Options:
+    """What to record and how."""
+
+    out_dir: Path
+    command: Sequence[str] = ()
+    pid: int | None = None
+    duration: float | None = None
+    go_trace: Path | None = None
+    strace: str | None = None
+    baseline: bool = False  # spawn mode: run the command once untraced first
+    seccomp_bpf: bool = True
+
+
+def record(opts: Options) -> dict[str, Any]:
+    """Record, parse and write; returns meta.json's content."""
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    raw = opts.out_dir / _RAW_TMP
+    raw.unlink(missing_ok=True)
+    exe = recorder.find_strace(opts.strace)
+    baseline: tuple[float, int] | None = None
+    if opts.pid is not None:
+        if opts.duration is None:
+            raise recorder.RecorderError("attaching needs a --duration")
+        rec = recorder.record_attach(opts.pid, opts.duration, raw, strace=exe)
+    else:
+        if opts.baseline:
+            baseline = recorder.run_baseline(opts.command, opts.duration)
+        rec = recorder.record_spawn(
+            opts.command, raw, strace=exe, duration=opts.duration, seccomp_bpf=opts.seccomp_bpf
+        )
+    rows, stats = parse_file(raw, default_tid=rec.pid or 0, attached=rec.mode == "attach")
+    _gzip(raw, opts.out_dir / RAW_FILE)
+    if rec.pid is None:
+        rec.pid = rows[0].tid if rows else None
+    meta = build_meta(opts, rec, rows, stats, recorder.strace_version(exe), baseline)
+    write_recording(opts.out_dir, rows, meta)
+    return meta
+
+
+def _gzip(src: Path, dest: Path) -> None:
+    with open(src, "rb") as fin, gzip.open(dest, "wb", compresslevel=6) as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    src.unlink()
+
+
+def overhead(
+    rec: recorder.Recording, rows: Sequence[Row], baseline: tuple[float, int] | None
+) -> dict[str, Any]:
+    """The collector's cost: wall time traced vs untraced, strace's own CPU."""
+    syscalls = sum(1 for r in rows if r.kind == KIND_SYSCALL)
+    wall = rec.wall_s
+    out: dict[str, Any] = {
+        "traced_wall_s": round(wall, 6),
+        "baseline_wall_s": None,
+        "baseline_exit_status": None,
+        "slowdown": None,
+        "strace_cpu_s": round(rec.strace_cpu_s, 3),
+        "strace_cpu_share": round(rec.strace_cpu_s / wall, 4) if wall > 0 else None,
+        "syscalls_recorded": syscalls,
+        "syscalls_per_s": round(syscalls / wall, 1) if wall > 0 else None,
+        "method": (
+            "the same command run untraced, then traced; slowdown = traced/untraced wall time"
+            if baseline is not None
+            else "strace's own CPU time sampled from /proc while recording (no untraced run)"
+        ),
+    }
+    if baseline is not None:
+        out["baseline_wall_s"] = round(baseline[0], 6)
+        out["baseline_exit_status"] = baseline[1]
+        if baseline[0] > 0:
+            out["slowdown"] = round(wall / baseline[0], 3)
+    return out
+
+
+def build_meta(
+    opts: Options,
+    rec: recorder.Recording,
+    rows: Sequence[Row],
+    stats: ParseStats,
+    version: str,
+    baseline: tuple[float, int] | None,
+) -> dict[str, Any]:
+    """meta.json for one recording (keys documented in docs/schema.md)."""
+    tids = sorted({r.tid for r in rows})
+    go_trace: dict[str, Any] | None = None
+    if opts.go_trace is not None:
+        path = opts.go_trace.resolve()
+        go_trace = {
+            "path": str(path),
+            "name": path.name,
+            "exists": path.is_file(),
+            "size": path.stat().st_size if path.is_file() else None,
+        }
+    return {
+        "mode": rec.mode,
+        "command": rec.command,
+        "pid": rec.pid,
+        "tids": tids,
+        "start_wall_ns": rec.started_ns,
+        "end_wall_ns": rec.ended_ns,
+        "first_ts_ns": rows[0].ts_ns if rows else None,
+        "last_ts_ns": max((r.end_ns or r.ts_ns) for r in rows) if rows else None,
+        "exit_status": rec.exit_status,
+        "strace_exit_status": rec.strace_status,
+        "stopped_by": rec.stopped_by,
+        "go_trace": go_trace,
+        "strace": {
+            "path": rec.strace_argv[0],
+            "version": version,
+            "argv": rec.strace_argv,
+            "stderr": rec.stderr[-4000:],
+            "raw_file": RAW_FILE,
+            "syscalls": list(COVERED_SYSCALLS),
+        },
+        "parse": stats.as_dict(),
+        "overhead": overhead(rec, rows, baseline),
+        "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+    }
