@@ -39,7 +39,7 @@ def sha256(data: bytes) -> str:
 
 
 def open_upload(srv: Served, name: str, size: int, token: str | None = None) -> str:
-    r = requests.post(f"{srv.url}/api/uploads", params={"name": name, "size": size},
+    r = requests.post(f"{srv.url}/api/uploads", params={"name": name, "size": str(size)},
                       headers=auth(token), timeout=60)
     assert r.status_code == 201, r.text
     upload_id: str = r.json()["upload_id"]
