@@ -261,6 +261,8 @@ class JobRunner:
                 self._last_write.pop(job.id, None)
                 job.heartbeat = job.finished
                 self.files.write(job)
+            # The history row comes after the live file: on SQLite it may wait behind
+            # another job's load for minutes, and meanwhile readers already see the end.
             self._record(job)
 
     def _hash(self, job: Job, path: Path) -> str:
