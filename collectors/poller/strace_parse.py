@@ -273,14 +273,18 @@ def _result(row: Row, text: str) -> str | None:
 
 def _decoration_end(text: str) -> int:
     """Index of the ``>`` closing the decoration that starts at ``text[0] == '<'``."""
-    depth = 0
+    brackets = angles = 0
     for i, c in enumerate(text[1:], start=1):
         if c == "[":
-            depth += 1
-        elif c == "]" and depth:
-            depth -= 1
-        elif c == ">" and not depth:
-            return i
+            brackets += 1
+        elif c == "]" and brackets:
+            brackets -= 1
+        elif c == "<" and not brackets:
+            angles += 1
+        elif c == ">" and not brackets:
+            if not angles:
+                return i
+            angles -= 1
     return len(text)
 
 

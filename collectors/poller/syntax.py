@@ -23,9 +23,12 @@ def scan_to_close(text: str) -> int:
     while i < n:
         c = text[i]
         if depth and depth[-1] == "<":
-            # Inside a -yy decoration: paths are unquoted, only [] nest.
+            # Inside a -yy decoration: paths are unquoted; [] and <> nest
+            # ("/dev/null<char 1:3>", "TCP:[1.2.3.4:5->6.7.8.9:10]").
             if c == "[":
                 depth.append("[<")
+            elif c == "<":
+                depth.append("<")
             elif c == ">":
                 depth.pop()
             i += 1
@@ -75,8 +78,8 @@ def split_args(text: str) -> list[str]:
     while i < n:
         c = text[i]
         if depth and depth[-1] in ("<", "[<"):
-            if depth[-1] == "<" and c == "[":
-                depth.append("[<")
+            if depth[-1] == "<" and c in "[<":
+                depth.append("[<" if c == "[" else "<")
             elif depth[-1] == "[<" and c == "]":
                 depth.pop()
             elif depth[-1] == "<" and c == ">":
