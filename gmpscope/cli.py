@@ -18,6 +18,8 @@ SUBCOMMANDS = {
     "record": "record",
     "serve": "serve",
     "export": "export",
+    "diagnose": "diagnose",
+    "live": "live",
 }
 
 

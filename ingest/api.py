@@ -55,6 +55,7 @@ VIEW_APIS = (
     "ingest.api_analysis",
     "ingest.api_views",
     "ingest.api_export",
+    "ingest.api_live",
 )
 
 T = TypeVar("T")
