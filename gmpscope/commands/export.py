@@ -119,6 +119,10 @@ def _write(output: str, write: Any) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+        # mkstemp makes the file 0600; give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
