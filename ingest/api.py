@@ -365,3 +365,4 @@ def get_stategraph(trace_id: int) -> Response:
     if isinstance(out, str):
         return Response(out, mimetype="text/plain")
     return jsonify(jsonable(out))
+    "ingest.api_diagnose",

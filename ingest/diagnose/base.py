@@ -1,0 +1,270 @@
+"""What every diagnostic rule shares: the finding it returns, the context it
+reads, and small exact-arithmetic helpers over the frames.
+
+A rule is a class with an ``id``, a ``family``, the data ``requires`` it
+needs (``"frames"`` for the execution trace; ``"poller"`` for an OS poller
+recording joined to the trace) and ``check(ctx, cfg) -> list[Finding]``.
+Rules return plain data; the runner orders, renders and serves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Engine, inspect, select
+
+from ingest import models
+from ingest.frames import TraceFrames
+
+I64 = npt.NDArray[np.int64]
+
+SEVERITIES = ("critical", "warning", "info")
+#: How many evidence items of each sort a finding carries at most.
+MAX_EVIDENCE = 10
+
+
+def timeline_link(trace_id: int, mode: str, t1: int, t2: int, g: int | None = None,
+                  m: int | None = None, p: int | None = None) -> str:
+    """The timeline deep link (/traces/<id>/timeline?mode=..&t1=..&t2=..[&g=][&m=][&p=])."""
+    t2 = max(t2, t1 + 1)
+    url = f"/traces/{trace_id}/timeline?mode={mode}&t1={int(t1)}&t2={int(t2)}"
+    for key, val in (("g", g), ("m", m), ("p", p)):
+        if val is not None and val >= 0:
+            url += f"&{key}={int(val)}"
+    return url
+
+
+def goroutine_link(trace_id: int, goid: int) -> str:
+    return f"/traces/{trace_id}/goroutines/{int(goid)}"
+
+
+@dataclass
+class Evidence:
+    """One time range that proves a finding (a syscall, a wait, a pause...)."""
+
+    label: str
+    t1: int
+    t2: int
+    link: str
+    g: int | None = None
+    m: int | None = None
+    p: int | None = None
+    duration_ns: int = 0
+
+
+@dataclass
+class GoroutineRef:
+    """A goroutine involved, with the figure that makes it relevant."""
+
+    goid: int
+    label: str
+    link: str
+    ns: int = 0
+
+
+@dataclass
+class StackRef:
+    """A stack involved: its frames (innermost first), occurrences, total time."""
+
+    stack_id: int
+    count: int
+    total_ns: int
+    frames: list[dict[str, Any]]
+    label: str = ""
+
+
+@dataclass
+class Finding:
+    """One diagnosed problem with the evidence that proves it."""
+
+    rule: str
+    family: str
+    severity: str
+    title: str
+    summary: str
+    link: str
+    measures: dict[str, Any]
+    thresholds: dict[str, Any]
+    ranges: list[Evidence] = field(default_factory=list)
+    goroutines: list[GoroutineRef] = field(default_factory=list)
+    threads: list[int] = field(default_factory=list)
+    stacks: list[StackRef] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Context:
+    """What rules read: the engine, the frames, and lazily computed shared
+    facts (stacks, GOMAXPROCS, available data sources)."""
+
+    def __init__(self, engine: Engine, frames: TraceFrames) -> None:
+        self.engine = engine
+        self.frames = frames
+        self.trace_id = frames.trace_id
+
+    @property
+    def span_ns(self) -> int:
+        return max(1, self.frames.last_ts - self.frames.first_ts)
+
+    @cached_property
+    def sources(self) -> frozenset[str]:
+        """Data available for this trace: "frames" always, "poller" when an
+        OS poller recording is joined to it (a ``poller_calls`` table with
+        rows of this trace)."""
+        have = {"frames"}
+        if inspect(self.engine).has_table("poller_calls"):
+            tbl = models.metadata.tables.get("poller_calls")
+            if tbl is not None:
+                with self.engine.connect() as conn:
+                    if conn.execute(select(tbl.c.trace_id)
+                                    .where(tbl.c.trace_id == self.trace_id).limit(1)).first():
+                        have.add("poller")
+        return frozenset(have)
+
+    @cached_property
+    def gomaxprocs(self) -> int | None:
+        """The largest GOMAXPROCS the trace's metrics report, None if unknown."""
+        mt = models.metrics
+        with self.engine.connect() as conn:
+            v = conn.execute(select(mt.c.value).where(
+                mt.c.trace_id == self.trace_id,
+                mt.c.name == "/sched/gomaxprocs:threads").order_by(mt.c.value.desc())
+                .limit(1)).scalar()
+        return None if v is None else int(v)
+
+    def stack_frames(self, stack_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+        from ingest.goroutine_stats import stack_frames
+
+        return stack_frames(self.engine, self.trace_id, stack_ids)
+
+    def stack_refs(self, stack_id: I64, dur: I64, top: int = MAX_EVIDENCE,
+                   label: str = "") -> list[StackRef]:
+        """The ``top`` stacks by total duration (ties: by id) with their frames."""
+        if len(stack_id) == 0:
+            return []
+        uniq, inv = np.unique(stack_id, return_inverse=True)
+        inv = inv.reshape(-1)
+        cnt = np.bincount(inv, minlength=len(uniq))
+        tot = np.zeros(len(uniq), np.int64)
+        np.add.at(tot, inv, dur.astype(np.int64))
+        order = np.lexsort((uniq, -tot))[:top]
+        frames = self.stack_frames([int(uniq[i]) for i in order])
+        return [StackRef(stack_id=int(uniq[i]), count=int(cnt[i]), total_ns=int(tot[i]),
+                         frames=frames.get(int(uniq[i]), []), label=label)
+                for i in order.tolist()]
+
+    @cached_property
+    def goroutine_rows(self) -> int:
+        """Number of interval rows that belong to goroutines (they come first)."""
+        lanes = self.frames.goroutines
+        return int(lanes.off[-1]) if len(lanes.ids) else 0
+
+    def goroutine_of_rows(self, rows: I64) -> I64:
+        """Goroutine id of each goroutine interval row."""
+        lanes = self.frames.goroutines
+        lane = np.searchsorted(lanes.off, rows, side="right") - 1
+        return lanes.ids[lane].astype(np.int64)
+
+    def kind_codes(self, to_state: str, reasons: tuple[str, ...] | None = None,
+                   resource: str = "goroutine") -> list[int]:
+        """Kind codes of transitions into ``to_state`` (with one of ``reasons``)."""
+        return [c for c, k in self.frames.kinds.items()
+                if k.resource == resource and k.to_state == to_state
+                and (reasons is None or k.reason in reasons)]
+
+    @cached_property
+    def runnable(self) -> StepCount:
+        """How many goroutines are Runnable over time."""
+        n = self.goroutine_rows
+        idx = np.flatnonzero(self.frames.state[:n] == models.STATE_CODE["Runnable"])
+        iv = self.frames.intervals
+        return StepCount(iv["start_ts"][idx], iv["end_ts"][idx], rows=idx)
+
+
+class StepCount:
+    """The number of open intervals over time, and its exact integral.
+
+    ``integral(a, b)`` is the total time the intervals spent inside
+    ``[a, b)``, summed over intervals (e.g. goroutine-ns spent Runnable),
+    computed from the breakpoints in int64, so it equals the sum of the
+    per-interval overlaps exactly.
+    """
+
+    def __init__(self, start: I64, end: I64, rows: I64) -> None:
+        self.start = np.asarray(start, np.int64)
+        self.end = np.asarray(end, np.int64)
+        self.rows = rows
+        ts = np.concatenate([self.start, self.end])
+        delta = np.concatenate([np.ones(len(self.start), np.int64),
+                                -np.ones(len(self.end), np.int64)])
+        order = np.argsort(ts, kind="stable")
+        ts, delta = ts[order], delta[order]
+        self.bp, first = np.unique(ts, return_index=True)
+        step = np.add.reduceat(delta, first) if len(ts) else np.zeros(0, np.int64)
+        self.count = np.cumsum(step)  # open intervals on [bp[i], bp[i+1])
+        widths = np.diff(self.bp)
+        self.cum = np.concatenate([[0], np.cumsum(self.count[:-1] * widths)]).astype(np.int64)
+
+    def at(self, t: I64) -> I64:
+        """Integral from the first breakpoint up to each ``t``."""
+        t = np.asarray(t, np.int64)
+        if len(self.bp) == 0:
+            return np.zeros(len(t), np.int64)
+        i = np.searchsorted(self.bp, t, side="right") - 1
+        ok = i >= 0
+        ic = np.maximum(i, 0)
+        return np.where(ok, self.cum[ic] + self.count[ic] * (t - self.bp[ic]), 0)
+
+    def integral(self, a: I64, b: I64) -> I64:
+        return self.at(b) - self.at(a)
+
+    def overlapping(self, a: int, b: int) -> I64:
+        """Indices (into start/end) of the intervals overlapping [a, b)."""
+        return np.flatnonzero((self.start < b) & (self.end > a))
+
+
+class Rule(Protocol):
+    """A diagnostic rule (see the module docstring)."""
+
+    id: ClassVar[str]
+    family: ClassVar[str]
+    title: ClassVar[str]
+    requires: ClassVar[frozenset[str]]
+    #: Threshold name -> default value (ns, counts, ratios); config overrides.
+    defaults: ClassVar[dict[str, Any]]
+    #: One line: what the rule measures (shown by --list-rules and the docs).
+    doc: ClassVar[str]
+
+    def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]: ...
+
+
+def severity_for(value: float, threshold: float, critical_factor: float) -> str:
+    """"critical" when ``value`` reaches ``critical_factor`` times the threshold."""
+    return "critical" if threshold > 0 and value >= critical_factor * threshold else "warning"
+
+
+def ms(ns: float | int | None) -> str:
+    """A duration in ns as milliseconds for summaries (3 significant decimals)."""
+    if ns is None:
+        return "-"
+    v = ns / 1e6
+    return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def nearest_rank(sorted_values: I64, q: float) -> int | None:
+    from ingest.histo import nearest_rank as nr
+
+    return nr(sorted_values, q)
+
+
+def as_dicts(items: list[Any]) -> list[dict[str, Any]]:
+    return [asdict(i) for i in items]

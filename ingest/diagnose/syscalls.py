@@ -1,0 +1,207 @@
+"""Syscall rules: blocking syscalls that hold a thread while runnable
+goroutines wait for a P, and Ps handed off late after a syscall began.
+
+"Runnable goroutine time" inside a window is the sum over goroutine Runnable
+intervals of their overlap with it (goroutine-ns waiting for a P), computed
+exactly by :class:`ingest.diagnose.base.StepCount`; overlapping windows are
+merged first, so no waiting is counted twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ingest.diagnose.base import (
+    I64,
+    MAX_EVIDENCE,
+    Context,
+    Evidence,
+    Finding,
+    GoroutineRef,
+    goroutine_link,
+    ms,
+    severity_for,
+    timeline_link,
+)
+
+
+def merged_integral(ctx: Context, a: I64, b: I64) -> int:
+    """Runnable goroutine-ns inside the union of the windows [a, b)."""
+    if len(a) == 0:
+        return 0
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    reach = np.maximum.accumulate(b)
+    new = np.r_[True, a[1:] > reach[:-1]]
+    starts = a[new]
+    ends = np.maximum.reduceat(b, np.flatnonzero(new))
+    return int(ctx.runnable.integral(starts, ends).sum())
+
+
+def waiters(ctx: Context, windows: list[tuple[int, int]], top: int = MAX_EVIDENCE
+            ) -> tuple[list[GoroutineRef], int]:
+    """Goroutines that were Runnable inside the windows, by time waiting there."""
+    rs = ctx.runnable
+    acc: dict[int, int] = {}
+    for a, b in windows:
+        idx = rs.overlapping(a, b)
+        if not len(idx):
+            continue
+        ov = np.minimum(rs.end[idx], b) - np.maximum(rs.start[idx], a)
+        for g, v in zip(ctx.goroutine_of_rows(rs.rows[idx]).tolist(), ov.tolist(), strict=True):
+            acc[g] = acc.get(g, 0) + int(v)
+    best = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ([GoroutineRef(goid=g, label=f"G{g} runnable {ms(v)} while the P was held",
+                          link=goroutine_link(ctx.trace_id, g), ns=v) for g, v in best],
+            len(acc))
+
+
+def _gmp(ctx: Context) -> str:
+    return f"GOMAXPROCS={ctx.gomaxprocs}" if ctx.gomaxprocs is not None else "GOMAXPROCS unknown"
+
+
+class BlockingSyscall:
+    id: ClassVar[str] = "syscall.blocking"
+    family: ClassVar[str] = "syscall"
+    title: ClassVar[str] = "Blocking syscalls held threads while goroutines waited for a P"
+    requires: ClassVar[frozenset[str]] = frozenset({"frames"})
+    doc: ClassVar[str] = ("Syscalls lasting at least long_syscall_ns during which goroutines "
+                          "were Runnable while the syscall still held its P (before another "
+                          "M took it); raised when that runnable time, over the union of "
+                          "those windows, reaches min_waiting_ns.")
+    defaults: ClassVar[dict[str, Any]] = {
+        "long_syscall_ns": 10_000_000, "min_waiting_ns": 5_000_000, "critical_factor": 10.0,
+    }
+
+    def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
+        sc = ctx.frames.syscalls
+        start, end, dur = sc["start_ts"], sc["end_ts"], sc["duration_ns"]
+        held_end = p_held_until(ctx)
+        long = np.flatnonzero((dur >= cfg["long_syscall_ns"]) & (held_end > start))
+        if not len(long):
+            return []
+        waited = ctx.runnable.integral(start[long], held_end[long])
+        hit = long[waited > 0]
+        w_hit = waited[waited > 0]
+        if not len(hit):
+            return []
+        total_wait = merged_integral(ctx, start[hit], held_end[hit])
+        if total_wait < cfg["min_waiting_ns"]:
+            return []
+        held = held_end - start
+        order = np.lexsort((start[hit], -w_hit))[:MAX_EVIDENCE]
+        goid, m, p = sc["goid"], sc["m"], sc["p"]
+        ranges = [Evidence(
+            label=(f"syscall of G{int(goid[i])} on M{int(m[i])}: {ms(int(dur[i]))}, P{int(p[i])} "
+                   f"held {ms(int(held[i]))}, {ms(int(w))} runnable goroutine time meanwhile"),
+            t1=int(start[i]), t2=int(end[i]), g=int(goid[i]), m=int(m[i]), p=int(p[i]),
+            duration_ns=int(dur[i]),
+            link=timeline_link(ctx.trace_id, "m", int(start[i]), int(end[i]), g=int(goid[i]),
+                               m=int(m[i])))
+            for i, w in zip(hit[order].tolist(), w_hit[order].tolist(), strict=True)]
+        who, n_who = waiters(ctx, [(int(start[i]), int(held_end[i])) for i in hit[order]])
+        longest = int(hit[np.lexsort((start[hit], -dur[hit]))[0]])
+        measures = {
+            "syscalls": int(len(hit)), "syscall_ns": int(dur[hit].sum()),
+            "p_held_ns": int(held[hit].sum()),
+            "longest_ns": int(dur[longest]), "longest_goid": int(goid[longest]),
+            "longest_m": int(m[longest]), "runnable_waiting_ns": total_wait,
+            "goroutines_waiting": n_who, "gomaxprocs": ctx.gomaxprocs,
+        }
+        summary = (f"{len(hit)} syscalls of >= {ms(cfg['long_syscall_ns'])} "
+                   f"({ms(measures['syscall_ns'])} in total, longest {ms(measures['longest_ns'])} "
+                   f"by G{measures['longest_goid']} on M{measures['longest_m']}) blocked their "
+                   f"threads holding their P for {ms(measures['p_held_ns'])} while goroutines "
+                   f"spent {ms(total_wait)} Runnable waiting for a P ({_gmp(ctx)})")
+        first = ranges[0]
+        return [Finding(
+            rule=self.id, family=self.family, title=self.title,
+            severity=severity_for(total_wait, cfg["min_waiting_ns"], cfg["critical_factor"]),
+            summary=summary, measures=measures, thresholds=dict(cfg),
+            link=timeline_link(ctx.trace_id, "m", first.t1, first.t2, m=first.m),
+            ranges=ranges, goroutines=who,
+            threads=sorted({int(x) for x in m[hit].tolist() if x >= 0}),
+            stacks=ctx.stack_refs(sc["stack_id"][hit], dur[hit], label="syscall stack"))]
+
+
+def p_held_until(ctx: Context) -> I64:
+    """When each syscall's P left its blocked thread: the time another M took
+    it (stolen_ts), the syscall's end when it kept it, or its start when it
+    was lost at an unknown time (nothing is blamed on it then)."""
+    sc = ctx.frames.syscalls
+    lost = sc["p_lost"] == 1
+    until = np.where(lost, sc["stolen_ts"], sc["end_ts"])
+    return np.where(lost & (sc["stolen_ts"] < 0), sc["start_ts"], until)
+
+
+class SlowHandoff:
+    id: ClassVar[str] = "syscall.slow-handoff"
+    family: ClassVar[str] = "syscall"
+    title: ClassVar[str] = "Ps handed off late after syscalls began"
+    requires: ClassVar[frozenset[str]] = frozenset({"frames"})
+    doc: ClassVar[str] = ("For each syscall, how long its P stayed with the blocked thread "
+                          "(until another M took it, or the whole syscall when it kept it) "
+                          "while goroutines were Runnable; raised when at least min_syscalls "
+                          "held their P for handoff_ns or more with at least "
+                          "min_waiting_each_ns of runnable time, and the total runnable "
+                          "time reaches min_waiting_ns.")
+    defaults: ClassVar[dict[str, Any]] = {
+        "handoff_ns": 1_000_000, "min_waiting_each_ns": 100_000, "min_syscalls": 3,
+        "min_waiting_ns": 1_000_000, "critical_factor": 10.0,
+    }
+
+    def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
+        sc = ctx.frames.syscalls
+        start = sc["start_ts"]
+        lost, known = sc["p_lost"] == 1, sc["start_known"] == 1
+        held_end = p_held_until(ctx)
+        held = held_end - start
+        cand = np.flatnonzero(known & (held >= cfg["handoff_ns"]))
+        if not len(cand):
+            return []
+        waited = ctx.runnable.integral(start[cand], held_end[cand])
+        keep = waited >= cfg["min_waiting_each_ns"]
+        hit = cand[keep]
+        if len(hit) < cfg["min_syscalls"]:
+            return []
+        total_wait = merged_integral(ctx, start[hit], held_end[hit])
+        if total_wait < cfg["min_waiting_ns"]:
+            return []
+        h = np.sort(held[hit])
+        goid, m, p = sc["goid"], sc["m"], sc["p"]
+        order = np.lexsort((start[hit], -held[hit]))[:MAX_EVIDENCE]
+        ranges = []
+        for i in hit[order].tolist():
+            how = (f"taken by M{int(sc['stolen_by_m'][i])}" if lost[i] and sc["stolen_by_m"][i] >= 0
+                   else "handed off" if lost[i] else "kept for the whole syscall")
+            ranges.append(Evidence(
+                label=(f"P{int(p[i])} held {ms(int(held[i]))} by the syscall of G{int(goid[i])} "
+                       f"on M{int(m[i])} ({how})"),
+                t1=int(start[i]), t2=int(held_end[i]), g=int(goid[i]), m=int(m[i]), p=int(p[i]),
+                duration_ns=int(held[i]),
+                link=timeline_link(ctx.trace_id, "p", int(start[i]), int(held_end[i]),
+                                   p=int(p[i]))))
+        who, n_who = waiters(ctx, [(r.t1, r.t2) for r in ranges])
+        from ingest.histo import nearest_rank
+
+        measures = {
+            "syscalls": int(len(hit)), "handoff_p50_ns": nearest_rank(h, 0.5),
+            "handoff_p99_ns": nearest_rank(h, 0.99), "handoff_max_ns": int(h[-1]),
+            "kept_p": int((~lost[hit]).sum()), "runnable_waiting_ns": total_wait,
+            "goroutines_waiting": n_who, "gomaxprocs": ctx.gomaxprocs,
+        }
+        summary = (f"{len(hit)} syscalls held their P for >= {ms(cfg['handoff_ns'])} while "
+                   f"goroutines were Runnable (held p50 {ms(measures['handoff_p50_ns'])}, "
+                   f"max {ms(measures['handoff_max_ns'])}; {measures['kept_p']} kept it to the "
+                   f"end); {n_who} goroutines waited {ms(total_wait)} in total ({_gmp(ctx)})")
+        first = ranges[0]
+        return [Finding(
+            rule=self.id, family=self.family, title=self.title,
+            severity=severity_for(total_wait, cfg["min_waiting_ns"], cfg["critical_factor"]),
+            summary=summary, measures=measures, thresholds=dict(cfg),
+            link=timeline_link(ctx.trace_id, "p", first.t1, first.t2, p=first.p),
+            ranges=ranges, goroutines=who,
+            threads=sorted({int(x) for x in m[hit].tolist() if x >= 0}),
+            stacks=ctx.stack_refs(sc["stack_id"][hit], held[hit], label="syscall stack"))]
