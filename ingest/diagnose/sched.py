@@ -29,7 +29,7 @@ class SchedLatency:
                           "when, over at least min_samples samples, the nearest-rank p99 "
                           "reaches p99_ns, or the maximum reaches max_ns.")
     defaults: ClassVar[dict[str, Any]] = {
-        "p99_ns": 5_000_000, "max_ns": 50_000_000, "min_samples": 50, "critical_factor": 4.0,
+        "p99_ns": 5_000_000, "max_ns": 50_000_000, "min_samples": 20, "critical_factor": 4.0,
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:

@@ -44,8 +44,11 @@ WORKLOADS: tuple[str, ...] = (
     "annotations",
     "connleak",
     "gcpressure",
+    "goroutineleak",
+    "healthy",
     "httpnet",
     "mutex",
+    "schedlatency",
     "syscallblock",
     "timers",
 )
