@@ -223,12 +223,12 @@
           jobId = await send(file, row);
         } catch (err) {
           active--;
-          row.fail(file.name + ": upload failed: " + (err && err.message ? err.message : err));
+          row.fail("upload failed: " + (err && err.message ? err.message : err));
           return;
         }
         row.progress("ingesting", 0, 0, "queued");
         follow(jobId, row).catch(function (err) {
-          row.fail(file.name + ": " + (err && err.message ? err.message : err));
+          row.fail(err && err.message ? err.message : String(err));  // names the file already
         }).finally(function () { active--; });
       });
     });
@@ -321,6 +321,15 @@
   });
   document.addEventListener("click", function (e) {
     var button = e.target && e.target.closest && e.target.closest(".library-delete");
-    if (button) { e.preventDefault(); remove(button); }
+    if (button) { e.preventDefault(); remove(button); return; }
+    // "Open" of a finished upload: navigate inside the app as dcc.Link does, so that
+    // uploads still running in this tab go on (a plain click would reload the page).
+    var link = e.target && e.target.closest && e.target.closest("a.upload-open");
+    if (link && e.button === 0 && !e.ctrlKey && !e.metaKey && !e.shiftKey && !e.altKey) {
+      e.preventDefault();
+      window.history.pushState({}, "", link.getAttribute("href"));
+      window.dispatchEvent(new CustomEvent("_dashprivate_pushstate"));
+      window.scrollTo(0, 0);
+    }
   });
 })();
