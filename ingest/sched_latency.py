@@ -1,12 +1,13 @@
 """Scheduler latency: how long goroutines stayed Runnable before they ran.
 
-Each goroutine Runnable interval that is followed (in the same goroutine) by
-a Running interval is one latency sample: its duration, i.e. the time from
-the transition to Runnable to the transition to Running. The P and M are
+Each spell of Runnable (one Runnable interval, or several in a row: Go
+occasionally reports Runnable->Runnable) that is followed, in the same
+goroutine, by a Running interval is one latency sample: the time from the
+transition into Runnable to the transition to Running. The P and M are
 those of the Running transition (where it got to run). Runnable intervals
 entered from ``Undetermined`` (runnable when the trace began) have no known
-start and are counted as ``censored``, not sampled; Runnable intervals not
-followed by Running (still runnable at the end) are counted as ``pending``.
+start and are counted as ``censored``, not sampled; spells not followed by
+Running (still runnable at the end, or gone) are counted as ``pending``.
 """
 
 from __future__ import annotations
@@ -84,15 +85,27 @@ def latency_samples(frames: TraceFrames) -> Samples:
     followed = np.zeros(n, dtype=bool)
     if n > 1:
         followed[:-1] = (st[1:] == models.RUNNING) & ~last[:-1]
-    cand = runnable & followed
-    censored = cand & undet[kind]
-    idx = np.flatnonzero(cand & ~censored)
-    nxt = idx + 1
+    # Go sometimes reports Runnable->Runnable: one wait split in two. A
+    # sample spans the whole spell of consecutive Runnable intervals.
+    spell = runnable.copy()
+    if n > 1:
+        spell[1:] &= ~(runnable[:-1] & ~last[:-1])
+    spell_starts = np.flatnonzero(spell)
+    ends = np.flatnonzero(runnable & followed)
+    first = spell_starts[np.searchsorted(spell_starts, ends, side="right") - 1] \
+        if len(ends) else ends
+    cens = undet[kind[first]]
+    idx, ends = first[~cens], ends[~cens]
+    nxt = ends + 1
     lane = np.searchsorted(lanes.off, idx, side="right") - 1
+    spell_end = np.zeros(n, dtype=bool)
+    if n:
+        spell_end[:-1] = runnable[:-1] & ~(runnable[1:] & ~last[:-1])
+        spell_end[-1] = runnable[-1]
     return Samples(goid=lanes.ids[lane].astype(np.int64), runnable_ts=iv["start_ts"][idx],
                    running_ts=iv["start_ts"][nxt], p=iv["p"][nxt], m=iv["m"][nxt],
                    cause=_cause_of_kinds(frames)[kind[idx]],
-                   censored=int(censored.sum()), pending=int((runnable & ~followed).sum()))
+                   censored=int(cens.sum()), pending=int((spell_end & ~followed).sum()))
 
 
 def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,
