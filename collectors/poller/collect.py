@@ -80,6 +80,7 @@ def overhead(
         "baseline_wall_s": None,
         "baseline_exit_status": None,
         "slowdown": None,
+        "added_us_per_syscall": None,
         "strace_cpu_s": round(rec.strace_cpu_s, 3),
         "strace_cpu_share": round(rec.strace_cpu_s / wall, 4) if wall > 0 else None,
         "syscalls_recorded": syscalls,
@@ -95,6 +96,9 @@ def overhead(
         out["baseline_exit_status"] = baseline[1]
         if baseline[0] > 0:
             out["slowdown"] = round(wall / baseline[0], 3)
+        if syscalls:
+            # What each stop cost the program, if the stops were all of it.
+            out["added_us_per_syscall"] = round((wall - baseline[0]) / syscalls * 1e6, 1)
     return out
 
 

@@ -248,6 +248,8 @@ def record_spawn(
 ) -> Recording:
     """Run ``command`` under strace, writing strace's output to ``output``."""
     exe = find_strace(strace)
+    if command and shutil.which(command[0]) is None:
+        raise RecorderError(f"no such command (or not executable): {command[0]}")
     argv = strace_argv(exe, output, command=command, seccomp_bpf=seccomp_bpf)
     return run_strace(argv, output, mode="spawn", command=command, pid=None, duration=duration)
 
