@@ -1,0 +1,131 @@
+"""The timeline figure: lanes of horizontal bars, one bar trace per category.
+
+A pure builder over the data of :func:`ingest.timeline.timeline` (already a
+level-of-detail summary: a few thousand shapes at most). Bars rather than
+layout shapes: Plotly draws thousands of bars quickly and gives each a hover
+label; layout shapes get slow past a few hundred. The x axis is ms since the
+trace's start; lanes are numeric rows (0 at the top) labelled by tick text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from app.figures.source import DiagramSource
+from app.figures.text import plotly_text
+from ingest.timeline import parse_params, timeline
+
+#: Category colours (app/assets/gmpscope.css palette; Waiting in blue-grey shades).
+COLORS = {
+    "Running": "#2e9d57", "Runnable": "#e0a526", "Syscall": "#c44e52",
+    "Waiting: network": "#5b7fb0", "Waiting: sync": "#8c7fb5",
+    "Waiting: chan/select": "#7fa3c4", "Waiting: sleep": "#b5c4d8",
+    "Waiting: GC": "#a99bc9", "Waiting: other": "#8da2bf", "Idle": "#dfe2e8",
+    "GC": "#7b4fb3", "STW": "#4b2a7a", "Sweep": "#c3a8e6", "Assist": "#9b6fd0",
+}
+LANE_PX = 18
+#: Longest lane label (start functions can be very long).
+LABEL_CHARS = 48
+
+
+def fmt_dur(ns: float) -> str:
+    """A duration as a short string (ns, µs, ms, s)."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def _label(text: str, kind: str) -> str:
+    if len(text) > LABEL_CHARS:
+        text = "…" + text[-(LABEL_CHARS - 1):]
+    esc = plotly_text(text)
+    return f"<b>{esc}</b>" if kind in ("group", "range") else esc
+
+
+def _hover(data: dict[str, Any], i: int, lane_label: str) -> str:
+    sh = data["shapes"]
+    cats = data["categories"]
+    d = sh["d"][i]
+    start_ms = (data["t1"] + sh["s"][i] - data["first_ts"]) / 1e6
+    head = plotly_text(lane_label)
+    if sh["n"][i] > 1:
+        mix = data["mix"][i] or []
+        total = sum(mix[1::2]) or 1
+        parts = sorted(zip(mix[0::2], mix[1::2], strict=True), key=lambda p: -p[1])
+        lines = [f"{cats[c]} {100 * ns / total:.0f}%" for c, ns in parts[:5]]
+        return (f"{head}: {sh['n'][i]} intervals in {fmt_dur(d)}<br>"
+                + "<br>".join(lines) + f"<br>from {start_ms:.6g} ms · zoom in for detail")
+    kind = data["kinds"].get(str(sh["kind"][i]))
+    reason = kind[3] if kind else ""
+    state = cats[sh["cat"][i]]
+    g = sh["g"][i]
+    who = f"G{g} " if g >= 0 and not lane_label.startswith("G") else ""
+    extra = f" ({plotly_text(reason)})" if reason and "Waiting" not in state else ""
+    return (f"{head}: {who}{state}{extra}<br>{fmt_dur(d)} from {start_ms:.6g} ms"
+            "<br>click for details")
+
+
+def timeline_figure(data: dict[str, Any], height: int | None = None) -> go.Figure:
+    """Bars per category over the lanes of one timeline window."""
+    lanes = data["lanes"]
+    labels = lanes["label"]
+    n_lanes = len(labels)
+    sh = data["shapes"]
+    first = data["first_ts"]
+    cats = data["categories"]
+    min_ns = data["bucket_ns"]
+    by_cat: dict[int, list[int]] = {}
+    for i, c in enumerate(sh["cat"]):
+        by_cat.setdefault(c, []).append(i)
+    fig = go.Figure()
+    for c in sorted(by_cat):
+        idx = by_cat[c]
+        name = cats[c]
+        fig.add_trace(go.Bar(
+            orientation="h", name=name,
+            y=[sh["lane"][i] for i in idx],
+            base=[(data["t1"] + sh["s"][i] - first) / 1e6 for i in idx],
+            # At least one pixel wide, or a lone short interval would not show.
+            x=[max(sh["d"][i], min_ns) / 1e6 for i in idx],
+            customdata=[[sh["ref"][i], sh["g"][i], sh["n"][i]] for i in idx],
+            hovertext=[_hover(data, i, labels[sh["lane"][i]]) for i in idx],
+            hovertemplate="%{hovertext}<extra></extra>",
+            marker={"color": COLORS.get(name, "#999999"), "line": {"width": 0}},
+            width=0.8,
+        ))
+    ticktext = [_label(t, k) for t, k in zip(labels, lanes["type"], strict=True)]
+    if 0 <= data.get("focus", -1) < n_lanes:
+        ticktext[data["focus"]] = "▶ " + ticktext[data["focus"]]
+    span_ms = [(data["t1"] - first) / 1e6, (data["t2"] - first) / 1e6]
+    mode = data["mode"]
+    fig.update_layout(
+        template="plotly_white", barmode="overlay", bargap=0,
+        height=height or max(260, 90 + LANE_PX * n_lanes),
+        margin={"l": 10, "r": 10, "t": 36, "b": 40},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        hovermode="closest", dragmode="zoom",
+        uirevision=f"{data['trace_id']}-{mode}-{data.get('offset', 0)}",
+        xaxis={"title": "time since trace start (ms)", "range": span_ms,
+               "showgrid": True, "zeroline": False},
+        yaxis={"tickvals": list(range(n_lanes)), "ticktext": ticktext,
+               "range": [n_lanes - 0.5, -0.5], "fixedrange": True, "automargin": True,
+               "showgrid": False},
+    )
+    # Group separators in the G view: a line above each group header.
+    for i, t in enumerate(lanes["type"]):
+        if t == "group" and i > 0:
+            fig.add_hline(y=i - 0.5, line={"color": "#c9ced6", "width": 1})
+    return fig
+
+
+def _diagram(src: DiagramSource, trace_id: int, options: dict[str, str]) -> go.Figure:
+    data = timeline(src.engine, src.frames.get(trace_id), parse_params(options))
+    fig = timeline_figure(data)
+    fig.update_layout(title=f"Trace {trace_id} timeline by {data['mode'].upper()}")
+    return fig
+
+
+DIAGRAMS = {"timeline": _diagram}
