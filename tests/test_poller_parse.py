@@ -11,9 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from collectors.poller.parquet_out import POLLER_SCHEMA, read_rows, write_recording
+from collectors.poller.parquet_out import (
+    POLLER_SCHEMA,
+    collect_table,
+    read_rows,
+    rows_to_table,
+    write_recording,
+)
 from collectors.poller.records import COVERED_SYSCALLS, KIND_EXIT, KIND_SIGNAL, Row
-from collectors.poller.strace_parse import ParseStats, StraceParser, parse_file, parse_lines
+from collectors.poller.strace_parse import (
+    ParseStats,
+    StraceParser,
+    iter_file_lines,
+    iter_rows,
+    parse_file,
+    parse_lines,
+)
 from collectors.poller.syntax import split_args, unquote
 
 DATA = Path(__file__).parent / "data" / "strace"
@@ -276,3 +289,16 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
     assert back[0].keys() == set(POLLER_SCHEMA.names)
     enter = next(b for b in back if b["name"] == "io_uring_enter")
     assert (enter["to_submit"], enter["min_complete"], enter["timeout_ns"]) == (4, 4, None)
+
+
+@pytest.mark.parametrize("name", ["httpnet", "connleak-attach"])
+def test_streamed_table_matches_the_parsed_rows(name: str) -> None:
+    """The recorder's columnar path (chunks, then one sort) gives the parser's rows."""
+    attached = name.endswith("attach")
+    rows, _ = parsed(name, attached=attached)
+    parser = StraceParser(attached=attached)
+    table, summary = collect_table(iter_rows(parser, iter_file_lines(DATA / f"{name}.strace")))
+    assert table.to_pylist() == rows_to_table(rows).to_pylist()
+    assert summary.rows == len(rows) and summary.tids == {r.tid for r in rows}
+    assert summary.first_ts_ns == rows[0].ts_ns
+    assert summary.last_ts_ns == max(r.end_ns or r.ts_ns for r in rows)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from collectors.poller import recorder
-from collectors.poller.parquet_out import write_recording
-from collectors.poller.records import COVERED_SYSCALLS, KIND_SYSCALL, Row
-from collectors.poller.strace_parse import ParseStats, parse_file
+from collectors.poller.parquet_out import Summary, collect_table, write_recording
+from collectors.poller.records import COVERED_SYSCALLS
+from collectors.poller.strace_parse import ParseStats, StraceParser, iter_file_lines, iter_rows
 
 RAW_FILE = "strace.txt.gz"
 _RAW_TMP = "strace.txt"
@@ -54,12 +54,14 @@ def record(opts: Options) -> dict[str, Any]:
         rec = recorder.record_spawn(
             opts.command, raw, strace=exe, duration=opts.duration, seccomp_bpf=opts.seccomp_bpf
         )
-    rows, stats = parse_file(raw, default_tid=rec.pid or 0, attached=rec.mode == "attach")
+    parser = StraceParser(default_tid=rec.pid or 0, attached=rec.mode == "attach")
+    table, summary = collect_table(iter_rows(parser, iter_file_lines(raw)))
     _gzip(raw, opts.out_dir / RAW_FILE)
-    if rec.pid is None:
-        rec.pid = rows[0].tid if rows else None
-    meta = build_meta(opts, rec, rows, stats, recorder.strace_version(exe), baseline)
-    write_recording(opts.out_dir, rows, meta)
+    if rec.pid is None and table.num_rows:
+        # Spawn mode: the program's main thread is the only one before its first clone.
+        rec.pid = int(table.column("tid")[0].as_py())
+    meta = build_meta(opts, rec, summary, parser.stats, recorder.strace_version(exe), baseline)
+    write_recording(opts.out_dir, table, meta)
     return meta
 
 
@@ -70,10 +72,10 @@ def _gzip(src: Path, dest: Path) -> None:
 
 
 def overhead(
-    rec: recorder.Recording, rows: Sequence[Row], baseline: tuple[float, int] | None
+    rec: recorder.Recording, summary: Summary, baseline: tuple[float, int] | None
 ) -> dict[str, Any]:
     """The collector's cost: wall time traced vs untraced, strace's own CPU."""
-    syscalls = sum(1 for r in rows if r.kind == KIND_SYSCALL)
+    syscalls = summary.syscalls
     wall = rec.wall_s
     out: dict[str, Any] = {
         "traced_wall_s": round(wall, 6),
@@ -105,13 +107,13 @@ def overhead(
 def build_meta(
     opts: Options,
     rec: recorder.Recording,
-    rows: Sequence[Row],
+    summary: Summary,
     stats: ParseStats,
     version: str,
     baseline: tuple[float, int] | None,
 ) -> dict[str, Any]:
     """meta.json for one recording (keys documented in docs/schema.md)."""
-    tids = sorted({r.tid for r in rows})
+    tids = sorted(summary.tids)
     go_trace: dict[str, Any] | None = None
     if opts.go_trace is not None:
         path = opts.go_trace.resolve()
@@ -128,8 +130,8 @@ def build_meta(
         "tids": tids,
         "start_wall_ns": rec.started_ns,
         "end_wall_ns": rec.ended_ns,
-        "first_ts_ns": rows[0].ts_ns if rows else None,
-        "last_ts_ns": max((r.end_ns or r.ts_ns) for r in rows) if rows else None,
+        "first_ts_ns": summary.first_ts_ns,
+        "last_ts_ns": summary.last_ts_ns,
         "exit_status": rec.exit_status,
         "strace_exit_status": rec.strace_status,
         "stopped_by": rec.stopped_by,
@@ -143,6 +145,6 @@ def build_meta(
             "syscalls": list(COVERED_SYSCALLS),
         },
         "parse": stats.as_dict(),
-        "overhead": overhead(rec, rows, baseline),
+        "overhead": overhead(rec, summary, baseline),
         "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
     }

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from collectors.poller.records import COLUMNS, Row
+from collectors.poller.records import COLUMNS, KIND_SYSCALL, Row
 
 SCHEMA_VERSION = "1"
 POLLER_FILE = "poller.parquet"
@@ -69,6 +70,46 @@ def rows_to_table(rows: Sequence[Row]) -> Any:
     return pa.table(columns, schema=POLLER_SCHEMA)
 
 
+#: Rows converted to columns at a time: memory stays columnar, not one object per row.
+_CHUNK_ROWS = 65536
+
+
+@dataclass
+class Summary:
+    """Facts about a recording's rows, gathered while they stream by."""
+
+    rows: int = 0
+    syscalls: int = 0
+    tids: set[int] = field(default_factory=set)
+    first_ts_ns: int | None = None
+    last_ts_ns: int | None = None  # the latest end (or entry, when the end is unknown)
+
+
+def collect_table(rows: Iterable[Row]) -> tuple[Any, Summary]:
+    """All rows as one table in entry-time order (then thread id), and their summary."""
+    summary = Summary()
+    chunks: list[Any] = []
+    buf: list[Row] = []
+    for row in rows:
+        summary.rows += 1
+        summary.syscalls += row.kind == KIND_SYSCALL
+        summary.tids.add(row.tid)
+        end = row.end_ns or row.ts_ns
+        if summary.first_ts_ns is None or row.ts_ns < summary.first_ts_ns:
+            summary.first_ts_ns = row.ts_ns
+        if summary.last_ts_ns is None or end > summary.last_ts_ns:
+            summary.last_ts_ns = end
+        buf.append(row)
+        if len(buf) >= _CHUNK_ROWS:
+            chunks.append(rows_to_table(buf))
+            buf = []
+    chunks.append(rows_to_table(buf))
+    table = pa.concat_tables(chunks)
+    if table.num_rows:
+        table = table.sort_by([("ts_ns", "ascending"), ("tid", "ascending")])
+    return table, summary
+
+
 def _replace_atomically(path: Path, write: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -79,10 +120,13 @@ def _replace_atomically(path: Path, write: Any) -> None:
             tmp.unlink()
 
 
-def write_recording(out_dir: Path, rows: Sequence[Row], meta: dict[str, Any]) -> None:
-    """Write ``poller.parquet`` and ``meta.json`` into ``out_dir`` (created if needed)."""
+def write_recording(out_dir: Path, rows: Sequence[Row] | Any, meta: dict[str, Any]) -> None:
+    """Write ``poller.parquet`` and ``meta.json`` into ``out_dir`` (created if needed).
+
+    ``rows`` is a sequence of Row or a table from :func:`collect_table`.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = rows_to_table(rows)
+    table = rows if isinstance(rows, pa.Table) else rows_to_table(rows)
     _replace_atomically(
         out_dir / POLLER_FILE,
         lambda p: pq.write_table(table, p, compression="zstd"),

@@ -288,13 +288,22 @@ def _decoration_end(text: str) -> int:
     return len(text)
 
 
+def iter_rows(parser: StraceParser, lines: Iterable[str]) -> Iterator[Row]:
+    """Rows as they complete (joined calls come out at their resumption, so
+    not in entry-time order), then the calls left open at the end."""
+    for line in lines:
+        row = parser.feed(line)
+        if row is not None:
+            yield row
+    yield from parser.finish()
+
+
 def parse_lines(
     lines: Iterable[str], default_tid: int = 0, attached: bool = False
 ) -> tuple[list[Row], ParseStats]:
     """Parse a whole recording; rows sorted by entry time (then thread id)."""
     parser = StraceParser(default_tid, attached)
-    rows = [r for r in (parser.feed(line) for line in lines) if r is not None]
-    rows += parser.finish()
+    rows = list(iter_rows(parser, lines))
     rows.sort(key=lambda r: (r.ts_ns, r.tid))
     return rows, parser.stats
 
