@@ -192,15 +192,21 @@ def test_slow_handoff(db: DB) -> None:
 
 
 def latencies(db: DB, tid: int) -> list[tuple[int, int, int]]:
-    """(latency, goid, runnable_ts) of every Runnable interval followed by Running."""
-    rows = db.rows(
-        "SELECT rid, state, from_state, start_ts, "
-        "LEAD(state) OVER (PARTITION BY rid ORDER BY id) AS next_state, "
-        "LEAD(start_ts) OVER (PARTITION BY rid ORDER BY id) AS next_ts "
-        "FROM interval_view WHERE trace_id = :t AND resource = 'goroutine'", t=tid)
-    return [(int(r.next_ts) - int(r.start_ts), int(r.rid), int(r.start_ts)) for r in rows
-            if r.state == "Runnable" and r.next_state == "Running"
-            and r.from_state != "Undetermined"]
+    """(latency, goid, runnable_ts) of every Runnable spell (one Runnable
+    interval or several in a row) followed by Running, whose start is known."""
+    rows = db.rows("SELECT rid, state, from_state, start_ts FROM interval_view "
+                   "WHERE trace_id = :t AND resource = 'goroutine' ORDER BY id", t=tid)
+    out = []
+    spell: Any = None
+    for prev, cur in zip([None, *rows[:-1]], rows, strict=True):
+        same = prev is not None and prev.rid == cur.rid
+        if cur.state == "Runnable" and not (same and prev.state == "Runnable"):
+            spell = cur
+        if (same and cur.state == "Running" and prev.state == "Runnable"
+                and spell.from_state != "Undetermined"):
+            out.append((int(cur.start_ts) - int(spell.start_ts), int(cur.rid),
+                        int(spell.start_ts)))
+    return out
 
 
 def test_sched_latency_cpu_bound_over_gomaxprocs(db: DB) -> None:
