@@ -252,3 +252,19 @@ def test_ptrace_refused(tmp_path: Path) -> None:
             tracer.wait()
     assert proc.returncode == 1
     assert "ptrace not permitted" in proc.stderr and "Operation not permitted" in proc.stderr
+
+
+def test_leak_until_emfile(go_bin: Path, tmp_path: Path) -> None:
+    """connleak under a 40-descriptor limit: the leak ends in EMFILE, as in production."""
+    if shutil.which("prlimit") is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    out = tmp_path / "rec"
+    gmpscope("record", "-o", str(out), "--", "prlimit", "--nofile=40",
+             str(go_bin / "connleak"), "-max-conns", "60", "-duration", "10s")
+    meta, rows = load(out)
+    emfile = [r for r in rows if r["errno"] == "EMFILE"]
+    assert emfile and {r["name"] for r in emfile} <= {"accept4", "openat"}
+    # Descriptors handed out before the failure reach the limit's neighbourhood.
+    created = [r["new_fd"] for r in rows if r["new_fd"] is not None
+               and r["ts_ns"] < emfile[0]["ts_ns"]]
+    assert max(created) >= 30
