@@ -13,6 +13,8 @@ traces from its target and polls the session until it is resumed.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import time
 from datetime import UTC, datetime
@@ -23,10 +25,11 @@ from sqlalchemy import Connection, Engine, delete, func, select, update
 
 from ingest import models
 from ingest.db import write_tx
-from ingest.frames import FrameStore
+from ingest.frames import FrameStore, TraceFrames
 from ingest.live_stats import HEAP_METRIC, Span, window_seconds
 from ingest.load import ingest_trace_file
 
+log = logging.getLogger("gmpscope.live")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 STATES = ("running", "paused")
 SS = models.live_sessions
@@ -133,6 +136,22 @@ def _spans_and_heap(engine: Engine, trace_id: int) -> tuple[list[Span], list[tup
     return spans, heap
 
 
+def window_findings(engine: Engine, tf: TraceFrames) -> list[dict[str, Any]] | None:
+    """The diagnostics rules (:mod:`ingest.diagnose`) that fire on one window,
+    compact; None when diagnostics are unavailable or failed (logged)."""
+    try:
+        from ingest.diagnose import diagnose
+    except ImportError:
+        return None
+    try:
+        report = diagnose(engine, tf)
+    except Exception:
+        log.exception("diagnostics failed on live window trace %d", tf.trace_id)
+        return None
+    return [{k: f.get(k) for k in ("rule", "severity", "title", "summary", "link")}
+            for f in report.get("findings", [])]
+
+
 def add_segment(engine: Engine, frames: FrameStore, data_dir: Path, name: str, path: Path, *,
                 target: str, seq: int, wall_start_ns: int, wall_end_ns: int,
                 window_s: float | None = None, note: str = "", sha256: str | None = None,
@@ -160,13 +179,15 @@ def add_segment(engine: Engine, frames: FrameStore, data_dir: Path, name: str, p
     # The trace's own clock sync when it has one; else the collector's request time.
     base = int(wall0) if wall0 is not None else wall_start_ns
     ingest_ms = (time.perf_counter() - started) * 1000
+    findings = window_findings(engine, tf)
     now = _now()
     with write_tx(engine) as conn:
         seg_id = conn.execute(SG.insert().values(
             session_id=row.id, seq=seq, trace_id=result.id, wall_start_ns=wall_start_ns,
             wall_end_ns=wall_end_ns, first_ts=tf.first_ts, last_ts=tf.last_ts,
             size_bytes=path.stat().st_size, events=result.events, ingest_ms=ingest_ms,
-            note=note[:2000], created_at=now).returning(SG.c.id)).scalar_one()
+            note=note[:2000], findings=json.dumps(findings) if findings is not None else None,
+            created_at=now).returning(SG.c.id)).scalar_one()
         if seconds:
             conn.execute(SEC.insert(), [{
                 **{k: v for k, v in s.items() if k != "start_ts"},
@@ -211,6 +232,8 @@ def segments(engine: Engine, name: str, limit: int = 100) -> list[dict[str, Any]
     for i, r in enumerate(rows[:limit]):
         d = dict(r._mapping)
         d["created_at"] = d["created_at"].isoformat() if d["created_at"] else None
+        d["findings"] = json.loads(d["findings"]) if d.get("findings") else (
+            [] if d.get("findings") is not None else None)
         prev = rows[i + 1] if i + 1 < len(rows) else None
         d["gap_before_ns"] = (int(r.wall_start_ns - prev.wall_end_ns)
                               if prev is not None else None)

@@ -443,6 +443,7 @@ live_segments = Table(
     Column("events", BigInteger, nullable=False),
     Column("ingest_ms", Float),
     Column("note", Text, nullable=False),  # e.g. the collector's gap report
+    Column("findings", Text),  # JSON list: the diagnostics rules that fired on the window
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 

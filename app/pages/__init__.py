@@ -25,6 +25,7 @@ PAGE_MODULES = (
     "latency",
     "annotations",
     "compare",
+    "live",
 )
 
 #: Per-trace pages, in the order of the trace navigation bar: (module, label, path suffix).

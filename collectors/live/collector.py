@@ -68,7 +68,8 @@ class FatalError(Exception):
 def session_name_for(target: str) -> str:
     """A default session name from the target's host and port (``127.0.0.1-6060``)."""
     netloc = urllib.parse.urlsplit(target).netloc or target
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in netloc)[:128] or "live"
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in netloc)
+    return name.lstrip("._-")[:128] or "live"
 
 
 class Collector:

@@ -49,6 +49,7 @@ def upgrade() -> None:
         sa.Column("events", sa.BigInteger(), nullable=False),
         sa.Column("ingest_ms", sa.Float(), nullable=True),
         sa.Column("note", sa.Text(), nullable=False),
+        sa.Column("findings", sa.Text(), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["session_id"], ["live_sessions.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="SET NULL"),

@@ -1,0 +1,160 @@
+"""Figures of the live page: per-second small multiples and the latest window's timeline.
+
+Pure builders: plain data in (rows of ``live_seconds`` as dicts, arrays of
+proc runs), a Plotly figure out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+from plotly.subplots import make_subplots  # type: ignore[import-untyped]
+
+from app.figures.text import plotly_text
+
+Row = Mapping[str, Any]
+SESSION_COLORS = ("#2f6fdf", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#1098ad")
+STATE_COLORS = {"running": "#2b8a3e", "runnable": "#e67700", "waiting": "#868e96",
+                "syscall": "#c92a2a"}
+DASHES = ("solid", "dot", "dash", "dashdot")
+
+
+def _per_s(col: str) -> Callable[[Row], float | None]:
+    def f(r: Row) -> float | None:
+        d = r.get("duration_ns") or 0
+        return r[col] / (d / 1e9) if d else None
+    return f
+
+
+def _ms(col: str) -> Callable[[Row], float | None]:
+    def f(r: Row) -> float | None:
+        v = r.get(col)
+        return None if v is None else float(v) / 1e6
+    return f
+
+
+def _ms_per_s(col: str) -> Callable[[Row], float | None]:
+    def f(r: Row) -> float | None:
+        d = r.get("duration_ns") or 0
+        return r[col] / 1e6 / (d / 1e9) if d else None
+    return f
+
+
+def _col(col: str, scale: float = 1.0) -> Callable[[Row], float | None]:
+    def f(r: Row) -> float | None:
+        v = r.get(col)
+        return None if v is None else v / scale
+    return f
+
+
+#: Panel title -> [(series label, value of a row)].
+PANELS: tuple[tuple[str, tuple[tuple[str, Callable[[Row], float | None]], ...]], ...] = (
+    ("Goroutines by state (mean)", (("running", _col("g_running")),
+                                    ("runnable", _col("g_runnable")),
+                                    ("waiting", _col("g_waiting")),
+                                    ("syscall", _col("g_syscall")))),
+    ("Goroutines alive (peak) / created per s", (("peak", _col("g_peak")),
+                                                  ("waiting peak", _col("g_waiting_peak")),
+                                                  ("created/s", _per_s("g_created")))),
+    ("Scheduler latency (ms)", (("p50", _ms("sched_p50_ns")), ("p99", _ms("sched_p99_ns")))),
+    ("Netpoll waits per s", (("waits/s", _per_s("netpoll_waits")),)),
+    ("Netpoll wait p99 (ms)", (("p99", _ms("netpoll_p99_ns")),)),
+    ("Syscalls and P handoffs per s", (("syscalls/s", _per_s("syscalls")),
+                                       ("P handoffs/s", _per_s("p_handoffs")))),
+    ("GC and STW (ms per s)", (("GC", _ms_per_s("gc_ns")), ("STW", _ms_per_s("stw_ns")))),
+    ("Heap objects (MB)", (("heap", _col("heap_bytes", 1e6)),)),
+    ("Threads and Ps running", (("threads (M)", _col("threads")),
+                                ("Ps running", _col("procs_running")))),
+)
+
+
+def wall(t_ns: int) -> datetime:
+    """A wall-clock ns timestamp as an aware datetime (UTC)."""
+    return datetime.fromtimestamp(t_ns / 1e9, UTC)
+
+
+def with_gaps(rows: Sequence[Row]) -> list[Row]:
+    """The rows with an empty row where the next starts more than a second after
+    this one ends (the collector was stopped or the target down), so lines break."""
+    out: list[Row] = []
+    for i, r in enumerate(rows):
+        out.append(r)
+        if i + 1 < len(rows):
+            end = int(r["t_ns"]) + int(r["duration_ns"])
+            if int(rows[i + 1]["t_ns"]) - end > 1_000_000_000:
+                out.append({"t_ns": end + 1, "duration_ns": 0})
+    return out
+
+
+def series_figure(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> go.Figure:
+    """Small multiples of the per-second rows of one or more sessions.
+
+    One session: each series has its own color. Several: one color per
+    session, series told apart by dash style.
+    """
+    cols = 3
+    rows = -(-len(PANELS) // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in PANELS],
+                        shared_xaxes=True, vertical_spacing=0.09, horizontal_spacing=0.06)
+    several = len(sessions) > 1
+    for si, (name, rows_in) in enumerate(sessions.items()):
+        data = with_gaps(rows_in)
+        x = [wall(int(r["t_ns"])) for r in data]
+        for pi, (_title, series) in enumerate(PANELS):
+            for k, (label, fn) in enumerate(series):
+                if several:
+                    color, dash = SESSION_COLORS[si % len(SESSION_COLORS)], DASHES[k % 4]
+                    legend = f"{name} · {label}"
+                else:
+                    color = STATE_COLORS.get(label, SESSION_COLORS[k % len(SESSION_COLORS)])
+                    dash, legend = "solid", label
+                fig.add_trace(go.Scatter(
+                    x=x, y=[fn(r) for r in data], mode="lines", name=plotly_text(legend),
+                    line={"color": color, "dash": dash, "width": 1.6},
+                    showlegend=False,
+                    hovertemplate=f"{plotly_text(legend)}: %{{y:.4g}}<extra></extra>"),
+                    row=pi // cols + 1, col=pi % cols + 1)
+    fig.update_layout(height=height, margin={"l": 40, "r": 10, "t": 40, "b": 30},
+                      uirevision="live", hovermode="x unified", plot_bgcolor="#fff",
+                      font={"size": 11})
+    fig.update_annotations(font_size=12)
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    return fig
+
+
+def window_timeline(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                    end: npt.NDArray[np.int64], g: npt.NDArray[np.int64], first_ts: int,
+                    title: str, max_runs: int = 20000) -> go.Figure:
+    """Which goroutine ran on each P over one window (ms from its start).
+
+    One line segment per proc run; beyond ``max_runs`` only the longest are drawn.
+    """
+    if len(p) > max_runs:
+        keep = np.argsort(end - start)[-max_runs:]
+        p, start, end, g = p[keep], start[keep], end[keep], g[keep]
+    fig = go.Figure()
+    procs = sorted({int(v) for v in p.tolist()})
+    for i, pid in enumerate(procs):
+        m = p == pid
+        s = (start[m] - first_ts) / 1e6
+        e = (end[m] - first_ts) / 1e6
+        xs = np.column_stack((s, e, np.full(len(s), np.nan))).ravel()
+        ys = np.full(len(xs), f"P{pid}", dtype=object)
+        gs = np.repeat(g[m], 3)
+        fig.add_trace(go.Scattergl(
+            x=xs, y=ys, mode="lines", line={"width": 14,
+                                            "color": SESSION_COLORS[i % len(SESSION_COLORS)]},
+            customdata=gs, hovertemplate="G%{customdata} at %{x:.3f} ms<extra>%{y}</extra>",
+            showlegend=False))
+    fig.update_layout(title={"text": plotly_text(title), "font": {"size": 13}},
+                      height=120 + 28 * max(1, len(procs)),
+                      margin={"l": 50, "r": 10, "t": 36, "b": 30}, plot_bgcolor="#fff",
+                      xaxis_title="ms since the window began", uirevision="timeline")
+    fig.update_yaxes(categoryorder="category descending")
+    return fig
