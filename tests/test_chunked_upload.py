@@ -96,8 +96,10 @@ def spools(srv: Served) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """An empty server of this module (the tests add traces to it)."""
-    with Served(tmp_path_factory.mktemp("chunked") / "data") as srv:
+    """An empty server of this module (the tests add traces to it); two worker
+    processes, so that chunks, completes and job polls land on either."""
+    with Served(tmp_path_factory.mktemp("chunked") / "data",
+                extra_args=("--workers", "2", "--threads", "4")) as srv:
         yield srv
 
 

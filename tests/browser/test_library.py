@@ -113,8 +113,11 @@ def test_delete_asks_then_removes_the_row(page: Page, server: Served) -> None:
     shot(page, "library-after-delete")
 
 
-def test_token_is_sent_when_typed(page: Page, page_errors: list[str], tmp_path: Path) -> None:
-    with Served(tmp_path / "data", [PRELOADED[0]], token="s3cret") as srv:
+def test_token_and_size_limit(page: Page, page_errors: list[str], tmp_path: Path) -> None:
+    limit = 150_000  # takes the timers sample (112 kB), not the 2 MB one
+    with Served(tmp_path / "data", [PRELOADED[0]], token="s3cret",
+                extra_args=("--workers", "1", "--threads", "8",
+                            "--max-upload", str(limit))) as srv:
         tid = ids_by_name(srv)[PRELOADED[0].name]
         open_library(page, srv)
         page.on("dialog", lambda d: d.accept())
@@ -130,3 +133,10 @@ def test_token_is_sent_when_typed(page: Page, page_errors: list[str], tmp_path: 
         page.locator(f"#library-row-{tid} button.library-delete").click()
         expect(page.locator(f"#library-row-{tid}")).to_have_count(0, timeout=GUARD)
         assert srv.get(f"/api/traces/{tid}").status_code == 404
+        # Over the limit: refused before a byte is sent, saying so.
+        page.set_input_files("#library-file-input", str(UPLOAD))
+        row = page.locator(".upload-row").first
+        expect(row).to_have_attribute("data-state", "failed", timeout=GUARD)
+        expect(row.locator(".upload-error")).to_contain_text("too large")
+        shot(page, "library-too-large")
+        assert not list((srv.data_dir / "tmp").glob(".upload-*"))
