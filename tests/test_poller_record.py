@@ -62,6 +62,9 @@ def httpnet_run(go_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     gmpscope("record", "--baseline", "--go-trace", str(trace), "-o", str(work / "rec"), "--",
              str(go_bin / "httpnet"), "-trace", str(trace), "-max-requests", "300",
              "-duration", "20s")
+    from collectors.gotrace.todir import decode_file_to_dir
+
+    decode_file_to_dir(trace, work / "decoded")
     return work
 
 
@@ -93,18 +96,37 @@ def test_go_trace_of_the_same_run_shares_threads_and_time(httpnet_run: Path) -> 
     """Go 1.22+ traces name Ms by OS thread id; Go 1.25+ carry a wall-clock snapshot."""
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from collectors.gotrace.todir import decode_file_to_dir
-
     meta, rows = load(httpnet_run / "rec")
     assert meta["go_trace"]["exists"] and meta["go_trace"]["size"] > 0
     decoded = httpnet_run / "decoded"
-    gmeta = decode_file_to_dir(Path(meta["go_trace"]["path"]), decoded)
+    gmeta = json.loads((decoded / "meta.json").read_text())
     ms = set(pq.read_table(decoded / "transitions.parquet").column("m").to_pylist()) - {-1}
     assert ms and ms <= set(meta["tids"])
     wc = gmeta["wall_clock"]
     to_wall = wc["wall_ns"] - wc["trace_ns"]
     assert meta["first_ts_ns"] <= gmeta["first_ts"] + to_wall
     assert gmeta["last_ts"] + to_wall <= meta["last_ts_ns"]
+    # The recorder aligned them itself, from the snapshot.
+    al = meta["alignment"]
+    assert al["method"] == "clock-snapshot" and al["offset_ns"] == to_wall
+    assert al["go_syscalls"] > 0 and al["quality"] > 0.5
+
+
+def test_recorder_clock_pair_agrees_with_the_go_trace(httpnet_run: Path) -> None:
+    """Without the snapshot (Go 1.22-1.24), the recorder's realtime-monotonic
+    difference is the offset, and the syscalls of both sides confirm it."""
+    import pyarrow.parquet as pq
+
+    from collectors.poller.align import align
+    from collectors.poller.gojoin import os_calls, syscall_intervals
+
+    meta, _ = load(httpnet_run / "rec")
+    table = pq.read_table(httpnet_run / "decoded" / "transitions.parquet")
+    found = align(syscall_intervals(table), os_calls(pq.read_table(httpnet_run / "rec" /
+                                                                   "poller.parquet")),
+                  None, meta["clock"]["realtime_minus_monotonic_ns"])
+    assert found.method == "monotonic-clock", found
+    assert found.matched == meta["alignment"]["matched"]
 
 
 def test_raw_output_is_kept(httpnet_run: Path) -> None:

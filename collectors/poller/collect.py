@@ -61,8 +61,25 @@ def record(opts: Options) -> dict[str, Any]:
         # Spawn mode: the program's main thread is the only one before its first clone.
         rec.pid = int(table.column("tid")[0].as_py())
     meta = build_meta(opts, rec, summary, parser.stats, recorder.strace_version(exe), baseline)
+    meta["alignment"] = _alignment(opts.go_trace, table, rec.clock)
     write_recording(opts.out_dir, table, meta)
     return meta
+
+
+def _alignment(go_trace: Path | None, table: Any, clock: dict[str, int]) -> dict[str, Any] | None:
+    """How the Go trace of the same run lines up with the recording (None without one)."""
+    if go_trace is None:
+        return None
+    from collectors.gotrace import TraceFormatError
+    from collectors.poller.gojoin import align_with_trace
+
+    if not go_trace.is_file():
+        return {"method": "none", "note": f"the Go trace was not written: {go_trace}"}
+    try:
+        found, _meta = align_with_trace(go_trace, table, clock or None)
+    except (TraceFormatError, OSError) as e:
+        return {"method": "none", "note": f"the Go trace could not be decoded: {e}"}
+    return found.as_dict()
 
 
 def _gzip(src: Path, dest: Path) -> None:
@@ -135,6 +152,7 @@ def build_meta(
         "exit_status": rec.exit_status,
         "strace_exit_status": rec.strace_status,
         "stopped_by": rec.stopped_by,
+        "clock": rec.clock,
         "go_trace": go_trace,
         "strace": {
             "path": rec.strace_argv[0],
