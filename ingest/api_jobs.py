@@ -25,7 +25,7 @@ from werkzeug.exceptions import HTTPException
 
 from ingest import api
 from ingest.chunked import Session, Sessions
-from ingest.jobs import JobRunner
+from ingest.jobs import STALE_MESSAGE, JobRunner
 from ingest.uploads import BadUpload, UploadError
 
 EXTENSION = "gmpscope_jobs"
@@ -107,7 +107,11 @@ def complete_upload(upload_id: str) -> tuple[Response, int]:
         job = runner.submit(s.name, spool, s.size, cleanup=lambda: sessions.remove(s.id))
         return job.id
 
-    s = sessions.complete(upload_id, start)
+    def dead(job_id: str) -> bool:
+        job = runner.status(job_id)
+        return job is None or job.error == STALE_MESSAGE
+
+    s = sessions.complete(upload_id, start, dead)
     return jsonify({**s.as_json(), "job_id": s.job_id}), 202
 
 

@@ -175,15 +175,18 @@ class Sessions:
             self._touch(upload_id)
             return meta
 
-    def complete(self, upload_id: str, start: Callable[[Session, Path], str]) -> Session:
+    def complete(self, upload_id: str, start: Callable[[Session, Path], str],
+                 dead: Callable[[str], bool] = lambda job_id: False) -> Session:
         """Hand the finished spool to ``start`` (which returns a job id) once.
 
-        Completing again answers the same job (a retried request).
+        Completing again answers the same job (a retried request), unless that job
+        is ``dead`` (its server process died): then the spool, still here, goes
+        to a new job, so the bytes need not be sent again.
         """
         with self._locked(upload_id) as f:
             meta = self._load(upload_id)
             meta.received = os.fstat(f.fileno()).st_size
-            if meta.job_id:
+            if meta.job_id and not dead(meta.job_id):
                 return meta
             if meta.received != meta.size:
                 raise Conflict(f"upload incomplete: {meta.received:,} of {meta.size:,} bytes "

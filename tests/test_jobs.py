@@ -9,6 +9,7 @@ real server.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import threading
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from sqlalchemy import Engine, func, select
 
 from ingest import models
@@ -166,3 +168,31 @@ def test_a_dead_workers_job_fails_through_the_api(tmp_path: Path) -> None:
         listed = srv.get("/api/jobs").json()["jobs"]
         assert [j["job_id"] for j in listed] == [job.id]
         assert srv.get(f"/api/jobs/{'c' * 32}").status_code == 404
+
+
+def test_completing_again_after_a_dead_job_restarts_it(tmp_path: Path) -> None:
+    """The spool of a job whose process died is still there: completing the upload
+    again starts a new job instead of answering the dead one."""
+    data = (REPO / "samples" / "go1.27-mutex.trace").read_bytes()
+    with Served(tmp_path / "data") as srv:
+        r = srv.post("/api/uploads", params={"name": "mutex", "size": str(len(data))})
+        upload_id = r.json()["upload_id"]
+        assert requests.put(f"{srv.url}/api/uploads/{upload_id}?offset=0", data=data,
+                            timeout=60).status_code == 200
+        # What a worker killed right after taking the upload leaves behind.
+        dead = Job(id="d" * 32, name="mutex", size=len(data), state="running", stage="decode",
+                   heartbeat=time.time() - STALE_S - 5)
+        JobFiles(srv.data_dir / "tmp").write(dead)
+        meta = srv.data_dir / "tmp" / f".upload-{upload_id}.json"
+        meta.write_text(json.dumps({**json.loads(meta.read_text()), "job_id": dead.id}))
+        r = srv.post(f"/api/uploads/{upload_id}/complete")
+        assert r.status_code == 202
+        job_id = r.json()["job_id"]
+        assert job_id != dead.id
+        guard = time.monotonic() + JOB_GUARD_S
+        while (job := srv.get(f"/api/jobs/{job_id}").json())["state"] not in ("done", "failed"):
+            assert time.monotonic() < guard, job
+            time.sleep(0.05)
+        assert job["state"] == "done", job
+        assert job["sha256"] == hashlib.sha256(data).hexdigest()
+        assert len(srv.get("/api/traces").json()["traces"]) == 1
