@@ -290,3 +290,25 @@ def test_leak_until_emfile(go_bin: Path, tmp_path: Path) -> None:
     created = [r["new_fd"] for r in rows if r["new_fd"] is not None
                and r["ts_ns"] < emfile[0]["ts_ns"]]
     assert max(created) >= 30
+
+
+@pytest.mark.parametrize(("go_version", "method"), [
+    ("1.23.9", "monotonic-clock"),  # M = thread id, no clock snapshot
+    ("1.21.13", "none"),  # old format: M ids are the runtime's own
+])
+def test_alignment_without_a_clock_snapshot(go_version: str, method: str,
+                                            tmp_path: Path) -> None:
+    from tests.support.workload_traces import build_workloads
+
+    binary = build_workloads(go_version) / "httpnet"
+    trace = tmp_path / "run.trace"
+    gmpscope("record", "--go-trace", str(trace), "-o", str(tmp_path / "rec"), "--",
+             str(binary), "-trace", str(trace), "-max-requests", "200")
+    meta, _ = load(tmp_path / "rec")
+    al = meta["alignment"]
+    assert al["method"] == method, al
+    if method == "none":
+        assert al["offset_ns"] is None and "not OS thread ids" in al["note"]
+    else:
+        assert al["offset_ns"] == meta["clock"]["realtime_minus_monotonic_ns"]
+        assert al["quality"] > 0.3 and al["slack_ns"] is not None

@@ -103,4 +103,12 @@ def summary_text(meta: dict[str, Any], out: Path) -> str:
     if meta["go_trace"] is not None:
         gt = meta["go_trace"]
         lines.append(f"  Go trace: {gt['path']}" + ("" if gt["exists"] else " (not written)"))
+        al = meta.get("alignment") or {}
+        if al.get("offset_ns") is not None:
+            lines.append(
+                f"  aligned by {al['method']}: {al['matched']:,} of {al['go_syscalls']:,} Go "
+                "syscalls contain an OS call of their thread"
+            )
+        elif al:
+            lines.append(f"  not aligned: {al.get('note', '')}")
     return "\n".join(lines)
