@@ -55,6 +55,7 @@ VIEW_APIS = (
     "ingest.api_analysis",
     "ingest.api_views",
     "ingest.api_export",
+    "ingest.api_diagnose",
     "ingest.api_live",
 )
 
@@ -365,4 +366,3 @@ def get_stategraph(trace_id: int) -> Response:
     if isinstance(out, str):
         return Response(out, mimetype="text/plain")
     return jsonify(jsonable(out))
-    "ingest.api_diagnose",
