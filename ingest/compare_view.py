@@ -1,18 +1,18 @@
-"""Two traces side by side: key numbers with deltas, goroutine state graphs,
-goroutines by state over time (each on its own time axis, from its start),
-and scheduler latency percentiles where :mod:`ingest.sched_latency` exists.
+"""Two traces side by side: key numbers with deltas, goroutine state graphs
+(Waiting split by reason), goroutines by state over time (each on its own
+time axis, from its start) and scheduler latency percentiles
+(:mod:`ingest.sched_latency`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 from sqlalchemy import Engine
 
 from ingest.frames import FrameStore
 from ingest.overview import overview
+from ingest.sched_latency import latency_report
 from ingest.stategraph import to_json
 from ingest.stategraph_frames import resource_graph
 
@@ -37,17 +37,11 @@ def deltas(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def sched_latency(engine: Engine, frames: FrameStore, trace_id: int) -> Any:
-    """Scheduler latency percentiles from ingest.sched_latency, or None when that
-    module (written by another part of the project) is absent or has no
-    ``percentiles(engine, frames, trace_id)``."""
-    if importlib.util.find_spec("ingest.sched_latency") is None:
-        return None
-    mod = importlib.import_module("ingest.sched_latency")
-    fn = getattr(mod, "percentiles", None)
-    if fn is None:
-        return None
-    return fn(engine, frames.get(trace_id), trace_id)
+def sched_latency(frames: FrameStore, trace_id: int) -> dict[str, Any]:
+    """Runnable -> Running latency of the whole trace (:mod:`ingest.sched_latency`):
+    the summary (count, mean, p50, p90, p99, max) and the censored/pending counts."""
+    r = latency_report(frames.get(trace_id), worst=0)
+    return {**r["summary"], "censored": r["censored"], "pending": r["pending"]}
 
 
 def compare(engine: Engine, frames: FrameStore, a: int, b: int,
@@ -57,14 +51,14 @@ def compare(engine: Engine, frames: FrameStore, a: int, b: int,
     for label, tid in (("a", a), ("b", b)):
         fr = frames.get(tid)
         ov = overview(engine, fr, tid, bins=bins)
-        first = ov["key"]["first_ts"]
         sides[label] = {
             "trace_id": tid,
             "key": ov["key"],
-            "bins": {"edges_rel": [e - first for e in ov["bins"]["edges"]]},
+            "bins": ov["bins"],
             "goroutine_states": ov["goroutine_states"],
+            "gc_bands": ov["gc_bands"],
             "states": to_json(resource_graph(fr, "goroutine", split_reasons=True)),
-            "sched_latency": sched_latency(engine, frames, tid),
+            "sched_latency": sched_latency(frames, tid),
         }
     return {"a": sides["a"], "b": sides["b"],
             "deltas": deltas(sides["a"]["key"], sides["b"]["key"])}

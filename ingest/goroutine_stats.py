@@ -112,6 +112,33 @@ def _running_in(frames: TraceFrames, rows: slice, t1: int, t2: int) -> int:
     return int(ov[run].sum())
 
 
+def _running_in_many(frames: TraceFrames, lane: I64, t1: I64, t2: I64) -> I64:
+    """Running time of goroutine lane ``lane[k]`` inside [t1[k], t2[k]), for
+    all k at once: binary search on (lane, start) keys over a cumulative sum
+    of Running time."""
+    lanes = frames.goroutines
+    n_rows = int(lanes.off[-1])
+    iv = frames.intervals
+    start = iv["start_ts"][:n_rows]
+    dur = iv["end_ts"][:n_rows] - start
+    run = frames.state[:n_rows] == models.RUNNING
+    base = frames.first_ts
+    width = max(frames.last_ts - base, 0) + 2
+    row_lane = np.repeat(np.arange(len(lanes.ids), dtype=np.int64), np.diff(lanes.off))
+    key = row_lane * width + (start - base)
+    cum = np.concatenate([[0], np.cumsum(np.where(run, dur, 0))])
+
+    def upto(t: I64) -> I64:
+        t = np.clip(t, base, frames.last_ts)
+        j = np.searchsorted(key, lane * width + (t - base), side="right") - 1
+        inside = j >= lanes.off[lane]
+        jj = np.where(inside, j, lanes.off[lane])
+        part = np.where(inside & run[jj], np.clip(t - start[jj], 0, dur[jj]), 0)
+        return np.asarray(cum[jj] + part, dtype=np.int64)
+
+    return upto(t2) - upto(t1)
+
+
 def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     """Time per category of every goroutine (vectorised over all intervals)."""
     lanes = frames.goroutines
@@ -134,25 +161,31 @@ def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     else:
         first = end = np.zeros(0, np.int64)
         final = np.zeros(0, np.int8)
-    for g, s, e in _assist_ranges(engine, frames):
-        i = int(np.searchsorted(lanes.ids, g))
-        if i >= n_lanes or lanes.ids[i] != g:
-            continue
-        moved = _running_in(frames, slice(int(lanes.off[i]), int(lanes.off[i + 1])), s, e)
-        times[i, CAT["running"]] -= moved
-        times[i, CAT["gc_assist"]] += moved
+    ranges = _assist_ranges(engine, frames)
+    if ranges and n_lanes:
+        rg = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+        li = np.minimum(np.searchsorted(lanes.ids, rg[:, 0]), n_lanes - 1)
+        ok = lanes.ids[li] == rg[:, 0]
+        if (n_lanes + 1) * (max(frames.last_ts - frames.first_ts, 0) + 2) < 2**62:
+            moved = _running_in_many(frames, li[ok], rg[ok, 1], rg[ok, 2])
+        else:  # keys would overflow: one lane at a time
+            moved = np.array([_running_in(frames, slice(int(lanes.off[i]),
+                                                        int(lanes.off[i + 1])), int(a), int(b))
+                              for i, a, b in zip(li[ok], rg[ok, 1], rg[ok, 2], strict=True)],
+                             dtype=np.int64)
+        np.add.at(times[:, CAT["running"]], li[ok], -moved)
+        np.add.at(times[:, CAT["gc_assist"]], li[ok], moved)
     return GoroutineTimes(goid=lanes.ids.astype(np.int64), times=times,
                           first_ts=first.astype(np.int64), end_ts=end.astype(np.int64),
                           final_state=final)
 
 
-def _goroutine_rows(engine: Engine, trace_id: int) -> dict[int, Any]:
+def _start_functions(engine: Engine, trace_id: int) -> dict[int, str | None]:
     g = models.goroutines
     with engine.connect() as conn:
-        rows = conn.execute(select(g.c.goid, g.c.start_function, g.c.start_stack_id,
-                                   g.c.created_ts, g.c.ended_ts, g.c.parent_goid)
+        rows = conn.execute(select(g.c.goid, g.c.start_function)
                             .where(g.c.trace_id == trace_id)).all()
-    return {int(r.goid): r for r in rows}
+    return {int(goid): fn for goid, fn in rows}
 
 
 def outermost_functions(engine: Engine, trace_id: int, stack_ids: list[int]) -> dict[int, str]:
@@ -193,9 +226,8 @@ def group_names(engine: Engine, frames: TraceFrames, goids: I64) -> tuple[list[s
     from the goroutine's creation (False: guessed from the outermost frame of
     its first stack, as Go's trace tool does for goroutines that existed
     before the trace)."""
-    rows = _goroutine_rows(engine, frames.trace_id)
-    names: list[str | None] = [None if (r := rows.get(int(g))) is None else r.start_function
-                               for g in goids.tolist()]
+    fns = _start_functions(engine, frames.trace_id)
+    names: list[str | None] = [fns.get(g) for g in goids.tolist()]
     known = np.array([n is not None for n in names], dtype=bool)
     missing = np.flatnonzero(~known)
     if len(missing):
@@ -226,8 +258,9 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
     that group's goroutines (first ``limit`` by goid)."""
     gt = goroutine_times(engine, frames)
     names, known = group_names(engine, frames, gt.goid)
-    uniq, code = np.unique(np.array(names, dtype=object), return_inverse=True)
-    code = code.astype(np.int64).reshape(-1)
+    index: dict[str, int] = {}
+    code = np.array([index.setdefault(n, len(index)) for n in names], dtype=np.int64)
+    uniq = np.array(list(index), dtype=object)
     k = len(uniq)
     count = np.bincount(code, minlength=k)
     alive = np.bincount(code, weights=gt.final_state != models.STATE_CODE["NotExist"],
@@ -239,6 +272,7 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
     life = np.rint(np.bincount(code, weights=gt.lifetime, minlength=k)).astype(np.int64)
     finals = np.bincount(code * len(models.STATE_NAMES) + gt.final_state,
                          minlength=k * len(models.STATE_NAMES)).reshape(k, -1)
+    known_any = np.bincount(code, weights=known, minlength=k) > 0
     groups: list[dict[str, Any]] = []
     for i in range(k):
         groups.append({
@@ -246,7 +280,7 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
             "final_states": {models.STATE_NAMES[s]: int(n)
                              for s, n in enumerate(finals[i].tolist()) if n},
             "lifetime_ns": int(life[i]), "times": _times_dict(tsum[i]),
-            "start_known": bool(known[code == i].any()),
+            "start_known": bool(known_any[i]),
         })
     groups.sort(key=lambda d: (-d["count"], d["name"]))
     out: dict[str, Any] = {
@@ -255,10 +289,9 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
         "goroutines": int(len(gt.goid)), "groups": groups,
     }
     if group is not None:
-        hit = np.flatnonzero(uniq == group)
-        if len(hit) == 0:
+        if group not in index:
             raise LookupError(f"no goroutine group {group!r}")
-        members = np.flatnonzero(code == hit[0])
+        members = np.flatnonzero(code == index[group])
         out["group"] = group
         out["members_total"] = int(len(members))
         out["members"] = [goroutine_row(gt, int(i)) for i in members[:limit].tolist()]

@@ -124,20 +124,26 @@ def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = 
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
     nb = len(edges) - 1
-    over = group_percentiles(bin_index(ran, edges), lat, nb)
+    by_lat = np.argsort(lat, kind="stable")
+    over = group_percentiles(bin_index(ran, edges), lat, nb, by_value=by_lat)
     over["edges"] = edges.tolist()
-    pids = np.unique(p[p >= 0])
-    pcode = np.searchsorted(pids, p[p >= 0])
-    per_p = group_percentiles(pcode, lat[p >= 0], len(pids))
+    pids, pcode = np.unique(p, return_inverse=True)
+    per_p = group_percentiles(pcode.reshape(-1), lat, len(pids), by_value=by_lat)
     per_p["p"] = pids.tolist()
-    by_cause = group_percentiles(cause, lat, len(CAUSES))
+    if len(pids) and pids[0] < 0:  # no P known: not a P's sample
+        per_p = {k: v[1:] for k, v in per_p.items()}
+    by_cause = group_percentiles(cause, lat, len(CAUSES), by_value=by_lat)
     by_cause["cause"] = list(CAUSES)
-    order = np.lexsort((ran, -lat))[:worst]
+    # The worst: the top ``worst`` by latency, ties by time of running.
+    cand = by_lat[len(by_lat) - min(len(by_lat), max(worst, 0) * 4 + 64):] if worst else by_lat[:0]
+    cut = lat[cand].min() if len(cand) else 0
+    cand = np.flatnonzero(lat >= cut) if len(cand) else cand
+    order = cand[np.lexsort((ran[cand], -lat[cand]))][:worst]
     runnable_ts = s.runnable_ts[keep]
     return {
         "trace_id": frames.trace_id, "t1": t1, "t2": t2,
         "samples": int(len(lat)), "censored": s.censored, "pending": s.pending,
-        "summary": summary(lat), "histogram": log_histogram(lat),
+        "summary": summary(lat, lat[by_lat]), "histogram": log_histogram(lat),
         "over_time": over, "per_p": per_p, "by_cause": by_cause,
         "worst": [{"goid": int(goid[i]), "runnable_ts": int(runnable_ts[i]),
                    "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(p[i]),

@@ -46,16 +46,16 @@ def top_stacks(engine: Engine, trace_id: int, stack_id: I64, dur: I64,
     inv = inv.reshape(-1)
     cnt = np.bincount(inv, minlength=len(uniq))
     tot = np.rint(np.bincount(inv, weights=dur, minlength=len(uniq))).astype(np.int64)
-    mx = np.zeros(len(uniq), np.int64)
-    np.maximum.at(mx, inv, dur)
     by_total = np.lexsort((uniq, -tot))[:top]
     by_count = np.lexsort((uniq, -cnt))[:top]
+    # Max only for the stacks shown (np.maximum.at over every row is slow).
+    mx = {int(i): int(dur[inv == i].max()) for i in set(np.r_[by_total, by_count].tolist())}
     frames = stack_frames(engine, trace_id, uniq[np.r_[by_total, by_count]].tolist())
 
     def row(i: int) -> dict[str, Any]:
         sid = int(uniq[i])
         return {"stack_id": sid, "count": int(cnt[i]), "total_ns": int(tot[i]),
-                "mean_ns": float(tot[i] / cnt[i]), "max_ns": int(mx[i]),
+                "mean_ns": float(tot[i] / cnt[i]), "max_ns": mx[i],
                 "frames": frames.get(sid, [])}
 
     return {"by_total": [row(int(i)) for i in by_total],

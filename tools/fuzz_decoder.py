@@ -86,7 +86,8 @@ def decode_fast(data: bytes) -> Outcome | None:
     try:
         # The C decoder itself, without building Arrow tables from its chunks
         # (ChunkDecoder's work, which adds nothing to what is checked here).
-        dec = columnar._v2fast.Decoder(data, int(read_header(data)[0].split(".")[1]))
+        fast = getattr(columnar, "_v2fast")  # noqa: B009 - not re-exported
+        dec = fast.Decoder(data, int(read_header(data)[0].split(".")[1]))
         n = 0
         while (got := dec.next_chunk(1 << 20)) is not None:
             n += sum(rows for which, rows, _cols in got if which in (0, 1))

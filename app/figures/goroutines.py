@@ -10,6 +10,7 @@ from typing import Any
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
+from app.figures.syscalls import LEGEND_BELOW
 from app.figures.text import plotly_text
 from ingest.goroutine_detail import goroutine_detail
 from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS, goroutine_groups
@@ -37,16 +38,19 @@ def groups_figure(data: dict[str, Any], max_bars: int = MAX_BARS) -> go.Figure:
     groups = sorted(data["groups"], key=lambda g: -g["lifetime_ns"])[:max_bars]
     groups.reverse()  # largest at the top
     names = [f"{plotly_text(g['name'], 80)} ({g['count']})" for g in groups]
+    biggest = max((g["lifetime_ns"] for g in groups), default=0)
+    unit, scale = ("s", 1e9) if biggest >= 10e9 else ("ms", 1e6)
     fig = go.Figure()
     for c in CATEGORIES:
         fig.add_trace(go.Bar(
-            y=names, x=[_ms(g["times"][c]) for g in groups], orientation="h",
+            y=names, x=[g["times"][c] / scale for g in groups], orientation="h",
             name=CATEGORY_LABELS[c], marker_color=COLORS[c],
-            hovertemplate="%{y}<br>" + CATEGORY_LABELS[c] + ": %{x:.3f} ms<extra></extra>"))
-    fig.update_layout(barmode="stack", height=max(260, 60 + 24 * len(groups)),
-                      margin={"l": 10, "r": 10, "t": 30, "b": 40},
-                      xaxis_title="time summed over the group's goroutines (ms)",
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+            hovertemplate="%{y}<br>" + CATEGORY_LABELS[c] + ": %{x:.4g} " + unit
+            + "<extra></extra>"))
+    fig.update_layout(barmode="stack", height=max(300, 130 + 24 * len(groups)),
+                      margin={"l": 10, "r": 10, "t": 30, "b": 90},
+                      xaxis_title=f"time summed over the group's goroutines ({unit})",
+                      legend=LEGEND_BELOW,
                       title={"text": "Time by category per start function "
                                      f"(top {len(groups)} by total time)", "font": {"size": 13}})
     fig.update_yaxes(automargin=True)
@@ -60,8 +64,8 @@ def breakdown_figure(times: dict[str, int], title: str) -> go.Figure:
         fig.add_trace(go.Bar(y=[""], x=[_ms(times.get(c, 0))], orientation="h",
                              name=CATEGORY_LABELS[c], marker_color=COLORS[c],
                              hovertemplate=CATEGORY_LABELS[c] + ": %{x:.3f} ms<extra></extra>"))
-    fig.update_layout(barmode="stack", height=150, margin={"l": 10, "r": 10, "t": 30, "b": 30},
-                      xaxis_title="ms", legend={"orientation": "h", "y": -0.6},
+    fig.update_layout(barmode="stack", height=190, margin={"l": 10, "r": 10, "t": 30, "b": 80},
+                      xaxis_title="ms", legend={**LEGEND_BELOW, "y": -0.5},
                       title={"text": title, "font": {"size": 13}})
     return fig
 
@@ -82,7 +86,7 @@ def gantt_figure(detail: dict[str, Any]) -> go.Figure:
             ys += [CATEGORY_LABELS[c], CATEGORY_LABELS[c], None]
         if not xs:
             continue
-        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name=CATEGORY_LABELS[c],
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=CATEGORY_LABELS[c],
                                    line={"color": COLORS[c], "width": 14},
                                    hovertemplate="%{x:.3f} ms<extra>" + CATEGORY_LABELS[c]
                                    + "</extra>"))

@@ -9,7 +9,7 @@ from typing import Any
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
-from app.figures.syscalls import _window, histogram_figure
+from app.figures.syscalls import LEGEND_BELOW, _window, histogram_figure
 from ingest.sched_latency import latency_report
 
 PCT_COLORS = {"p50": "#2e9d57", "p90": "#e0a526", "p99": "#c44e52", "max": "#18202c"}
@@ -30,8 +30,8 @@ def over_time_figure(data: dict[str, Any], origin: int) -> go.Figure:
         fig.add_trace(go.Scatter(x=x, y=[_ms(v) for v in ot[k]], name=k, mode="lines+markers",
                                  marker={"size": 4}, line={"color": color, "width": 1.5},
                                  connectgaps=False))
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 40},
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+                      legend=LEGEND_BELOW,
                       xaxis_title="ms since trace start (bin of the Runnable→Running transition)",
                       yaxis_title="latency (ms, log)", yaxis_type="log",
                       title={"text": "Scheduler latency percentiles over time",
@@ -49,9 +49,9 @@ def per_p_figure(data: dict[str, Any]) -> go.Figure:
                              customdata=pp["count"],
                              hovertemplate="%{x} " + k + ": %{y:.4f} ms (%{customdata} "
                              "samples)<extra></extra>"))
-    fig.update_layout(barmode="group", height=300, margin={"l": 10, "r": 10, "t": 30, "b": 40},
+    fig.update_layout(barmode="group", height=360, margin={"l": 10, "r": 10, "t": 30, "b": 90},
                       yaxis_type="log", yaxis_title="latency (ms, log)",
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+                      legend=LEGEND_BELOW,
                       title={"text": "Latency by the P it ran on", "font": {"size": 13}})
     return fig
 

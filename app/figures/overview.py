@@ -43,10 +43,12 @@ def _base(fig: go.Figure, title: str, ytitle: str) -> go.Figure:
 
 def _bands(fig: go.Figure, data: dict[str, Any]) -> None:
     first = data["key"]["first_ts"]
-    for b in data["gc_bands"]:
-        fig.add_vrect(x0=_sec(b["start_ts"], first), x1=_sec(b["end_ts"], first),
-                      fillcolor=BAND_COLORS.get(b["kind"], "rgba(0,0,0,0.1)"),
-                      line_width=0, layer="below")
+    # One layout update with every shape: add_vrect per band is quadratic.
+    shapes = [{"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1,
+               "x0": _sec(b["start_ts"], first), "x1": _sec(b["end_ts"], first),
+               "fillcolor": BAND_COLORS.get(b["kind"], "rgba(0,0,0,0.1)"), "line_width": 0,
+               "layer": "below"} for b in data["gc_bands"]]
+    fig.update_layout(shapes=shapes)
     # Legend entries for the bands (shapes have none).
     for kind, label in (("gc", "GC (mark phase)"), ("stw", "stop-the-world")):
         if any(b["kind"] == kind for b in data["gc_bands"]):

@@ -69,6 +69,7 @@ def state_graph_figure(graph: dict[str, Any], title: str | None = None,
     ly: list[float] = []
     ltext: list[str] = []
     lhover: list[str] = []
+    arrows: list[dict[str, Any]] = []
     for e in edges:
         x0, y0 = _pos(e["source"], extra)
         x1, y1 = _pos(e["target"], extra)
@@ -85,14 +86,16 @@ def state_graph_figure(graph: dict[str, Any], title: str | None = None,
         # Two edges between the same nodes: shift each to its own side.
         off = 0.09 if (e["target"], e["source"]) in pairs else 0.0
         sx, sy, tx, ty = x0 + nx * off, y0 + ny * off, x1 + nx * off, y1 + ny * off
-        fig.add_annotation(x=tx, y=ty, ax=sx, ay=sy, xref="x", yref="y", axref="x", ayref="y",
-                           showarrow=True, arrowhead=2, arrowsize=0.8, arrowwidth=width,
-                           arrowcolor="rgba(70,80,100,0.55)", standoff=26, startstandoff=26,
-                           text="")
+        arrows.append({"x": tx, "y": ty, "ax": sx, "ay": sy, "xref": "x", "yref": "y",
+                       "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 2,
+                       "arrowsize": 0.8, "arrowwidth": width, "text": "",
+                       "arrowcolor": "rgba(70,80,100,0.55)", "standoff": 26,
+                       "startstandoff": 26})
         lx.append(sx + dx * 0.5 + nx * 0.12)
         ly.append(sy + dy * 0.5 + ny * 0.12)
         ltext.append(f"{e['count']:,}")
         lhover.append(_edge_hover(e))
+    fig.update_layout(annotations=arrows)  # once: add_annotation per edge is quadratic
     fig.add_trace(go.Scatter(x=lx, y=ly, mode="text", text=ltext, hovertext=lhover,
                              hoverinfo="text", textfont={"size": 11, "color": "#333"},
                              name="edges", showlegend=False))

@@ -13,6 +13,9 @@ from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 from app.figures.source import DiagramSource
 from ingest.syscall_stats import netpoll_summary, syscall_summary
 
+#: Horizontal legend under the x axis title (a legend above collides with the title).
+LEGEND_BELOW = {"orientation": "h", "y": -0.28, "yanchor": "top", "x": 0}
+
 
 def fmt_ns(ns: float) -> str:
     """Short duration label (figures stay free of Dash imports)."""
@@ -60,8 +63,8 @@ def handoff_figure(data: dict[str, Any], origin: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=[v / 1e6 if v else None for v in ot["handoff_mean_ns"]],
                              name="mean handoff (ms)", mode="markers",
                              marker={"color": "#e0a526"}), secondary_y=True)
-    fig.update_layout(barmode="overlay", height=320, margin={"l": 10, "r": 10, "t": 30, "b": 40},
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+    fig.update_layout(barmode="overlay", height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+                      legend=LEGEND_BELOW,
                       title={"text": "Syscalls and P handoffs over time", "font": {"size": 13}})
     fig.update_xaxes(title_text="ms since trace start")
     fig.update_yaxes(title_text="syscalls per bin", secondary_y=False)
@@ -80,8 +83,8 @@ def parked_figure(data: dict[str, Any], origin: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=start_x, y=ot["parked"], name="goroutines parked",
                              mode="lines", line={"color": "#2f8fd0", "shape": "hv"}),
                   secondary_y=True)
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 40},
-                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+                      legend=LEGEND_BELOW,
                       title={"text": "Netpoller waits over time", "font": {"size": 13}})
     fig.update_xaxes(title_text="ms since trace start")
     fig.update_yaxes(title_text="waits per bin", secondary_y=False)

@@ -63,6 +63,24 @@ def stack_text(frames: list[dict[str, Any]]) -> str:
     return "\n".join(f"{f['function']}\n    {f['file']}:{f['line']}" for f in frames)
 
 
+#: Packages whose frames say little about who made a call (runtime and I/O plumbing).
+_PLUMBING = ("runtime.", "runtime/", "syscall.", "internal/", "os.", "net.", "io.", "bufio.",
+             "sync.", "crypto/tls.")
+
+
+def stack_summary(frames: list[dict[str, Any]], fallback: str = "(no stack)") -> str:
+    """Innermost function, plus the first caller outside the runtime and I/O
+    plumbing when there is one (two stacks ending in syscall.read differ there)."""
+    if not frames:
+        return fallback
+    top = str(frames[0]["function"])
+    for f in frames[1:]:
+        fn = str(f["function"])
+        if not fn.startswith(_PLUMBING):
+            return f"{top} ← {fn}"
+    return top
+
+
 def table(header: list[str], rows: list[list[Any]], num: set[int] | None = None,
           id: str | None = None) -> html.Table:
     """A data table; columns whose index is in ``num`` are right-aligned numbers."""

@@ -18,17 +18,19 @@ from app.pages._analysis import (
     link,
     query_int,
     rel,
+    stack_summary,
     stack_text,
     table,
     timeline_href,
 )
 from app.router import PageError
-from ingest.goroutine_detail import goroutine_detail
+from ingest.goroutine_detail import MAX_CHILDREN, goroutine_detail
 from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS
 
 ROUTES = ("/traces/<int:trace_id>/goroutines/<int:goid>",)
 TITLE = "Goroutine"
 PAGE_SIZE = 200
+CHILDREN_SHOWN = 40
 
 
 def _stack_cell(d: dict[str, Any], row: dict[str, Any]) -> Any:
@@ -36,7 +38,7 @@ def _stack_cell(d: dict[str, Any], row: dict[str, Any]) -> Any:
     if sid <= 0:
         return html.Span("–", className="muted")
     frames = d["stacks"].get(str(sid), [])
-    top = frames[0]["function"] if frames else f"stack {sid}"
+    top = stack_summary(frames, f"stack {sid}")
     return html.Details([html.Summary(top, className="mono"),
                          html.Pre(stack_text(frames), className="stack")])
 
@@ -100,10 +102,14 @@ def layout(query: dict[str, str], trace_id: int = 0, goid: int = 0, **_: Any) ->
     children = d["children"]
     kids: list[Any] = []
     if children:
-        kids = [html.Div(["Created goroutines: ",
-                          *[x for c in children for x in
-                            (link(str(c), goroutine_href(trace_id, c)), " ")]],
-                         className="muted")]
+        shown = children[:CHILDREN_SHOWN]
+        more = f" and {len(children) - len(shown)} more" if len(children) > len(shown) else ""
+        if len(children) >= MAX_CHILDREN:
+            more = f" and more (first {MAX_CHILDREN} listed by the JSON API)"
+        kids = [html.Div([f"Created {len(children)}{'+' if more else ''} goroutines: ",
+                          *[x for c in shown for x in
+                            (link(str(c), goroutine_href(trace_id, c)), " ")], more],
+                         className="muted", id="goroutine-children")]
     stacks = html.Div([
         html.Div([html.H3("Start stack"),
                   html.Pre(stack_text(d["start_stack"]), className="stack",

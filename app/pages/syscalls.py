@@ -18,6 +18,7 @@ from app.pages._analysis import (
     graph_cfg,
     link,
     rel,
+    stack_summary,
     stack_text,
     table,
     timeline_href,
@@ -34,7 +35,7 @@ def _stacks_table(rows: list[dict[str, Any]], tid: str) -> html.Table:
     out = []
     for r in rows:
         frames = r["frames"]
-        top = frames[0]["function"] if frames else f"stack {r['stack_id']}"
+        top = stack_summary(frames, f"stack {r['stack_id']}")
         out.append([html.Details([html.Summary(top, className="mono"),
                                   html.Pre(stack_text(frames), className="stack")]),
                     fmt_count(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
@@ -62,6 +63,13 @@ def _longest(trace_id: int, d: dict[str, Any], first: int, last: int) -> html.Ta
                                                     m=r["m"]))])
     return table(["goid", "start", "duration", "M", "P", "lost P", "handoff after", ""], rows,
                  num={1, 2, 3, 4, 6}, id="syscalls-longest")
+
+
+def _graph_or_note(n: int, note: str, gid: str, fig: Any, filename: str) -> html.Div:
+    """The figure in a card, or a one-line note in its place when it would be empty."""
+    if not n:
+        return html.Div(html.P(note, className="muted", id=gid), className="card")
+    return html.Div(dcc.Graph(id=gid, figure=fig, config=graph_cfg(filename)), className="card")
 
 
 def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
@@ -97,25 +105,26 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
         html.Div(cards, className="stats", id="syscalls-stats"),
         html.P(note, className="muted"),
         html.Div([
-            html.Div(dcc.Graph(id="syscalls-hist", figure=histogram_figure(
-                sc["histogram"], "Syscall durations", "#c44e52"),
-                config=graph_cfg(f"trace{trace_id}-syscalls")), className="card"),
-            html.Div(dcc.Graph(id="syscalls-netpoll-hist", figure=histogram_figure(
-                net["histogram"], "Network (netpoller) wait durations", "#2f8fd0"),
-                config=graph_cfg(f"trace{trace_id}-netpoll")), className="card"),
+            _graph_or_note(sc["count"], "No syscalls in this trace window.",
+                           "syscalls-hist", histogram_figure(
+                               sc["histogram"], "Syscall durations", "#c44e52"),
+                           f"trace{trace_id}-syscalls"),
+            _graph_or_note(net["count"], "No goroutine waited on the network (netpoller) "
+                           "in this trace window.", "syscalls-netpoll-hist", histogram_figure(
+                               net["histogram"], "Network (netpoller) wait durations",
+                               "#2f8fd0"), f"trace{trace_id}-netpoll"),
         ], className="row"),
         html.Div([
-            html.Div(dcc.Graph(id="syscalls-handoff", figure=handoff_figure(sc, first),
-                               config=graph_cfg(f"trace{trace_id}-handoff")),
-                     className="card"),
-            html.Div(dcc.Graph(id="syscalls-parked", figure=parked_figure(net, first),
-                               config=graph_cfg(f"trace{trace_id}-netpoll-over-time")),
-                     className="card"),
+            _graph_or_note(sc["count"], "No syscalls, no P handoffs.", "syscalls-handoff",
+                           handoff_figure(sc, first), f"trace{trace_id}-handoff"),
+            _graph_or_note(net["count"], "Nothing parked in the netpoller.", "syscalls-parked",
+                           parked_figure(net, first), f"trace{trace_id}-netpoll-over-time"),
         ], className="row"),
         html.Div([
-            html.Div(dcc.Graph(id="syscalls-handoff-hist", figure=histogram_figure(
-                sc["handoff_histogram"], "P handoff: syscall start → P taken", "#18202c"),
-                config=graph_cfg(f"trace{trace_id}-handoff-hist")), className="card"),
+            _graph_or_note(sc["handoff_found"], "No syscall lost its P to another M.",
+                           "syscalls-handoff-hist", histogram_figure(
+                               sc["handoff_histogram"], "P handoff: syscall start → P taken",
+                               "#18202c"), f"trace{trace_id}-handoff-hist"),
         ], className="row"),
         html.Div([_stacks_card("Syscall stacks", sc["stacks"], "syscalls-stacks"),
                   _stacks_card("Network wait stacks", net["stacks"], "syscalls-net-stacks")],

@@ -127,7 +127,7 @@ def _window_from_relayout(rel: dict[str, Any], params: dict[str, Any]
                           ) -> tuple[int, int] | None:
     """(t1, t2) in trace ns from a Plotly relayout event, None when not a zoom."""
     first, last = int(params["first_ts"]), int(params["last_ts"])
-    if rel.get("xaxis.autorange") or rel.get("autosize"):
+    if rel.get("xaxis.autorange"):
         return first, last
     lo = rel.get("xaxis.range[0]")
     hi = rel.get("xaxis.range[1]")

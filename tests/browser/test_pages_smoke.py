@@ -24,6 +24,11 @@ def _open(page: Page, url: str, name: str) -> None:
     shot(page, f"smoke-{name}")
     boxes = page.locator(".error-box")
     assert boxes.count() == 0, f"{url}: error box: {boxes.first.inner_text()}"
+    # Every graph has drawn a plot (an empty one shows as a blank box).
+    graphs = page.evaluate("""() => Array.from(document.querySelectorAll('.dash-graph'))
+        .map(g => [g.id, !!g.querySelector('.js-plotly-plot .main-svg')])""")
+    undrawn = [gid for gid, drawn in graphs if not drawn]
+    assert not undrawn, f"{url}: graphs not drawn: {undrawn}"
 
 
 def test_library(page: Page, samples_server: Served) -> None:
@@ -36,6 +41,18 @@ def test_trace_page(page: Page, samples_server: Served, sample_ids: dict[str, in
     tid = sample_ids[SAMPLE]
     _open(page, f"{samples_server.url}/traces/{tid}/{suffix}", suffix)
     assert page.locator(".trace-nav").count() == 1
+
+
+def test_annotations_with_hostile_strings(page: Page, samples_server: Served,
+                                          sample_ids: dict[str, int]) -> None:
+    """The sample whose tasks, regions and logs carry hostile strings."""
+    tid = sample_ids["go1.27-annotations.trace"]
+    _open(page, f"{samples_server.url}/traces/{tid}/annotations", "annotations-strings")
+
+
+def test_goroutine_page(page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
+    tid = sample_ids[SAMPLE]
+    _open(page, f"{samples_server.url}/traces/{tid}/goroutines/1", "goroutine-1")
 
 
 def test_compare(page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:

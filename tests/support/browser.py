@@ -32,27 +32,44 @@ def shot(page: Page, name: str, full_page: bool = True) -> Path:
     return path
 
 
+#: Dash is idle when nothing has been loading for this long (a callback may start
+#: right after the layout renders, or after another callback's output arrives).
+SETTLE_MS = 400
+
+_BUSY_JS = """
+    () => {
+        const root = document.querySelector('#react-entry-point');
+        if (!root || root.children.length === 0) return true;
+        if (document.querySelector('._dash-loading')) return true;
+        if (document.querySelector('[data-dash-is-loading="true"]')) return true;
+        // dcc.Graph loads plotly.js lazily: "pending" until the plot is drawn.
+        if (document.querySelector('.dash-graph--pending')) return true;
+        return false;
+    }
+"""
+
+
 def wait_for_dash(page: Page, selector: str | None = None,
                   timeout_ms: int = RENDER_GUARD_MS) -> None:
-    """Wait until Dash has rendered the layout, no callback is pending and
+    """Wait until Dash has rendered the layout, no callback is pending, every
+    dcc.Graph has drawn its plot, all of it for SETTLE_MS in a row, and
     ``selector`` (if given) is visible."""
     page.wait_for_selector("#react-entry-point", state="attached", timeout=timeout_ms)
+    if selector:
+        page.wait_for_selector(selector, state="visible", timeout=timeout_ms)
+    page.evaluate("() => { window.__gmpscopeIdleSince = null; }")
     page.wait_for_function(
-        """() => {
-            const root = document.querySelector('#react-entry-point');
-            if (!root || root.querySelector('._dash-loading')) return false;
-            if (document.querySelector('._dash-loading')) return false;
-            if (document.querySelector('[data-dash-is-loading="true"]')) return false;
-            return root.children.length > 0;
-        }""",
-        timeout=timeout_ms,
+        f"""() => {{
+            const busy = ({_BUSY_JS})();
+            const now = performance.now();
+            if (busy) {{ window.__gmpscopeIdleSince = null; return false; }}
+            if (window.__gmpscopeIdleSince == null) {{
+                window.__gmpscopeIdleSince = now;
+                return false;
+            }}
+            return now - window.__gmpscopeIdleSince >= {SETTLE_MS};
+        }}""",
+        polling=50, timeout=timeout_ms,
     )
     if selector:
         page.wait_for_selector(selector, state="visible", timeout=timeout_ms)
-    # A callback may start right after the first render (e.g. a graph's data):
-    # wait once more until nothing is loading.
-    page.wait_for_function(
-        """() => !document.querySelector('._dash-loading')
-                 && !document.querySelector('[data-dash-is-loading="true"]')""",
-        timeout=timeout_ms,
-    )
