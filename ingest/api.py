@@ -138,8 +138,28 @@ def _ingest_error(e: IngestError) -> Response:
     return error(400, str(e))
 
 
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` (or what it wraps) says the disk or the database is full."""
+    import errno
+
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "database or disk is full" in str(cur) or "No space left on device" in str(cur):
+            return True
+        cur = getattr(cur, "orig", None) or cur.__cause__ or cur.__context__
+    return False
+
+
 @bp.errorhandler(Exception)
 def _internal_error(e: Exception) -> Response:
+    if disk_full(e):
+        log.error("disk full on %s %s: %s", request.method, request.path, e)
+        return error(507, "the server's disk is full: nothing was stored; free space and "
+                     "send it again")
     log.exception("internal error on %s %s", request.method, request.path)
     return error(500, f"internal error: {type(e).__name__}")
 

@@ -233,16 +233,18 @@ def _column_chunk(col: Any, a: int, b: int) -> Arr:
 
 def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
     """Write one int64 column of ``n`` rows (a numpy array or an ingest.columns
-    Gather/Nullable/Seq) to ``d/<table>.<name>.npy``, 1M rows at a time."""
-    out = np.lib.format.open_memmap(d / f"{table}.{name}.npy", mode="w+", dtype=np.int64,
-                                    shape=(n,))
-    step = 1 << 20
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        out[a:b] = _column_chunk(col, a, b)
-    # No msync: readers map the same page cache, and a frame set lost to a
-    # power cut is rebuilt from the database.
-    del out
+    Gather/Nullable/Seq) to ``d/<table>.<name>.npy``, 1M rows at a time.
+
+    Plain writes, not a writable memory map: on a full disk a write returns
+    ENOSPC, where a store into a mapped page would kill the process (SIGBUS).
+    """
+    with open(d / f"{table}.{name}.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": np.dtype(np.int64).str, "fortran_order": False, "shape": (n,)})
+        step = 1 << 20
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=np.int64).tobytes())
 
 
 def _write_facts(d: Path, facts: dict[str, Any]) -> None:

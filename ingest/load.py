@@ -262,7 +262,12 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                         cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
                         cols["reason"], strict=True)}
                 if frames is not None and table_name in FRAME_TABLES:
-                    frames.add(table_name, cols, n)
+                    try:
+                        frames.add(table_name, cols, n)
+                    except OSError:
+                        # Only a cache: the views rebuild it from the database.
+                        frames.abort()
+                        frames = None
                 if table_name == "intervals":
                     insert_int_arrays(conn, table, ["trace_id", *cols],
                                       [trace_id, *cols.values()], n, advance)
