@@ -115,24 +115,29 @@ def _running_in(frames: TraceFrames, rows: slice, t1: int, t2: int) -> int:
 def _running_in_many(frames: TraceFrames, lane: I64, t1: I64, t2: I64) -> I64:
     """Running time of goroutine lane ``lane[k]`` inside [t1[k], t2[k]), for
     all k at once: binary search on (lane, start) keys over a cumulative sum
-    of Running time."""
+    of Running time, built over the rows of those lanes only."""
     lanes = frames.goroutines
-    n_rows = int(lanes.off[-1])
+    used, local = np.unique(lane, return_inverse=True)
+    lo, hi = lanes.off[used], lanes.off[used + 1]
+    lens = hi - lo
+    sub_off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    rows = np.repeat(lo - sub_off[:-1], lens) + np.arange(int(sub_off[-1]), dtype=np.int64)
     iv = frames.intervals
-    start = iv["start_ts"][:n_rows]
-    dur = iv["end_ts"][:n_rows] - start
-    run = frames.state[:n_rows] == models.RUNNING
+    start = iv["start_ts"][rows]
+    dur = iv["end_ts"][rows] - start
+    run = frames.state[rows] == models.RUNNING
     base = frames.first_ts
     width = max(frames.last_ts - base, 0) + 2
-    row_lane = np.repeat(np.arange(len(lanes.ids), dtype=np.int64), np.diff(lanes.off))
-    key = row_lane * width + (start - base)
+    key = np.repeat(np.arange(len(used), dtype=np.int64), lens) * width + (start - base)
     cum = np.concatenate([[0], np.cumsum(np.where(run, dur, 0))])
+    local = local.reshape(-1).astype(np.int64)
 
     def upto(t: I64) -> I64:
         t = np.clip(t, base, frames.last_ts)
-        j = np.searchsorted(key, lane * width + (t - base), side="right") - 1
-        inside = j >= lanes.off[lane]
-        jj = np.where(inside, j, lanes.off[lane])
+        j = np.searchsorted(key, local * width + (t - base), side="right") - 1
+        first = sub_off[local]
+        inside = j >= first
+        jj = np.where(inside, j, first)
         part = np.where(inside & run[jj], np.clip(t - start[jj], 0, dur[jj]), 0)
         return np.asarray(cum[jj] + part, dtype=np.int64)
 
@@ -181,11 +186,18 @@ def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
 
 
 def _start_functions(engine: Engine, trace_id: int) -> dict[int, str | None]:
-    g = models.goroutines
+    """goid -> start function, straight through the DB-API cursor (the
+    goroutines of a big trace are 100k+ rows; SQLAlchemy rows cost more than
+    the query)."""
+    sql = ("SELECT goid, start_function FROM goroutines WHERE trace_id = "
+           f"{int(trace_id)}")
     with engine.connect() as conn:
-        rows = conn.execute(select(g.c.goid, g.c.start_function)
-                            .where(g.c.trace_id == trace_id)).all()
-    return {int(goid): fn for goid, fn in rows}
+        cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(sql)
+            return dict(cur.fetchall())
+        finally:
+            cur.close()
 
 
 def outermost_functions(engine: Engine, trace_id: int, stack_ids: list[int]) -> dict[int, str]:

@@ -124,11 +124,15 @@ def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = 
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
     nb = len(edges) - 1
-    by_lat = np.argsort(lat, kind="stable")
+    by_lat = np.argsort(lat)
     over = group_percentiles(bin_index(ran, edges), lat, nb, by_value=by_lat)
     over["edges"] = edges.tolist()
-    pids, pcode = np.unique(p, return_inverse=True)
-    per_p = group_percentiles(pcode.reshape(-1), lat, len(pids), by_value=by_lat)
+    # P ids are small: map them to codes by table lookup rather than a sort.
+    present = np.bincount(p + 1, minlength=1) > 0 if len(p) else np.zeros(1, bool)
+    pids = np.flatnonzero(present) - 1
+    code_of = np.cumsum(present) - 1
+    per_p = group_percentiles(code_of[p + 1] if len(p) else p, lat, len(pids),
+                              by_value=by_lat)
     per_p["p"] = pids.tolist()
     if len(pids) and pids[0] < 0:  # no P known: not a P's sample
         per_p = {k: v[1:] for k, v in per_p.items()}

@@ -29,7 +29,9 @@ from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS
 
 ROUTES = ("/traces/<int:trace_id>/goroutines/<int:goid>",)
 TITLE = "Goroutine"
-PAGE_SIZE = 200
+PAGE_SIZE = 100
+#: Gantt segments drawn at most (the longest; the JSON API returns up to 20,000).
+PAGE_SEGMENTS = 4000
 CHILDREN_SHOWN = 40
 
 
@@ -73,7 +75,7 @@ def layout(query: dict[str, str], trace_id: int = 0, goid: int = 0, **_: Any) ->
     offset = query_int(query, "offset", 0) or 0
     if offset < 0:
         raise PageError("offset must not be negative")
-    d = goroutine_detail(ctx.engine, frames, goid, offset, PAGE_SIZE)
+    d = goroutine_detail(ctx.engine, frames, goid, offset, PAGE_SIZE, PAGE_SEGMENTS)
     origin = frames.first_ts
     fn = d["start_function"]
     tl = d["timeline"]
