@@ -36,6 +36,7 @@ def prepare(settings: Settings) -> None:
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_uploads(settings.tmp_dir)
+    remove_stale_uploads(settings.data_dir / "frames", patterns=(".staging-*",))
     try:
         make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms).dispose()
     except ValueError as e:  # an unsupported URL
@@ -97,16 +98,22 @@ def run_gunicorn(factory: Callable[[], Flask], *, label: str, host: str, port: i
     _Server().run()
 
 
-def remove_stale_uploads(tmp_dir: Path, min_age_s: float = 3600.0) -> None:
-    """Delete upload spools and extractions a killed server left behind.
+STALE_PATTERNS = (".upload-*", ".extract-*", "ingest-*")
 
-    Only ours (``.upload-*``, ``.extract-*``), and only old ones, in case another
-    server shares the data directory and is writing its own right now.
+
+def remove_stale_uploads(tmp_dir: Path, min_age_s: float = 3600.0,
+                         patterns: tuple[str, ...] = STALE_PATTERNS) -> None:
+    """Delete upload spools, extractions and ingest work directories a killed
+    server left behind.
+
+    Only ours (``patterns``; frame staging directories are cleaned the same way),
+    and only old ones, in
+    case another server shares the data directory and is writing its own right now.
     """
     if not tmp_dir.is_dir():
         return
     cutoff = time.time() - min_age_s
-    for p in list(tmp_dir.glob(".upload-*")) + list(tmp_dir.glob(".extract-*")):
+    for p in [q for pattern in patterns for q in tmp_dir.glob(pattern)]:
         try:
             if p.lstat().st_mtime >= cutoff:
                 continue

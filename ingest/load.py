@@ -144,7 +144,7 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         if not keep.exists():
             keep.parent.mkdir(parents=True, exist_ok=True)
             part = work / "raw.part"
-            shutil.copyfile(path, part)
+            _link_or_copy(path, part, ddir)
             os.replace(part, keep)
             made_copy = True
         try:
@@ -157,6 +157,23 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
             raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _link_or_copy(src: Path, dest: Path, data_dir: Path) -> None:
+    """Keep ``src`` as ``dest``: a hard link for our own spools (an uploaded
+    1 GB trace is not copied again), a copy for anybody else's file (which its
+    owner may change later)."""
+    try:
+        ours = src.resolve().is_relative_to(data_dir.resolve())
+    except OSError:
+        ours = False
+    if ours:
+        try:
+            os.link(src, dest)
+            return
+        except OSError:
+            pass  # another file system, or no hard links there
+    shutil.copyfile(src, dest)
 
 
 def dir_sha256(directory: Path, meta: dict[str, Any]) -> str:
