@@ -166,4 +166,4 @@ def register(dash_app: Dash) -> None:
                 return html.P(f"goroutine must be a number, not {g!r}", className="error-text")
         data = logs(ctx.engine, trace["id"], category=category, text=text or None, g=goid,
                     limit=LOG_ROWS)
-        return html.P("x") if 1 else log_table(trace["id"], data, trace["first"])
+        return log_table(trace["id"], data, trace["first"])
