@@ -297,7 +297,8 @@ def test_parked_leak_connections_never_closed(db: DB) -> None:
     m = f["measures"]
     assert m["parked_at_end"] == len(never) >= f["thresholds"]["min_parked"]
     assert m["parked_at_mid"] == sum(1 for r in rows if r.start_ts <= mid < r.end_ts)
-    assert m["parked_at_end"] >= f["thresholds"]["growth"] * m["parked_at_mid"]
+    assert m["parked_at_start"] == sum(1 for r in rows if r.start_ts <= fr.first_ts < r.end_ts)
+    assert m["parked_at_end"] >= f["thresholds"]["growth"] * max(1, m["parked_at_start"])
     assert m["first_parked_ts"] == min(r.start_ts for r in never)
     assert sum(s["count"] for s in f["stacks"]) == len(never)
     assert {g["goid"] for g in f["goroutines"]} <= {int(r.rid) for r in never}

@@ -80,9 +80,9 @@ class ParkedLeak:
     title: ClassVar[str] = "Goroutines pile up parked in the netpoller (connections never closed)"
     requires: ClassVar[frozenset[str]] = frozenset({"frames"})
     doc: ClassVar[str] = ("Network waits begun during the trace and never ended: raised when "
-                          "at least min_parked goroutines are still parked at the end and "
-                          "the number parked at the end is at least growth times the number "
-                          "parked at the trace's midpoint (it only climbs).")
+                          "at least min_parked goroutines are still parked at the end, and "
+                          "that is at least growth times the number parked when the trace "
+                          "began (the count climbed during the trace).")
     defaults: ClassVar[dict[str, Any]] = {"min_parked": 20, "growth": 2.0,
                                           "critical_factor": 10.0}
 
@@ -94,9 +94,12 @@ class ParkedLeak:
         n_end = int(left.sum())
         if n_end < cfg["min_parked"]:
             return []
-        mid = ctx.frames.first_ts + ctx.span_ns // 2
-        parked_mid = int(((w["start"] <= mid) & (w["end"] > mid)).sum())
-        if n_end < cfg["growth"] * max(parked_mid, 1):
+        def parked_at(t: int) -> int:
+            return int(((w["start"] <= t) & (w["end"] > t)).sum())
+
+        parked_start = parked_at(ctx.frames.first_ts)
+        parked_mid = parked_at(ctx.frames.first_ts + ctx.span_ns // 2)
+        if n_end < cfg["growth"] * max(parked_start, 1):
             return []
         start, goid, stk = w["start"][left], w["goid"][left], w["stack_id"][left]
         span = ctx.frames.last_ts - start
@@ -119,13 +122,14 @@ class ParkedLeak:
                    for i in order[:MAX_EVIDENCE - 1].tolist()]
         stacks = ctx.stack_refs(stk, np.ones(len(stk), np.int64), label="parked at")
         rate = n_end / max(1e-9, (t_last - t_first) / 1e9) if t_last > t_first else None
-        measures = {"parked_at_end": n_end, "parked_at_mid": parked_mid,
+        measures = {"parked_at_end": n_end, "parked_at_start": parked_start,
+                    "parked_at_mid": parked_mid,
                     "first_parked_ts": t_first, "last_parked_ts": t_last,
                     "per_second": None if rate is None else round(rate, 1),
                     "stacks": len(np.unique(stk))}
         summary = (f"{n_end} goroutines parked in the netpoller during the trace and never "
-                   f"woke ({parked_mid} were parked at mid-trace), across {measures['stacks']} "
-                   f"stacks: connections opened and never closed"
+                   f"woke (parked: {parked_start} at its start, {parked_mid} at mid-trace), "
+                   f"across {measures['stacks']} stacks: connections opened and never closed"
                    + (f" (~{measures['per_second']}/s)" if rate is not None else ""))
         return [Finding(rule=self.id, family=self.family, title=self.title,
                         severity=severity_for(n_end, cfg["min_parked"], cfg["critical_factor"]),

@@ -149,7 +149,7 @@ class SlowHandoff:
                           "time reaches min_waiting_ns.")
     defaults: ClassVar[dict[str, Any]] = {
         "handoff_ns": 1_000_000, "min_waiting_each_ns": 100_000, "min_syscalls": 3,
-        "min_waiting_ns": 1_000_000, "critical_factor": 10.0,
+        "min_waiting_ns": 5_000_000, "critical_factor": 10.0,
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
