@@ -105,7 +105,9 @@ def gantt_figure(detail: dict[str, Any]) -> go.Figure:
 def _groups_diagram(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure:
     data = goroutine_groups(src.engine, src.frames.get(trace_id), opts.get("group"), limit=0)
     if opts.get("group"):
-        g = next(x for x in data["groups"] if x["name"] == opts["group"])
+        g = next((x for x in data["groups"] if x["name"] == opts["group"]), None)
+        if g is None:
+            raise LookupError(f"no goroutine group {opts['group']!r}")
         return breakdown_figure(g["times"], f"{plotly_text(g['name'], 120)}: "
                                             f"{g['count']} goroutines")
     return groups_figure(data)
