@@ -46,4 +46,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     dash_app.layout = shell
     register(dash_app, load_router())
     server.extensions["gmpscope_dash"] = dash_app
+    # Dash registers its JavaScript bundles when it first renders the index
+    # page; with several worker processes the bundle requests can reach a
+    # worker that never rendered it ("not a registered library"). Render it
+    # once here, in every worker.
+    with server.test_request_context("/"):
+        dash_app._setup_server()  # noqa: SLF001 - Dash's own first-request setup
+        dash_app.index()
     return server
