@@ -51,6 +51,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     # worker that never rendered it ("not a registered library"). Render it
     # once here, in every worker.
     with server.test_request_context("/"):
-        dash_app._setup_server()  # noqa: SLF001 - Dash's own first-request setup
-        dash_app.index()
+        dash_app._setup_server()  # type: ignore[no-untyped-call]  # Dash's first-request setup
+        dash_app.index()  # type: ignore[no-untyped-call]
     return server
