@@ -15,8 +15,8 @@ from ingest.sched_latency import latency_report
 PCT_COLORS = {"p50": "#2e9d57", "p90": "#e0a526", "p99": "#c44e52", "max": "#18202c"}
 
 
-def _ms(v: int | None) -> float | None:
-    return None if v is None else v / 1e6
+def _us(v: int | None) -> float | None:
+    return None if v is None else v / 1e3
 
 
 def over_time_figure(data: dict[str, Any], origin: int) -> go.Figure:
@@ -27,13 +27,13 @@ def over_time_figure(data: dict[str, Any], origin: int) -> go.Figure:
     x = [((a + b) / 2 - origin) / 1e6 for a, b in zip(edges[:-1], edges[1:], strict=False)]
     fig = go.Figure()
     for k, color in PCT_COLORS.items():
-        fig.add_trace(go.Scatter(x=x, y=[_ms(v) for v in ot[k]], name=k, mode="lines+markers",
+        fig.add_trace(go.Scatter(x=x, y=[_us(v) for v in ot[k]], name=k, mode="lines+markers",
                                  marker={"size": 4}, line={"color": color, "width": 1.5},
                                  connectgaps=False))
     fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
                       legend=LEGEND_BELOW,
                       xaxis_title="ms since trace start (bin of the Runnable→Running transition)",
-                      yaxis_title="latency (ms, log)", yaxis_type="log",
+                      yaxis_title="latency (µs, log)", yaxis_type="log",
                       title={"text": "Scheduler latency percentiles over time",
                              "font": {"size": 13}})
     return fig
@@ -45,12 +45,12 @@ def per_p_figure(data: dict[str, Any]) -> go.Figure:
     labels = [f"P{p}" for p in pp["p"]]
     fig = go.Figure()
     for k, color in PCT_COLORS.items():
-        fig.add_trace(go.Bar(x=labels, y=[_ms(v) for v in pp[k]], name=k, marker_color=color,
+        fig.add_trace(go.Bar(x=labels, y=[_us(v) for v in pp[k]], name=k, marker_color=color,
                              customdata=pp["count"],
-                             hovertemplate="%{x} " + k + ": %{y:.4f} ms (%{customdata} "
+                             hovertemplate="%{x} " + k + ": %{y:.4g} µs (%{customdata} "
                              "samples)<extra></extra>"))
     fig.update_layout(barmode="group", height=360, margin={"l": 10, "r": 10, "t": 30, "b": 90},
-                      yaxis_type="log", yaxis_title="latency (ms, log)",
+                      yaxis_type="log", yaxis_title="latency (µs, log)",
                       legend=LEGEND_BELOW,
                       title={"text": "Latency by the P it ran on", "font": {"size": 13}})
     return fig
