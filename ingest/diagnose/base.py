@@ -204,7 +204,10 @@ class StepCount:
                                 -np.ones(len(self.end), np.int64)])
         order = np.argsort(ts, kind="stable")
         ts, delta = ts[order], delta[order]
-        self.bp, first = np.unique(ts, return_index=True)
+        # Already sorted: breakpoints are where the time changes (no second sort).
+        first = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]]) if len(ts) else \
+            np.zeros(0, np.int64)
+        self.bp = ts[first]
         step = np.add.reduceat(delta, first) if len(ts) else np.zeros(0, np.int64)
         self.count = np.cumsum(step)  # open intervals on [bp[i], bp[i+1])
         widths = np.diff(self.bp)

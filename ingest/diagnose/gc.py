@@ -72,6 +72,17 @@ class GCPressure:
                      key=lambda s: (s[0] - s[1], s[0]))
         if len(gcs) < cfg["min_gcs"]:
             return []
+        stw_ns = union_ns([(a, b) for a, b, _ in stw])
+        stw_share = stw_ns / ctx.span_ns
+        # Assist time is at most the assist ranges' total length, and the
+        # share's denominator at least all Running time (proc_runs): when even
+        # that bound is under the threshold, skip the per-goroutine breakdown.
+        assist_span = sum(b - a for a, b in (span(r) for r in rows if r.kind == "assist"))
+        pr = f.proc_runs
+        all_running = int((pr["end_ts"] - pr["start_ts"]).sum())
+        if (stw_share < cfg["stw_share"]
+                and assist_span < cfg["assist_share"] * max(1, all_running)):
+            return []
         from ingest.goroutine_stats import CAT, goroutine_times
 
         gt = goroutine_times(ctx.engine, f)
@@ -79,8 +90,6 @@ class GCPressure:
         running = gt.times[:, CAT["running"]]
         assist_ns, running_ns = int(assist.sum()), int(running.sum())
         assist_share = assist_ns / max(1, assist_ns + running_ns)
-        stw_ns = union_ns([(a, b) for a, b, _ in stw])
-        stw_share = stw_ns / ctx.span_ns
         gc_ns = union_ns(gcs)
         by_assist = assist_share >= cfg["assist_share"]
         by_stw = stw_share >= cfg["stw_share"]

@@ -38,8 +38,11 @@ class GoroutineLeak:
         if not len(lanes.ids):
             return []
         first_rows, last_rows = lanes.off[:-1], lanes.off[1:] - 1
-        created = np.array([f.kinds[int(k)].from_state == "NotExist"
-                            for k in f.intervals["kind"][first_rows].tolist()], dtype=bool)
+        top = max(f.kinds, default=0) + 1
+        from_notexist = np.zeros(top, dtype=bool)
+        for code, k in f.kinds.items():
+            from_notexist[code] = k.from_state == "NotExist"
+        created = from_notexist[f.intervals["kind"][first_rows]]
         blocked = f.state[last_rows] == models.STATE_CODE["Waiting"]
         idx = np.flatnonzero(created & blocked)
         if not len(idx):
@@ -52,8 +55,11 @@ class GoroutineLeak:
         inv = inv.reshape(-1)
         cnt = np.bincount(inv, minlength=len(groups))
         big = [int(gi) for gi in np.lexsort((groups, -cnt)) if cnt[gi] >= cfg["min_goroutines"]]
-        out = []
-        names = _start_functions(ctx, lanes.ids[idx])
+        out: list[Finding] = []
+        if not big:
+            return out
+        members = np.flatnonzero(np.isin(inv, big[:int(cfg["max_findings"])]))
+        names = _start_functions(ctx, lanes.ids[idx][members])
         for gi in big[:int(cfg["max_findings"])]:
             mem = np.flatnonzero(inv == gi)
             goids = lanes.ids[idx][mem]
@@ -102,11 +108,15 @@ class GoroutineLeak:
 
 
 def _start_functions(ctx: Context, goids: Any) -> dict[int, str]:
-    g = models.goroutines
+    """Goroutine id -> start function, for the given goroutines only."""
     from sqlalchemy import select
 
+    g = models.goroutines
+    ids = sorted(int(x) for x in goids.tolist())
+    out: dict[int, str] = {}
     with ctx.engine.connect() as conn:
-        rows = conn.execute(select(g.c.goid, g.c.start_function)
-                            .where(g.c.trace_id == ctx.trace_id)).all()
-    want = set(int(x) for x in goids.tolist())
-    return {int(r.goid): (r.start_function or "?") for r in rows if int(r.goid) in want}
+        for k in range(0, len(ids), 500):
+            for r in conn.execute(select(g.c.goid, g.c.start_function).where(
+                    g.c.trace_id == ctx.trace_id, g.c.goid.in_(ids[k:k + 500]))):
+                out[int(r.goid)] = r.start_function or "?"
+    return out
