@@ -28,6 +28,7 @@ from ingest.timeline_lanes import (
     SRC_RANGE,
     SRC_RUN,
     LaneSet,
+    goroutine_laneset,
     goroutine_table,
     kind_categories,
     lane_index,
@@ -47,6 +48,8 @@ DEFAULT_CAP = 5000
 MAX_CAP = 20000
 DEFAULT_LIMIT = 60
 MAX_LIMIT = 500
+#: Goroutines with this many intervals or more are reduced through an index.
+BIG_LANE = 4096
 #: Fewest buckets per window when lowering the resolution to fit the cap.
 MIN_BUCKETS = 16
 
@@ -126,9 +129,8 @@ class _Batch:
     cat: list[npt.NDArray[np.int8]]
     ref: list[I64]
     lane: list[I64]
-    #: (lane set index, lane no) of lanes of ``indexed_set``, reduced by reduce_indexed.
-    indexed: list[tuple[int, int]] = field(default_factory=list)
-    indexed_set: LaneSet | None = None
+    #: (lane set, lane index in it, lane no) of indexed lanes, reduced by reduce_indexed.
+    indexed: list[tuple[LaneSet, int, int]] = field(default_factory=list)
     rows: int = 0
 
     def add(self, lane_no: int, start: I64, end: I64, cat: npt.NDArray[np.int8],
@@ -165,7 +167,7 @@ def _add_laneset(batch: _Batch, ls: LaneSet, i: int, lane_no: int, t1: int, t2: 
     if overlapping:
         a = lo  # an earlier row may reach into the window
     if ls.index is not None:
-        batch.indexed.append((i, lane_no))
+        batch.indexed.append((ls, i, lane_no))
     else:
         batch.add(lane_no, ls.start[a:b], ls.end[a:b], ls.cat[a:b], ls.ref[a:b])
     return max(0, b - a)
@@ -189,7 +191,6 @@ def timeline(engine: Engine, frames: TraceFrames, params: Params) -> dict[str, A
     focus = -1
     if params.mode in ("p", "m"):
         ls = p_lanes(frames) if params.mode == "p" else m_lanes(frames)
-        batch.indexed_set = ls
         want = params.p if params.mode == "p" else params.m
         total = len(ls.ids)
         offset = params.offset or 0
@@ -211,8 +212,8 @@ def timeline(engine: Engine, frames: TraceFrames, params: Params) -> dict[str, A
 
     def reduce(nb: int) -> Shapes:
         parts = [reduce_window(start, end, cat, ref, lane, t1, t2, nb)]
-        if batch.indexed and batch.indexed_set is not None:
-            parts.append(reduce_indexed(batch.indexed_set, batch.indexed, t1, t2, nb))
+        for ls, i, lane_no in batch.indexed:
+            parts.append(reduce_indexed(ls, [(i, lane_no)], t1, t2, nb))
         return concat_shapes(parts)
 
     nb = params.px
@@ -294,6 +295,12 @@ def _goroutine_lanes(engine: Engine, frames: TraceFrames, params: Params, t1: in
             focus = len(lanes)
         a, b = _window(start_all, int(gt.lo[r]), int(gt.hi[r]), t1, t2)
         batch.rows += b - a
+        if int(gt.hi[r] - gt.lo[r]) >= BIG_LANE:
+            # A long-lived goroutine: reduce it from its prefix sums, not row by row.
+            batch.indexed.append((goroutine_laneset(frames, goid, int(gt.lo[r]),
+                                                    int(gt.hi[r])), 0, len(lanes)))
+            lanes.append(_Lane(f"g{goid}", f"G{goid}", "g", goid, grp))
+            continue
         batch.add(len(lanes), start_all[a:b], end_all[a:b], kcat[kind_all[a:b]],
                   np.arange(a, b, dtype=np.int64) * REF_SOURCES + SRC_INTERVAL)
         lanes.append(_Lane(f"g{goid}", f"G{goid}", "g", goid, grp))

@@ -280,6 +280,20 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
     return cached(frames, "m_lanes", build)
 
 
+def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneSet:
+    """One goroutine's rows ``lo:hi`` of ``frames.intervals`` as an indexed lane
+    set of one lane (cached per goroutine: worth it for long-lived ones)."""
+    def build() -> LaneSet:
+        iv = frames.intervals
+        rows = np.arange(lo, hi, dtype=np.int64)
+        cat = kind_categories(frames)[iv["kind"][lo:hi]]
+        return build_index(LaneSet(np.array([goid], np.int64), np.array([0], np.int64),
+                                   np.array([hi - lo], np.int64), iv["start_ts"][lo:hi],
+                                   iv["end_ts"][lo:hi], cat,
+                                   rows * REF_SOURCES + SRC_INTERVAL))
+    return cached(frames, f"g:{goid}:{lo}:{hi}", build)
+
+
 @dataclass
 class Goroutines:
     """The goroutine lanes' table: grouping by start function, lifetimes."""

@@ -231,6 +231,21 @@ def test_shapes_match_raw_intervals(loaded: Loaded, name: str, mode: str) -> Non
     assert total > 0
 
 
+def test_long_goroutine_lanes_through_the_index(loaded: Loaded,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goroutines with many intervals are reduced from prefix sums: same truth."""
+    import ingest.timeline
+
+    monkeypatch.setattr(ingest.timeline, "BIG_LANE", 20)
+    for name in ("httpnet", "mixed121"):
+        f = loaded.frames[name]
+        for t1, t2 in windows(f):
+            for px in (64, 900):
+                data = timeline(loaded.engine, f, Params(mode="g", t1=t1, t2=t2, px=px,
+                                                         limit=25, cap=20000))
+                check_lanes(f, data)
+
+
 def test_merging_happens_and_cuts_shapes(loaded: Loaded) -> None:
     f = loaded.frames["httpnet"]
     data = timeline(loaded.engine, f, Params(mode="m", px=200))
