@@ -50,6 +50,8 @@ class Router:
         query = dict(parse_qsl((search or "").lstrip("?")))
         module = self.modules[name]
         try:
+            if "trace_id" in args and not getattr(module, "OS_RECORDING", False):
+                _refuse_os_recording(int(args["trace_id"]))
             body = module.layout(query=query, **args)
         except PageError as e:
             body = error_box(str(e), home=True)
@@ -58,6 +60,17 @@ class Router:
         if "trace_id" in args:
             return html.Div([trace_nav(args["trace_id"], name), body])
         return body
+
+
+def _refuse_os_recording(trace_id: int) -> None:
+    """PageError on pages that need Go data when the trace is an OS recording alone."""
+    from app.context import ui_context
+    from ingest.poller_load import is_os_recording
+
+    if is_os_recording(ui_context().engine, trace_id):
+        raise PageError(f"Trace {trace_id} is an OS recording without a Go trace: this page "
+                        f"needs Go trace data. See its OS poller page: "
+                        f"/traces/{trace_id}/poller")
 
 
 def load_router() -> Router:

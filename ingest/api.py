@@ -57,6 +57,7 @@ VIEW_APIS = (
     "ingest.api_export",
     "ingest.api_diagnose",
     "ingest.api_live",
+    "ingest.api_poller",
 )
 
 T = TypeVar("T")

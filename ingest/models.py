@@ -375,7 +375,7 @@ jobs = Table(
 #: Tables with consecutive per-trace row ids (found through row_ranges).
 RANGED_TABLES = (intervals, proc_runs, syscalls)
 #: Tables holding one trace's rows, children first (the order a manual delete uses).
-TRACE_TABLES = (
+TRACE_TABLES: tuple[Table, ...] = (
     intervals, proc_runs, syscalls, row_ranges, transition_stacks, transition_counts,
     state_edges, goroutines, procs, threads, ranges, tasks, regions, logs, metrics,
     other_events, stacks,
@@ -554,4 +554,5 @@ poller_recordings = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+# Children first: the poller tables reference traces only.
 TRACE_TABLES = (poller_events, poller_recordings, *TRACE_TABLES)

@@ -118,7 +118,9 @@ def timeline_figure(data: dict[str, Any], height: int | None = None) -> go.Figur
     for i, t in enumerate(lanes["type"]):
         if t == "group" and i > 0:
             fig.add_hline(y=i - 0.5, line={"color": "#c9ced6", "width": 1})
-    return fig
+    from app.figures.poller import add_os_marks  # OS marks on M lanes, when there are any
+
+    return add_os_marks(fig, data)
 
 
 def _diagram(src: DiagramSource, trace_id: int, options: dict[str, str]) -> go.Figure:

@@ -26,6 +26,7 @@ PAGE_MODULES = (
     "annotations",
     "compare",
     "live",
+    "poller",
 )
 
 #: Per-trace pages, in the order of the trace navigation bar: (module, label, path suffix).
@@ -37,4 +38,5 @@ TRACE_NAV = (
     ("syscalls", "Syscalls & netpoller", "syscalls"),
     ("latency", "Scheduler latency", "latency"),
     ("annotations", "Tasks, regions & logs", "annotations"),
+    ("poller", "OS poller", "poller"),
 )

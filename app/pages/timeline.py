@@ -53,7 +53,12 @@ def _fetch(trace_id: int, params: dict[str, Any]) -> dict[str, Any]:
         frames = ctx.frames.get(trace_id)
     except TraceNotFound:
         raise PageError(f"There is no trace {trace_id}.") from None
-    return timeline(ctx.engine, frames, parse_params(_query(params)))
+    data = timeline(ctx.engine, frames, parse_params(_query(params)))
+    if data["mode"] == "m":  # OS events (poller recording) as marks on the M lanes
+        from ingest.poller_stats import timeline_marks
+
+        data["os_marks"] = timeline_marks(ctx.engine, trace_id, data["t1"], data["t2"])
+    return data
 
 
 def _status(data: dict[str, Any]) -> list[Any]:
@@ -221,6 +226,8 @@ def register(dash_app: Dash) -> None:
         if not click or not click.get("points"):
             return no_update
         pt = click["points"][0]
+        if (pt.get("customdata") or [None])[0] == "os":
+            return no_update  # an OS mark: its hover says it all
         ref, _g, n = (pt.get("customdata") or [-1, -1, 0])[:3]
         base = float(pt.get("base") or 0)
         width = float(pt.get("x") or 0)

@@ -29,6 +29,9 @@ def add_parser(sub: Any) -> None:
                    "(default: $GMPSCOPE_DATA or ~/.local/share/gmpscope)")
     p.add_argument("--name", help="trace name (default: the file or directory name)")
     p.add_argument("--json", action="store_true", help="print one JSON object per input")
+    p.add_argument("--attach", type=int, metavar="ID",
+                   help="attach the OS recording(s) given (directories holding poller.parquet, "
+                   "from `gmpscope record`) to stored trace ID")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(run=run)
 
@@ -66,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from ingest.config import Settings
     from ingest.db import make_engine
     from ingest.load import IngestError, ingest_trace_file, load_parquet_dir
+    from ingest.poller_load import is_recording_dir
 
     settings = Settings.from_env(db_url=args.db, data_dir=args.data_dir)
     for path in args.paths:
@@ -80,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
             name = args.name or path.name
             bar = _Bar(name, not args.no_progress)
             try:
+                if is_recording_dir(path) or args.attach is not None:
+                    _recording(engine, path, args, settings.data_dir, name)
+                    continue
                 if path.is_dir():
                     res = load_parquet_dir(engine, path, name, progress=bar,
                                            data_dir=settings.data_dir)
@@ -88,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
                                             progress=bar)
             except IngestError as e:
                 raise CLIError(str(e), EXIT_BAD_INPUT) from None
+            except LookupError as e:
+                raise CLIError(f"no such trace: {e}", EXIT_BAD_INPUT) from None
             finally:
                 bar.close()
             if args.json:
@@ -98,3 +107,24 @@ def run(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     return EXIT_OK
+
+
+def _recording(engine: Any, path: Path, args: argparse.Namespace, data_dir: Path,
+               name: str) -> None:
+    """An OS recording (poller.parquet + meta.json): attached to ``--attach ID``, or
+    to the Go trace its meta.json names (ingested first), or stored on its own."""
+    from ingest.poller_load import ingest_recording_dir
+
+    res = ingest_recording_dir(engine, path, data_dir=data_dir, attach=args.attach,
+                               name=args.name)
+    if args.json:
+        print(json.dumps({**res.as_dict(), "name": name}))
+    elif res.attached is None:
+        print(f"{res.trace.id}\t{'new' if res.trace.created else 'existing'}\t{name} "
+              "(OS recording without a Go trace)")
+    else:
+        a = res.attached
+        quality = "" if a.quality is None else f", {100 * a.quality:.1f}% of Go syscalls matched"
+        print(f"{res.trace.id}\t{'attached' if a.created else 'existing'}\t{name} -> trace "
+              f"{res.trace.id} ({a.rows} OS events, aligned by {a.method}{quality})")
+    sys.stdout.flush()
