@@ -7,16 +7,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>&~])")
+# Inline markup only: our lines never let a trace string start a line (lists
+# and headings are prefixed), and "(" only matters right after an escaped "]".
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>&~])")
 
 
 def md_escape(s: str) -> str:
-    """Backslash-escape Markdown's special characters (and <, >, & for HTML)."""
-    return _MD_SPECIAL.sub(r"\\\1", s.replace("\n", " "))
+    """Backslash-escape Markdown's inline special characters (and <, >, &
+    for HTML); line breaks become spaces."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(s.splitlines()))
 
 
 def _frame(fr: dict[str, Any]) -> str:
-    return f"{fr['function']} {fr['file']}:{fr['line']}"
+    # One line whatever the strings hold: frames go into indented code blocks.
+    return " ".join(f"{fr['function']} {fr['file']}:{fr['line']}".splitlines())
 
 
 def _rule_lines(report: dict[str, Any]) -> list[str]:
