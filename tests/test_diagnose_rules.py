@@ -140,6 +140,10 @@ def test_blocking_syscall_gomaxprocs1_long_read(db: DB) -> None:
         [(int(r.start_ts), held_until(r)) for r, _ in hit]))
     assert m["runnable_waiting_ns"] == total >= cfg["min_waiting_ns"]
     assert m["gomaxprocs"] == 1
+    # Threads blocked at once: the most hit syscalls overlapping at any start.
+    spans = [(int(r.start_ts), int(r.end_ts)) for r, _ in hit]
+    assert m["max_threads_blocked"] == max(sum(1 for a, b in spans if a <= t < b)
+                                           for t, _ in spans) > 1
     longest = max(hit, key=lambda x: x[0].duration_ns)[0]
     assert m["longest_ns"] == longest.duration_ns and m["longest_goid"] == longest.goid
     # Each evidence range is one syscall row: [start, end), its goroutine and thread.

@@ -20,6 +20,7 @@ from ingest.diagnose.base import (
     Evidence,
     Finding,
     GoroutineRef,
+    StepCount,
     goroutine_link,
     ms,
     severity_for,
@@ -103,8 +104,11 @@ class BlockingSyscall:
             for i, w in zip(hit[order].tolist(), w_hit[order].tolist(), strict=True)]
         who, n_who = waiters(ctx, [(int(start[i]), int(held_end[i])) for i in hit[order]])
         longest = int(hit[np.lexsort((start[hit], -dur[hit]))[0]])
+        # Threads blocked at once in these syscalls (each holds its own M).
+        at_once = StepCount(start[hit], end[hit], rows=hit).count
         measures = {
             "syscalls": int(len(hit)), "syscall_ns": int(dur[hit].sum()),
+            "max_threads_blocked": int(at_once.max()) if len(at_once) else 0,
             "p_held_ns": int(held[hit].sum()),
             "longest_ns": int(dur[longest]), "longest_goid": int(goid[longest]),
             "longest_m": int(m[longest]), "runnable_waiting_ns": total_wait,
@@ -112,8 +116,9 @@ class BlockingSyscall:
         }
         summary = (f"{len(hit)} syscalls of >= {ms(cfg['long_syscall_ns'])} "
                    f"({ms(measures['syscall_ns'])} in total, longest {ms(measures['longest_ns'])} "
-                   f"by G{measures['longest_goid']} on M{measures['longest_m']}) blocked their "
-                   f"threads holding their P for {ms(measures['p_held_ns'])} while goroutines "
+                   f"by G{measures['longest_goid']} on M{measures['longest_m']}; up to "
+                   f"{measures['max_threads_blocked']} threads blocked at once) held their P "
+                   f"for {ms(measures['p_held_ns'])} while goroutines "
                    f"spent {ms(total_wait)} Runnable waiting for a P ({_gmp(ctx)})")
         first = ranges[0]
         return [Finding(
