@@ -65,3 +65,33 @@ def test_markdown_keeps_hostile_names_inert(report: dict[str, Any]) -> None:
     assert r"\<script\>alert(1)\</script\>\*x\*\_\[y\](javascript:z)\` next" in out
     # In the indented code block the name stays on its one line.
     assert f"    {HOSTILE.replace(chr(10), ' ')} " in out
+
+
+def _walk(node: Any) -> list[Any]:
+    out = [node]
+    kids = getattr(node, "children", None)
+    if isinstance(kids, (list, tuple)):
+        for k in kids:
+            out += _walk(k)
+    elif kids is not None:
+        out += _walk(kids)
+    return out
+
+
+def test_panel_components_are_plain_text(report: dict[str, Any]) -> None:
+    from dash import dcc
+
+    from app.components_findings import findings_view
+
+    rep = copy.deepcopy(report)
+    rep["findings"][0]["stacks"][0]["frames"][0]["function"] = HOSTILE
+    nodes = [n for top in findings_view(rep) for n in _walk(top)]
+    assert not any(isinstance(n, dcc.Markdown) for n in nodes)
+    assert not any(getattr(n, "dangerously_allow_html", False) for n in nodes)
+    texts = [n for n in nodes if isinstance(n, str)]
+    assert any(HOSTILE in t for t in texts)  # the stack text, verbatim
+    hrefs = {getattr(n, "href", None) for n in nodes}
+    for f in rep["findings"]:
+        assert f["link"] in hrefs and f["summary"] in texts
+        assert {r["link"] for r in f["ranges"]} <= hrefs
+        assert {g["link"] for g in f["goroutines"]} <= hrefs
