@@ -222,6 +222,7 @@ def open_fds(ev: Events) -> dict[str, Any]:
     return {"t": t, "open": total, "sockets": sockets, "max": max(total, default=0),
             "final": total[-1] if total else 0,
             "only_climbs": bool(np.all(np.diff(total) >= 0)) if total else True,
+            "sockets_only_climb": bool(np.all(np.diff(sockets) >= 0)) if sockets else True,
             "by_kind_at_end": _count_values(open_kind.values())}
 
 

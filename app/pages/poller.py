@@ -116,7 +116,8 @@ def _stats(d: dict[str, Any]) -> list[Any]:
                   f"{w['empty_nonblocking']} non-blocking polls (timeout 0)"),
         stat_card("epoll_ctl", f"+{c['add']} / −{c['del']}", f"{c['mod']} MOD"),
         stat_card("open descriptors", fmt_count(f["final"]), f"at the end; max {f['max']}"
-                  + (" · only climbs" if f["only_climbs"] and f["t"] else "")),
+                  + (" · sockets only climb (leak?)" if f["sockets_only_climb"]
+                     and f["sockets"] and f["sockets"][-1] > 0 else "")),
         stat_card("EMFILE / EAGAIN", f"{errs.get('EMFILE', 0)} / {errs.get('EAGAIN', 0)}",
                   f"{sum(errs.values())} failed calls"),
         stat_card("io_uring_enter", fmt_count(u["enters"]),
