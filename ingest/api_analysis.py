@@ -2,7 +2,7 @@
 netpoller waits and scheduler latency (docs/analysis.md documents every
 field and parameter).
 
-- ``GET /api/traces/<id>/goroutine-groups[?group=NAME&limit=N]``
+- ``GET /api/traces/<id>/goroutine-groups[?group=NAME&limit=N&sort=KEY]``
 - ``GET /api/traces/<id>/goroutines/<goid>[?offset=N&limit=N]``
 - ``GET /api/traces/<id>/syscalls/summary[?t1=&t2=&top=N]``
 - ``GET /api/traces/<id>/netpoll[?t1=&t2=&top=N]``
@@ -22,7 +22,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from ingest.api import error, ingest_state, jsonable
 from ingest.frames import TraceFrames, TraceNotFound
 from ingest.goroutine_detail import goroutine_detail
-from ingest.goroutine_stats import goroutine_groups
+from ingest.goroutine_stats import MEMBER_SORTS, goroutine_groups
 from ingest.sched_latency import latency_report
 from ingest.syscall_stats import netpoll_summary, syscall_summary
 
@@ -80,7 +80,10 @@ def goroutine_groups_api(trace_id: int) -> Response:
 
     def work(f: TraceFrames) -> dict[str, Any]:
         limit = int_param(request.args, "limit", 1000, 0, MAX_LIMIT)
-        return goroutine_groups(engine, f, request.args.get("group"), limit or 0)
+        sort = request.args.get("sort", "goid")
+        if sort not in MEMBER_SORTS:
+            raise BadParam(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
+        return goroutine_groups(engine, f, request.args.get("group"), limit or 0, sort)
 
     return _answer(trace_id, work)
 

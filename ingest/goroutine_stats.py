@@ -55,6 +55,8 @@ WAIT_CATEGORY = {
 #: The range name that marks a goroutine doing GC mark assist work.
 ASSIST_RANGE = "GC mark assist"
 UNKNOWN_GROUP = "(unknown start function)"
+#: Orders of a group's goroutine list: by goid, or most lifetime / category time first.
+MEMBER_SORTS = ("goid", "lifetime", *CATEGORIES)
 
 
 def category_of_kinds(frames: TraceFrames) -> npt.NDArray[np.int8]:
@@ -264,10 +266,13 @@ def _times_dict(row: I64) -> dict[str, int]:
 
 
 def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = None,
-                     limit: int = 1000) -> dict[str, Any]:
+                     limit: int = 1000, sort: str = "goid") -> dict[str, Any]:
     """Goroutines grouped by start function: counts (total, alive at the
     end, by final state) and summed category times; with ``group``, also
-    that group's goroutines (first ``limit`` by goid)."""
+    that group's goroutines: the first ``limit`` by goid, or by the most
+    ``lifetime`` or time in a category (``sort``, see MEMBER_SORTS)."""
+    if sort not in MEMBER_SORTS:
+        raise ValueError(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
     gt = goroutine_times(engine, frames)
     names, known = group_names(engine, frames, gt.goid)
     index: dict[str, int] = {}
@@ -306,6 +311,10 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
         members = np.flatnonzero(code == index[group])
         out["group"] = group
         out["members_total"] = int(len(members))
+        if sort != "goid":
+            key = gt.lifetime[members] if sort == "lifetime" else gt.times[members, CAT[sort]]
+            members = members[np.argsort(-key, kind="stable")]
+        out["sort"] = sort
         out["members"] = [goroutine_row(gt, int(i)) for i in members[:limit].tolist()]
     return out
 

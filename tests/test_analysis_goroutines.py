@@ -13,6 +13,7 @@ import pytest
 from ingest.goroutine_detail import goroutine_detail
 from ingest.goroutine_stats import (
     CATEGORIES,
+    MEMBER_SORTS,
     WAIT_CATEGORY,
     goroutine_groups,
     goroutine_times,
@@ -154,6 +155,14 @@ def test_group_members(store: Store) -> None:
     assert [m["goid"] for m in one["members"]] == sorted(m["goid"] for m in one["members"])
     with pytest.raises(LookupError):
         goroutine_groups(store.engine, f, "no such function")
+    for key in MEMBER_SORTS[1:]:
+        by = goroutine_groups(store.engine, f, big["name"], limit=big["count"], sort=key)
+        vals = [m["lifetime_ns"] if key == "lifetime" else m["times"][key]
+                for m in by["members"]]
+        assert vals == sorted(vals, reverse=True)
+        assert sorted(m["goid"] for m in by["members"]) == sorted(
+            m["goid"] for m in goroutine_groups(store.engine, f, big["name"],
+                                                limit=big["count"])["members"])
 
 
 @pytest.mark.parametrize("name", ["go1.27-mutex.trace", "go1.27-syscallblock.trace"])
@@ -207,6 +216,11 @@ def test_api_groups(samples_server: Served, sample_ids: dict[str, int], store: S
                               params={"group": "nope"}).status_code == 404
     assert samples_server.get(f"/api/traces/{tid}/goroutine-groups",
                               params={"limit": "x"}).status_code == 400
+    r = samples_server.get(f"/api/traces/{tid}/goroutine-groups",
+                           params={"group": name, "sort": "sync", "limit": 2})
+    assert r.status_code == 200 and r.json()["sort"] == "sync"
+    assert samples_server.get(f"/api/traces/{tid}/goroutine-groups",
+                              params={"group": name, "sort": "size"}).status_code == 400
     assert samples_server.get("/api/traces/999999/goroutine-groups").status_code == 404
 
 

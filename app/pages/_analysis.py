@@ -115,3 +115,14 @@ def link(text: str, href: str) -> dcc.Link:
 def graph_cfg(filename: str) -> Any:
     """``app.components.graph_config`` typed for ``dcc.Graph(config=...)``."""
     return graph_config(filename)
+
+
+def window_note(trace_id: int, page: str, t1: int | None, t2: int | None,
+                first_ts: int) -> list[Any]:
+    """A line naming the ``t1``/``t2`` window in use, with a link to the whole trace."""
+    if t1 is None and t2 is None:
+        return []
+    return [html.P([f"Window: {rel(t1, first_ts) if t1 is not None else 'start'} to "
+                    f"{rel(t2, first_ts) if t2 is not None else 'end'} of the trace. ",
+                    link("Whole trace", f"/traces/{trace_id}/{page}")],
+                   className="muted", id=f"{page}-window")]

@@ -23,7 +23,7 @@ from app.pages._analysis import (
     timeline_href,
 )
 from app.router import PageError
-from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS, goroutine_groups
+from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS, MEMBER_SORTS, goroutine_groups
 
 ROUTES = ("/traces/<int:trace_id>/goroutines",)
 TITLE = "Goroutines"
@@ -59,12 +59,28 @@ def _members_table(trace_id: int, data: dict[str, Any], origin: int) -> html.Tab
                  id="goroutines-members-table")
 
 
+def _sort_links(trace_id: int, group: str, current: str) -> list[Any]:
+    out: list[Any] = []
+    for key in MEMBER_SORTS:
+        label = "goid" if key == "goid" else \
+            "lifetime" if key == "lifetime" else CATEGORY_LABELS[key]
+        if key == current:
+            out.append(html.B(label))
+        else:
+            out.append(link(label, f"{group_href(trace_id, group)}&sort={key}"))
+        out.append(" · ")
+    return out[:-1]
+
+
 def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
     ctx = ui_context()
     frames = ctx.frames.get(trace_id)
     group = query.get("group")
+    sort = query.get("sort", "goid")
+    if sort not in MEMBER_SORTS:
+        raise PageError(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
     try:
-        data = goroutine_groups(ctx.engine, frames, group, limit=MEMBER_LIMIT)
+        data = goroutine_groups(ctx.engine, frames, group, limit=MEMBER_LIMIT, sort=sort)
     except LookupError as e:
         raise PageError(str(e.args[0]) if e.args else "no such group") from None
     origin = frames.first_ts
@@ -86,8 +102,9 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
             dcc.Graph(id="goroutines-group-graph",
                       figure=breakdown_figure(g["times"], "Time by category, summed"),
                       config=graph_cfg(f"trace{trace_id}-goroutine-group")),
-            html.P(f"Showing {len(data['members'])} of {data['members_total']} goroutines "
-                   "(by goid).", className="muted"),
+            html.P([f"Showing {len(data['members'])} of {data['members_total']} goroutines. "
+                    "Order: ", *_sort_links(trace_id, group, sort)], className="muted",
+                   id="goroutines-sort"),
             _members_table(trace_id, data, origin),
             api_link(f"{api}?group={group_href(trace_id, group).split('=', 1)[1]}"),
         ], className="card")]

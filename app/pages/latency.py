@@ -20,6 +20,7 @@ from app.pages._analysis import (
     table,
     timeline_href,
     window,
+    window_note,
 )
 from ingest.sched_latency import latency_report
 
@@ -63,6 +64,7 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
                        f"{d['censored']} runnable at start, {d['pending']} still at end")]
     return html.Div([
         html.H2("Scheduler latency"),
+        *window_note(trace_id, "latency", t1, t2, f.first_ts),
         html.P("Time from a goroutine becoming Runnable to it Running, for every such "
                "pair of transitions. Percentiles are nearest-rank.", className="muted"),
         html.Div(cards, className="stats", id="latency-stats"),

@@ -23,6 +23,7 @@ from app.pages._analysis import (
     table,
     timeline_href,
     window,
+    window_note,
 )
 from ingest.syscall_stats import netpoll_summary, syscall_summary
 
@@ -102,6 +103,7 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
     api = f"/api/traces/{trace_id}"
     return html.Div([
         html.H2("Syscalls & netpoller"),
+        *window_note(trace_id, "syscalls", t1, t2, f.first_ts),
         html.Div(cards, className="stats", id="syscalls-stats"),
         html.P(note, className="muted"),
         html.Div([

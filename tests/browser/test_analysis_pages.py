@@ -140,3 +140,27 @@ def test_bad_parameters_show_an_error(page: Page, samples_server: Served,
     assert "nope" in page.locator(".error-box").inner_text()
     page.goto(f"{samples_server.url}/traces/{tid}/goroutines/987654")
     wait_for_dash(page, ".error-box")
+
+
+def test_windows_and_sorting(page: Page, samples_server: Served,
+                             sample_ids: dict[str, int]) -> None:
+    """?t1=&t2= narrows the latency page (same count as the API); a group's
+    goroutines sort by a category."""
+    tid = sample_ids["go1.27-httpnet.trace"]
+    trace = _api(samples_server, f"/api/traces/{tid}")
+    mid = (trace["first_ts"] + trace["last_ts"]) // 2
+    lat = _api(samples_server, f"/api/traces/{tid}/latency", t1=mid)
+    _open(page, f"{samples_server.url}/traces/{tid}/latency?t1={mid}", "#latency-window",
+          "latency-window")
+    assert fmt_count(lat["samples"]) in page.locator("#latency-stats").inner_text()
+    tid = sample_ids["go1.27-mutex.trace"]
+    doc = _api(samples_server, f"/api/traces/{tid}/goroutine-groups")
+    name = doc["groups"][0]["name"]
+    by = _api(samples_server, f"/api/traces/{tid}/goroutine-groups", group=name, sort="sync")
+    page.goto(f"{samples_server.url}/traces/{tid}/goroutines?group={name}")
+    wait_for_dash(page, "#goroutines-sort")
+    page.locator("#goroutines-sort").get_by_text("Sync block").click()
+    wait_for_dash(page, "#goroutines-sort b")
+    assert page.locator("#goroutines-sort b").inner_text() == "Sync block"
+    first = page.locator("#goroutines-members-table tbody tr").first.locator("a").first
+    assert first.inner_text() == str(by["members"][0]["goid"])
