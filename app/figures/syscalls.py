@@ -58,8 +58,8 @@ def handoff_figure(data: dict[str, Any], origin: int) -> go.Figure:
     fig.add_trace(go.Bar(x=x, y=ot["p_lost"], name="lost their P", marker_color="#c44e52"),
                   secondary_y=False)
     fig.add_trace(go.Scatter(x=x, y=[v / 1e6 if v else None for v in ot["handoff_max_ns"]],
-                             name="longest handoff (ms)", mode="markers+lines",
-                             line={"color": "#18202c"}, connectgaps=False), secondary_y=True)
+                             name="longest handoff (ms)", mode="markers",
+                             marker={"color": "#18202c", "symbol": "diamond"}), secondary_y=True)
     fig.add_trace(go.Scatter(x=x, y=[v / 1e6 if v else None for v in ot["handoff_mean_ns"]],
                              name="mean handoff (ms)", mode="markers",
                              marker={"color": "#e0a526"}), secondary_y=True)
@@ -68,7 +68,8 @@ def handoff_figure(data: dict[str, Any], origin: int) -> go.Figure:
                       title={"text": "Syscalls and P handoffs over time", "font": {"size": 13}})
     fig.update_xaxes(title_text="ms since trace start")
     fig.update_yaxes(title_text="syscalls per bin", secondary_y=False)
-    fig.update_yaxes(title_text="handoff (ms)", secondary_y=True)
+    fig.update_yaxes(title_text="handoff (ms)", secondary_y=True, rangemode="tozero",
+                     showgrid=False)
     return fig
 
 
@@ -88,7 +89,8 @@ def parked_figure(data: dict[str, Any], origin: int) -> go.Figure:
                       title={"text": "Netpoller waits over time", "font": {"size": 13}})
     fig.update_xaxes(title_text="ms since trace start")
     fig.update_yaxes(title_text="waits per bin", secondary_y=False)
-    fig.update_yaxes(title_text="parked goroutines", secondary_y=True)
+    fig.update_yaxes(title_text="parked goroutines", secondary_y=True, rangemode="tozero",
+                     showgrid=False)
     return fig
 
 

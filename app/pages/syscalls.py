@@ -46,6 +46,9 @@ def _stacks_table(rows: list[dict[str, Any]], tid: str) -> html.Table:
 
 
 def _stacks_card(title: str, stacks: dict[str, Any], prefix: str) -> html.Div:
+    if not stacks["by_total"]:
+        return html.Div([html.H3(title), html.P("None in this trace window.", className="muted")],
+                        className="card")
     return html.Div([html.H3(title), html.H4("By total time"),
                      _stacks_table(stacks["by_total"], f"{prefix}-by-total"),
                      html.H4("By count"), _stacks_table(stacks["by_count"], f"{prefix}-by-count")],
