@@ -205,6 +205,17 @@ def add_segment(engine: Engine, frames: FrameStore, data_dir: Path, name: str, p
             "seconds": len(seconds), "ingest_ms": round(ingest_ms, 1)}
 
 
+def version(engine: Engine, name: str) -> str:
+    """Changes whenever the session does (new segment, state, collector status):
+    the live page's cheap "anything new?" question."""
+    with engine.connect() as conn:
+        row = conn.execute(select(SS.c.id, SS.c.state, SS.c.segments, SS.c.updated_at)
+                           .where(SS.c.name == name)).first()
+    if row is None:
+        return "none"
+    return f"{row.id}:{row.state}:{row.segments}:{row.updated_at}"
+
+
 def seconds_series(engine: Engine, name: str, since_ns: int | None = None,
                    limit: int = 600) -> list[dict[str, Any]]:
     """The session's per-second rows in time order (the last ``limit`` after ``since_ns``)."""

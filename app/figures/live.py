@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import plotly.graph_objects as go  # type: ignore[import-untyped]
-from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
 from app.figures.text import plotly_text
 
@@ -91,21 +90,47 @@ def with_gaps(rows: Sequence[Row]) -> list[Row]:
     return out
 
 
-def series_figure(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> go.Figure:
-    """Small multiples of the per-second rows of one or more sessions.
+def series_spec(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> dict[str, Any]:
+    """Small multiples of the per-second rows of one or more sessions, as a plain
+    Plotly figure dict (built directly: the page redraws it every second, and
+    plotly's validating objects cost most of a second per draw on a busy machine).
 
     One session: each series has its own color. Several: one color per
     session, series told apart by dash style.
     """
     cols = 3
-    rows = -(-len(PANELS) // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in PANELS],
-                        shared_xaxes=True, vertical_spacing=0.09, horizontal_spacing=0.06)
+    nrows = -(-len(PANELS) // cols)
+    gap_x, gap_y = 0.06, 0.09
+    w = (1 - gap_x * (cols - 1)) / cols
+    h = (1 - gap_y * (nrows - 1)) / nrows
+    layout: dict[str, Any] = {
+        "height": height, "margin": {"l": 40, "r": 10, "t": 40, "b": 30},
+        "uirevision": "live", "hovermode": "x unified", "plot_bgcolor": "#fff",
+        "font": {"size": 11}, "showlegend": False, "annotations": []}
+    for i, (title, _series) in enumerate(PANELS):
+        r, c = divmod(i, cols)
+        x0 = c * (w + gap_x)
+        y1 = 1 - r * (h + gap_y)
+        n = "" if i == 0 else str(i + 1)
+        xdom = [round(x0, 6), round(min(1.0, x0 + w), 6)]
+        ydom = [round(max(0.0, y1 - h), 6), round(y1, 6)]
+        layout[f"xaxis{n}"] = {"domain": xdom, "anchor": f"y{n}", "type": "date",
+                               "showgrid": True, "gridcolor": "#eee",
+                               "matches": "x" if i else None,
+                               "showticklabels": r == nrows - 1}
+        layout[f"yaxis{n}"] = {"domain": ydom, "anchor": f"x{n}", "showgrid": True,
+                               "gridcolor": "#eee", "rangemode": "tozero"}
+        layout["annotations"].append({
+            "text": title, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+            "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+            "font": {"size": 12}})
+    traces: list[dict[str, Any]] = []
     several = len(sessions) > 1
     for si, (name, rows_in) in enumerate(sessions.items()):
         data = with_gaps(rows_in)
-        x = [wall(int(r["t_ns"])) for r in data]
+        x = [int(r["t_ns"]) // 1_000_000 for r in data]  # ms since the epoch: a date axis
         for pi, (_title, series) in enumerate(PANELS):
+            n = "" if pi == 0 else str(pi + 1)
             for k, (label, fn) in enumerate(series):
                 if several:
                     color, dash = SESSION_COLORS[si % len(SESSION_COLORS)], DASHES[k % 4]
@@ -113,48 +138,54 @@ def series_figure(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> g
                 else:
                     color = STATE_COLORS.get(label, SESSION_COLORS[k % len(SESSION_COLORS)])
                     dash, legend = "solid", label
-                fig.add_trace(go.Scatter(
-                    x=x, y=[fn(r) for r in data], mode="lines", name=plotly_text(legend),
-                    line={"color": color, "dash": dash, "width": 1.6},
-                    showlegend=False,
-                    hovertemplate=f"{plotly_text(legend)}: %{{y:.4g}}<extra></extra>"),
-                    row=pi // cols + 1, col=pi % cols + 1)
-    fig.update_layout(height=height, margin={"l": 40, "r": 10, "t": 40, "b": 30},
-                      uirevision="live", hovermode="x unified", plot_bgcolor="#fff",
-                      font={"size": 11})
-    fig.update_annotations(font_size=12)
-    fig.update_xaxes(showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
-    return fig
+                text = plotly_text(legend)
+                traces.append({
+                    "type": "scatter", "mode": "lines", "x": x, "y": [fn(r) for r in data],
+                    "name": text, "xaxis": f"x{n}", "yaxis": f"y{n}",
+                    "line": {"color": color, "dash": dash, "width": 1.6},
+                    "hovertemplate": f"{text}: %{{y:.4g}}<extra></extra>"})
+    return {"data": traces, "layout": layout}
 
 
-def window_timeline(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
-                    end: npt.NDArray[np.int64], g: npt.NDArray[np.int64], first_ts: int,
-                    title: str, max_runs: int = 20000) -> go.Figure:
-    """Which goroutine ran on each P over one window (ms from its start).
+def series_figure(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> go.Figure:
+    """:func:`series_spec` as a Plotly figure (for exports)."""
+    return go.Figure(series_spec(sessions, height))
 
-    One line segment per proc run; beyond ``max_runs`` only the longest are drawn.
-    """
+
+def window_timeline_spec(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                         end: npt.NDArray[np.int64], g: npt.NDArray[np.int64], first_ts: int,
+                         title: str, max_runs: int = 20000) -> dict[str, Any]:
+    """Which goroutine ran on each P over one window (ms from its start), as a
+    Plotly figure dict. One line segment per proc run; beyond ``max_runs`` only
+    the longest are drawn."""
     if len(p) > max_runs:
         keep = np.argsort(end - start)[-max_runs:]
         p, start, end, g = p[keep], start[keep], end[keep], g[keep]
-    fig = go.Figure()
+    traces: list[dict[str, Any]] = []
     procs = sorted({int(v) for v in p.tolist()})
     for i, pid in enumerate(procs):
         m = p == pid
         s = (start[m] - first_ts) / 1e6
         e = (end[m] - first_ts) / 1e6
         xs = np.column_stack((s, e, np.full(len(s), np.nan))).ravel()
-        ys = np.full(len(xs), f"P{pid}", dtype=object)
         gs = np.repeat(g[m], 3)
-        fig.add_trace(go.Scattergl(
-            x=xs, y=ys, mode="lines", line={"width": 14,
-                                            "color": SESSION_COLORS[i % len(SESSION_COLORS)]},
-            customdata=gs, hovertemplate="G%{customdata} at %{x:.3f} ms<extra>%{y}</extra>",
-            showlegend=False))
-    fig.update_layout(title={"text": plotly_text(title), "font": {"size": 13}},
-                      height=120 + 28 * max(1, len(procs)),
-                      margin={"l": 50, "r": 10, "t": 36, "b": 30}, plot_bgcolor="#fff",
-                      xaxis_title="ms since the window began", uirevision="timeline")
-    fig.update_yaxes(categoryorder="category descending")
-    return fig
+        traces.append({
+            "type": "scatter", "mode": "lines",
+            "x": [None if np.isnan(v) else round(float(v), 4) for v in xs],
+            "y": [f"P{pid}"] * len(xs), "customdata": gs.tolist(),
+            "line": {"width": 14, "color": SESSION_COLORS[i % len(SESSION_COLORS)]},
+            "hovertemplate": "G%{customdata} at %{x:.3f} ms<extra>%{y}</extra>",
+            "showlegend": False})
+    layout = {"title": {"text": plotly_text(title), "font": {"size": 13}},
+              "height": 120 + 28 * max(1, len(procs)),
+              "margin": {"l": 50, "r": 10, "t": 36, "b": 30}, "plot_bgcolor": "#fff",
+              "xaxis": {"title": {"text": "ms since the window began"}},
+              "yaxis": {"categoryorder": "category descending"}, "uirevision": "timeline"}
+    return {"data": traces, "layout": layout}
+
+
+def window_timeline(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                    end: npt.NDArray[np.int64], g: npt.NDArray[np.int64], first_ts: int,
+                    title: str, max_runs: int = 20000) -> go.Figure:
+    """:func:`window_timeline_spec` as a Plotly figure (for exports)."""
+    return go.Figure(window_timeline_spec(p, start, end, g, first_ts, title, max_runs))

@@ -19,14 +19,14 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from app.components import error_box, fmt_count, fmt_ns, graph_config
 from app.context import ui_context
-from app.figures.live import series_figure, wall, window_timeline
+from app.figures.live import series_spec, wall, window_timeline_spec
 from ingest import live
 
 ROUTES = ("/live", "/live/<name>")
 TITLE = "live"
 TICK_MS = 1000
-SPANS = {"1 min": 60, "5 min": 300, "10 min": 600, "1 h": 3600}
-DEFAULT_SPAN = 300
+SPANS = {"1 min": 60, "2 min": 120, "10 min": 600, "1 h": 3600}
+DEFAULT_SPAN = 120
 #: Windows of the last this many seconds feed the alerts list.
 ALERT_WINDOW_S = 60
 MAX_SHOWN = 4
@@ -65,6 +65,7 @@ def _session_layout(name: str) -> Any:
     return html.Div([
         dcc.Store(id="live-name", data=name),
         dcc.Store(id="live-last-trace", data=None),
+        dcc.Store(id="live-version", data=None),
         dcc.Interval(id="live-tick", interval=TICK_MS),
         html.Div([dcc.Link("← all live sessions", href="/live")], className="muted"),
         html.H2(["Live: ", html.Span(name)]),
@@ -213,17 +214,28 @@ def register(dash_app: Dash) -> None:
         since = time.time_ns() - DEFAULT_SPAN * 10**9
         data = {n: live.seconds_series(engine, n, since, DEFAULT_SPAN) for n in chosen}
         return (_session_table(sessions), [{"label": n, "value": n} for n in names], chosen,
-                series_figure(data))
+                series_spec(data))
+
+    @dash_app.callback(Output("live-version", "data"),
+                       Input("live-tick", "n_intervals"),
+                       Input("live-span", "value"),
+                       State("live-name", "data"),
+                       State("live-version", "data"))
+    def _probe(_n: int | None, span: int | None, name: str, seen: str | None) -> Any:
+        # Every tick asks one cheap question (anything new?); the page redraws only
+        # when the answer changes, so a slow redraw is never overtaken by the next tick.
+        version = f"{live.version(ui_context().engine, name)}/{span}"
+        return no_update if version == seen else version
 
     @dash_app.callback(Output("live-head", "children"),
                        Output("live-stats", "children"),
                        Output("live-alerts", "children"),
                        Output("live-series", "figure"),
                        Output("live-windows", "children"),
-                       Input("live-tick", "n_intervals"),
-                       Input("live-span", "value"),
+                       Input("live-version", "data"),
+                       State("live-span", "value"),
                        State("live-name", "data"))
-    def _tick(_n: int | None, span: int | None, name: str) -> Any:
+    def _tick(_v: str | None, span: int | None, name: str) -> Any:
         engine = ui_context().engine
         s = live.get_session(engine, name)
         if s is None:
@@ -239,14 +251,14 @@ def register(dash_app: Dash) -> None:
                 html.Br(), html.Span(f"collector: {s['last_status']}" if s["last_status"]
                                      else "")]
         return (head, _stats(rows[-1] if rows else None), _alerts(segs, now),
-                series_figure({name: rows}), _windows(segs, s.get("window_s")))
+                series_spec({name: rows}), _windows(segs, s.get("window_s")))
 
     @dash_app.callback(Output("live-timeline", "figure"),
                        Output("live-last-trace", "data"),
-                       Input("live-tick", "n_intervals"),
+                       Input("live-version", "data"),
                        State("live-name", "data"),
                        State("live-last-trace", "data"))
-    def _timeline(_n: int | None, name: str, last: int | None) -> Any:
+    def _timeline(_v: str | None, name: str, last: int | None) -> Any:
         ctx = ui_context()
         segs = [s for s in live.segments(ctx.engine, name, 5) if s.get("trace_id")]
         if not segs:
@@ -258,7 +270,7 @@ def register(dash_app: Dash) -> None:
         pr = tf.proc_runs
         title = (f"Latest window #{seg['seq']} "
                  f"({wall(seg['wall_start_ns']).strftime('%H:%M:%S')} UTC): goroutines on each P")
-        return (window_timeline(pr["p"], pr["start_ts"], pr["end_ts"], pr["g"], tf.first_ts,
+        return (window_timeline_spec(pr["p"], pr["start_ts"], pr["end_ts"], pr["g"], tf.first_ts,
                                 title), seg["trace_id"])
 
     dash_app.clientside_callback(  # type: ignore[no-untyped-call]

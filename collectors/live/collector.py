@@ -45,6 +45,7 @@ class Config:
     max_windows: int | None = None  # stop after this many pulled (None: run until stopped)
     max_backoff_s: float = 10.0
     http_timeout_s: float = 30.0
+    drain_s: float = 10.0  # once stopped, how long to keep sending what is buffered
 
 
 @dataclass
@@ -203,7 +204,14 @@ class Collector:
         """Send buffered windows until pulling is over and the buffer is empty."""
         backoff = 0.5
         failing = False
+        drain_until: float | None = None
         while True:
+            if self.stop_event.is_set():
+                drain_until = drain_until or time.monotonic() + self.cfg.drain_s
+                if time.monotonic() > drain_until:
+                    if len(self.buffer):
+                        self.log(f"stopped: {len(self.buffer)} buffered windows not sent")
+                    return
             w = self.buffer.peek(0.2)
             if w is None:
                 if self._pulling_done.is_set() or self.fatal:
