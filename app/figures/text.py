@@ -18,4 +18,6 @@ def plotly_text(s: str, limit: int = MAX_HOVER_CHARS) -> str:
     """``s`` escaped for Plotly text fields, cut to ``limit`` characters."""
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return html.escape(s, quote=True)
+    # quote=False: Plotly decodes &lt; &gt; &amp; but shows &quot; literally, and a quote
+    # cannot open an attribute once "<" is escaped.
+    return html.escape(s, quote=False)
