@@ -28,7 +28,13 @@ from werkzeug.exceptions import HTTPException
 
 from ingest import api, uploads
 from ingest.load import IngestError
-from ingest.poller_load import POLLER_FILE, DirResult, ingest_recording_dir
+from ingest.poller_load import (
+    POLLER_FILE,
+    DirResult,
+    default_name,
+    ingest_recording_dir,
+    read_recording,
+)
 from ingest.poller_stats import (
     MAX_MARKS,
     SLOWEST,
@@ -104,7 +110,8 @@ def _store(attach: int | None) -> tuple[Response, int]:
             try:
                 res: DirResult = api.with_retries(lambda: ingest_recording_dir(
                     state.engine, rec_dir, data_dir=state.config.data_dir, attach=attach,
-                    name=name or None, go_trace_ok=inside))
+                    name=name or (rec_dir.name if rec_dir != root else None) or
+                    default_name(read_recording(rec_dir)), go_trace_ok=inside))
             except IngestError as e:
                 msg = str(e).replace(str(rec_dir), "archive").replace(str(root), "archive")
                 raise uploads.BadUpload(msg) from None

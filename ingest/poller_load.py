@@ -342,6 +342,14 @@ class DirResult:
         return out
 
 
+def default_name(rec: Recording) -> str:
+    """A recording's name when none is given: the program it recorded."""
+    cmd = rec.meta.get("command") or []
+    if isinstance(cmd, list) and cmd:
+        return f"{Path(str(cmd[0])).name} (OS recording)"
+    return f"recording-{rec.sha256[:12]}"
+
+
 def go_trace_of(rec: Recording) -> Path | None:
     """The Go trace file meta.json names, when it is there (beside the recording
     first: a copied directory keeps its trace next to it)."""

@@ -218,6 +218,7 @@ def test_pages(served: Served, go_id: int, recs: dict[str, Path]) -> None:
         assert "OS recording without a Go trace" in render(served, f"/traces/{sid}/{sub}"), sub
     listed = {t["id"]: t for t in served.get("/api/traces").json()["traces"]}
     assert listed[sid]["source"] == "poller" and listed[sid]["go_version"] == "n/a"
+    assert listed[sid]["name"] == "connleak (OS recording)"  # named after its program
 
 
 @pytest.mark.parametrize("diagram", ["poller-waits", "poller-fds", "poller-epoll",

@@ -64,7 +64,8 @@ def events_per_wakeup_figure(w: dict[str, Any]) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(range(len(counts))), y=counts, marker_color=colors,
                            hovertemplate="%{x} events: %{y} wakeups<extra></extra>"))
     _title(fig, "Events returned per wakeup (grey: empty)")
-    fig.update_layout(xaxis_title="events returned", yaxis_title="wakeups")
+    fig.update_layout(xaxis_title="events returned", yaxis_title="wakeups",
+                      xaxis={"dtick": 1 if len(counts) <= 20 else None})
     return _empty(fig, "no completed wait") if not counts else fig
 
 

@@ -190,6 +190,22 @@ def _os_section(trace_id: int, o: dict[str, Any], tr: dict[str, Any]) -> html.Di
     ], id="poller-os")
 
 
+def _no_recording(trace_id: int, name: str) -> html.Div:
+    """Not an error: most traces come without an OS recording; say how to add one."""
+    return html.Div([
+        html.H2(["OS poller · ", html.Span(name, className="mono")]),
+        html.Div([
+            html.P(f"Trace {trace_id} has no OS recording attached.", id="poller-none"),
+            html.P("Record what the OS sees (epoll waits, descriptors, io_uring, syscalls) "
+                   "with strace while the program writes its Go trace, then attach it:"),
+            html.Pre("gmpscope record --go-trace run.trace -o rec/ -- ./program -trace "
+                     f"run.trace\ngmpscope ingest rec/ --attach {trace_id}\n"
+                     f"# or: zip -r rec.zip rec/ && curl --data-binary @rec.zip "
+                     f"/api/traces/{trace_id}/poller", className="stack"),
+        ], className="card"),
+    ], id="poller-page")
+
+
 def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
     ctx = ui_context()
     tr = get_trace(ctx.engine, trace_id)
@@ -199,11 +215,7 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
         d = poller_page(ctx.engine, trace_id)
         o = os_syscalls(ctx.engine, trace_id)
     except NoRecording:
-        raise PageError(
-            f"Trace {trace_id} has no OS recording. Record one with `gmpscope record "
-            f"--go-trace run.trace -o DIR -- PROGRAM -trace run.trace`, then attach it with "
-            f"`gmpscope ingest DIR --attach {trace_id}` or POST it to "
-            f"/api/traces/{trace_id}/poller.") from None
+        return _no_recording(trace_id, tr["name"])
     w = d["waits"]
     fn = f"trace{trace_id}"
     api = f"/api/traces/{trace_id}"
