@@ -18,10 +18,11 @@ from ingest.stategraph import format_ns
 MAX_TASK_BARS = 300
 
 
-def tasks_figure(rows: list[dict[str, Any]], first_ts: int, last_ts: int) -> go.Figure:
+def tasks_figure(rows: list[dict[str, Any]], first_ts: int, last_ts: int,
+                 limit: int = MAX_TASK_BARS) -> go.Figure:
     """Task bars from start to end (a missing end runs to the trace's end, a
     missing start from its beginning, drawn lighter), in tree order."""
-    shown = rows[:MAX_TASK_BARS]
+    shown = rows[:limit]
     y, base, width, colors, hover = [], [], [], [], []
     for r in shown:
         s = r["start_ts"] if r["start_ts"] is not None else first_ts
@@ -38,7 +39,7 @@ def tasks_figure(rows: list[dict[str, Any]], first_ts: int, last_ts: int) -> go.
                      f" · logs {r['logs']}")
     fig = go.Figure(go.Bar(y=y, x=width, base=base, orientation="h", marker_color=colors,
                            hovertext=hover, hoverinfo="text"))
-    more = f" (first {MAX_TASK_BARS} of {len(rows)})" if len(rows) > MAX_TASK_BARS else ""
+    more = f" (first {limit} of {len(rows)})" if len(rows) > limit else ""
     fig.update_layout(title=f"Tasks over time{more}", template="plotly_white",
                       height=max(260, 16 * len(shown) + 90),
                       margin={"l": 220, "r": 20, "t": 50, "b": 40},

@@ -4,9 +4,10 @@ Every string the program wrote is shown as text, exactly. Data:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from dash import Dash, Input, Output, State, dcc, html
+from dash.dash_table.DataTable import DataTable
 
 from app.components import fmt_count, fmt_ns
 from app.context import ui_context
@@ -19,6 +20,8 @@ from ingest.queries import get_trace
 ROUTES = ("/traces/<int:trace_id>/annotations",)
 TITLE = "Tasks, regions & logs"
 LOG_ROWS = 1000
+#: Task bars in the page's figure (the table pages through all of them).
+TASK_BARS = 60
 #: Keeps newlines, tabs and long strings visible as they are.
 TEXT_STYLE = {"whiteSpace": "pre-wrap", "wordBreak": "break-all"}
 
@@ -27,6 +30,15 @@ def _text(s: str | None) -> html.Span:
     if s == "":
         return html.Span("(empty)", className="muted")
     return html.Span(s or "", style=TEXT_STYLE, className="trace-string")
+
+
+def _label(s: str, limit: int = 60) -> str:
+    """A short one-line version of a trace string for a dropdown label (the
+    value stays the full string)."""
+    if s == "":
+        return "(empty)"
+    s = "".join(ch if ch.isprintable() else "\ufffd" for ch in s)
+    return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
 def _downloads(trace_id: int, table: str) -> html.Span:
@@ -41,29 +53,41 @@ def _g_link(trace_id: int, g: int | None) -> Any:
     return dcc.Link(str(g), href=f"/traces/{trace_id}/goroutines/{g}")
 
 
-def task_table(trace_id: int, rows: list[dict[str, Any]], first_ts: int) -> html.Table:
-    head = html.Tr([html.Th("task"), html.Th("name"), html.Th("start", className="num"),
-                    html.Th("duration", className="num"), html.Th("goroutines"),
-                    html.Th("regions", className="num"), html.Th("logs", className="num")])
-    body = []
+#: DataTable styles: one React component per table (thousands of html.Td
+#: components make Dash's renderer take minutes), strings kept as they are.
+CELL_STYLE = {"whiteSpace": "pre-wrap", "wordBreak": "break-all", "textAlign": "left",
+              "fontFamily": "system-ui, sans-serif", "fontSize": "13px", "padding": "3px 8px",
+              "maxWidth": "700px", "height": "auto"}
+HEADER_STYLE = {"fontWeight": "600", "backgroundColor": "#f3f4f7"}
+
+
+def _data_table(table_id: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]],
+                page_size: int) -> DataTable:
+    return DataTable(
+        id=table_id, columns=[{"name": n, "id": i} for i, n in columns], data=cast(Any, rows),
+        page_size=page_size, sort_action="native", style_cell=CELL_STYLE,
+        style_header=HEADER_STYLE, style_table={"overflowX": "auto"})
+
+
+def task_table(trace_id: int, rows: list[dict[str, Any]], first_ts: int) -> Any:
+    """Tasks in tree order; the name column is indented by depth."""
+    data = []
     for r in rows:
         gs = r["goroutines"]
-        shown: list[Any] = []
-        for g in gs[:6]:
-            shown += [_g_link(trace_id, g), " "]
-        if len(gs) > 6:
-            shown.append(f"… ({len(gs)})")
         start = "before trace" if r["start_ts"] is None else fmt_ns(r["start_ts"] - first_ts)
         dur = fmt_ns(r["duration_ns"]) if r["duration_ns"] is not None else (
             "not ended" if r["end_ts"] is None else "–")
-        body.append(html.Tr([
-            html.Td(str(r["task_id"]), className="num"),
-            html.Td(_text(r["name"]), style={"paddingLeft": f"{8 + 18 * r['depth']}px"}),
-            html.Td(start, className="num"), html.Td(dur, className="num"),
-            html.Td(shown), html.Td(fmt_count(r["regions"]), className="num"),
-            html.Td(fmt_count(r["logs"]), className="num")]))
-    return html.Table([html.Thead(head), html.Tbody(body)], className="data",
-                      id="annotations-tasks-table")
+        data.append({"task": r["task_id"], "depth": r["depth"],
+                     "name": ("    " * r["depth"]) + (r["name"] if r["name"] else "(no name)"),
+                     "parent": "" if r["parent_id"] is None else r["parent_id"],
+                     "start": start, "duration": dur,
+                     "goroutines": " ".join(str(g) for g in gs[:8]) + (
+                         f" … ({len(gs)})" if len(gs) > 8 else ""),
+                     "regions": r["regions"], "logs": r["logs"]})
+    return _data_table("annotations-tasks-table", [
+        ("task", "task"), ("name", "name"), ("parent", "parent"), ("start", "start"),
+        ("duration", "duration"), ("goroutines", "goroutines"), ("regions", "regions"),
+        ("logs", "logs")], data, page_size=25)
 
 
 def region_table(stats: list[dict[str, Any]]) -> html.Table:
@@ -83,19 +107,17 @@ def region_table(stats: list[dict[str, Any]]) -> html.Table:
 
 
 def log_table(trace_id: int, data: dict[str, Any], first_ts: int) -> html.Div:
-    head = html.Tr([html.Th("time", className="num"), html.Th("goroutine"), html.Th("task"),
-                    html.Th("category"), html.Th("message")])
-    body = [html.Tr([html.Td(fmt_ns(r["ts"] - first_ts), className="num"),
-                     html.Td(_g_link(trace_id, r["g"])),
-                     html.Td("–" if r["task_id"] is None else str(r["task_id"])),
-                     html.Td(_text(r["category"])), html.Td(_text(r["message"]))])
-            for r in data["rows"]]
+    rows = [{"time": fmt_ns(r["ts"] - first_ts), "ts": r["ts"], "goroutine": r["g"],
+             "task": "" if r["task_id"] is None else r["task_id"],
+             "category": r["category"], "message": r["message"]} for r in data["rows"]]
     note = f"{data['total']:,} log records match"
     if data["total"] > len(data["rows"]):
         note += f"; the first {len(data['rows']):,} are shown"
     return html.Div([html.P(note, className="muted", id="annotations-logs-count"),
-                     html.Table([html.Thead(head), html.Tbody(body)], className="data",
-                                id="annotations-logs-table")])
+                     _data_table("annotations-logs-table", [
+                         ("time", "time"), ("goroutine", "goroutine"), ("task", "task"),
+                         ("category", "category"), ("message", "message")], rows,
+                         page_size=50)])
 
 
 def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
@@ -113,17 +135,17 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
                          html.P("This trace has no user annotations (runtime/trace tasks, "
                                 "regions or logs).", className="muted",
                                 id="annotations-none")])
-    cat_options = [{"label": f"{c['category'] or '(empty)'} ({c['count']:,})",
+    cat_options = [{"label": f"{_label(c['category'])} ({c['count']:,})",
                     "value": c["category"]} for c in cats["categories"]]
     return html.Div([
         html.H2(["Tasks, regions & logs · ", html.Span(trace["name"], className="mono")]),
         dcc.Store(id="annotations-trace", data={"id": trace_id, "first": first}),
         html.Div([
             html.H3([f"Tasks ({len(task_rows):,})", _downloads(trace_id, "tasks")]),
-            dcc.Graph(id="annotations-tasks-graph", figure=tasks_figure(task_rows, first, last),
+            dcc.Graph(id="annotations-tasks-graph",
+                      figure=tasks_figure(task_rows, first, last, limit=TASK_BARS),
                       config=cfg(f"trace{trace_id}-tasks")) if task_rows else None,
-            html.Div(task_table(trace_id, task_rows, first),
-                     style={"maxHeight": "480px", "overflow": "auto"}),
+            task_table(trace_id, task_rows, first),
         ], className="card"),
         html.Div([
             html.H3([f"Regions by name ({len(stats):,} names)",
