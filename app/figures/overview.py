@@ -96,7 +96,8 @@ def heap_figure(data: dict[str, Any]) -> go.Figure:
             y=g["value"] + g["value"][-1:], name="GOMAXPROCS", mode="lines",
             line_shape="hv", yaxis="y2", line={"color": "#555", "width": 1}))
         fig.update_layout(yaxis2={"title": "GOMAXPROCS", "overlaying": "y", "side": "right",
-                                  "rangemode": "tozero", "showgrid": False})
+                                  "range": [0, max(g["value"]) + 1], "dtick": 1,
+                                  "showgrid": False})
     _bands(fig, data)
     return _base(fig, "Heap and GOMAXPROCS (runtime metrics samples)", "MiB")
 
