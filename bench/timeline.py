@@ -89,11 +89,12 @@ def bench_browser(served: Served, tid: int) -> list[dict[str, Any]]:
         try:
             for mode in ("p", "m", "g"):
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
-                sizes: list[int] = []
+                responses: list[Any] = []
 
-                def on_response(r: Any, sizes: list[int] = sizes) -> None:
+                def on_response(r: Any, responses: list[Any] = responses) -> None:
+                    # Bodies are read later: the sync API cannot wait inside a handler.
                     if "_dash-update-component" in r.url:
-                        sizes.append(len(r.body()))
+                        responses.append(r)
 
                 page.on("response", on_response)
                 start = time.perf_counter()
@@ -123,7 +124,8 @@ def bench_browser(served: Served, tid: int) -> list[dict[str, Any]]:
                     await Plotly.newPlot(gd, gd.data, gd.layout);
                     return performance.now() - t; }""")
                 out.append({"mode": mode, "open_s": opened, "zoom_s": zoomed, "bars": bars,
-                            "draw_ms": draw_ms, "dash_kb": max(sizes, default=0) / 1024})
+                            "draw_ms": draw_ms,
+                            "dash_kb": max((len(r.body()) for r in responses), default=0) / 1024})
                 page.close()
         finally:
             browser.close()

@@ -57,19 +57,19 @@ def _hover(data: dict[str, Any], i: int, lane_label: str) -> str:
         parts = sorted(zip(mix[0::2], mix[1::2], strict=True), key=lambda p: -p[1])
         lines = [f"{cats[c]} {100 * ns / total:.0f}%" for c, ns in parts[:5]]
         return (f"{head}: {sh['n'][i]} intervals in {fmt_dur(d)}<br>"
-                + "<br>".join(lines) + f"<br>from {start_ms:.6g} ms · zoom in for detail")
+                + "<br>".join(lines) + f"<br>from {start_ms:.6g} ms")
     kind = data["kinds"].get(str(sh["kind"][i]))
     reason = kind[3] if kind else ""
     state = cats[sh["cat"][i]]
     g = sh["g"][i]
     who = f"G{g} " if g >= 0 and not lane_label.startswith("G") else ""
     extra = f" ({plotly_text(reason)})" if reason and "Waiting" not in state else ""
-    return (f"{head}: {who}{state}{extra}<br>{fmt_dur(d)} from {start_ms:.6g} ms"
-            "<br>click for details")
+    return f"{head}: {who}{state}{extra}<br>{fmt_dur(d)} from {start_ms:.6g} ms"
 
 
-def timeline_figure(data: dict[str, Any], height: int | None = None) -> go.Figure:
-    """Bars per category over the lanes of one timeline window."""
+def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, Any]:
+    """The figure as a plain dict (what the page sends; no per-element validation,
+    which costs seconds for thousands of bars in go.Figure)."""
     lanes = data["lanes"]
     labels = lanes["label"]
     n_lanes = len(labels)
@@ -77,50 +77,56 @@ def timeline_figure(data: dict[str, Any], height: int | None = None) -> go.Figur
     first = data["first_ts"]
     cats = data["categories"]
     min_ns = data["bucket_ns"]
+    origin = (data["t1"] - first) / 1e6
     by_cat: dict[int, list[int]] = {}
     for i, c in enumerate(sh["cat"]):
         by_cat.setdefault(c, []).append(i)
-    fig = go.Figure()
+    traces: list[dict[str, Any]] = []
     for c in sorted(by_cat):
         idx = by_cat[c]
         name = cats[c]
-        fig.add_trace(go.Bar(
-            orientation="h", name=name,
-            y=[sh["lane"][i] for i in idx],
-            base=[(data["t1"] + sh["s"][i] - first) / 1e6 for i in idx],
+        traces.append({
+            "type": "bar", "orientation": "h", "name": name,
+            "y": [sh["lane"][i] for i in idx],
+            "base": [round(origin + sh["s"][i] / 1e6, 6) for i in idx],
             # At least one pixel wide, or a lone short interval would not show.
-            x=[max(sh["d"][i], min_ns) / 1e6 for i in idx],
-            customdata=[[sh["ref"][i], sh["g"][i], sh["n"][i]] for i in idx],
-            hovertext=[_hover(data, i, labels[sh["lane"][i]]) for i in idx],
-            hovertemplate="%{hovertext}<extra></extra>",
-            marker={"color": COLORS.get(name, "#999999"), "line": {"width": 0}},
-            width=0.8,
-        ))
+            "x": [round(max(sh["d"][i], min_ns) / 1e6, 6) for i in idx],
+            "customdata": [[sh["ref"][i], sh["g"][i], sh["n"][i]] for i in idx],
+            "hovertext": [_hover(data, i, labels[sh["lane"][i]]) for i in idx],
+            "hovertemplate": "%{hovertext}<extra></extra>",
+            "marker": {"color": COLORS.get(name, "#999999"), "line": {"width": 0}},
+            "width": 0.8,
+        })
     ticktext = [_label(t, k) for t, k in zip(labels, lanes["type"], strict=True)]
     if 0 <= data.get("focus", -1) < n_lanes:
         ticktext[data["focus"]] = "▶ " + ticktext[data["focus"]]
-    span_ms = [(data["t1"] - first) / 1e6, (data["t2"] - first) / 1e6]
-    mode = data["mode"]
-    fig.update_layout(
-        template="plotly_white", barmode="overlay", bargap=0,
-        height=height or max(260, 90 + LANE_PX * n_lanes),
-        margin={"l": 10, "r": 10, "t": 36, "b": 40},
-        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
-        hovermode="closest", dragmode="zoom",
-        uirevision=f"{data['trace_id']}-{mode}-{data.get('offset', 0)}",
-        xaxis={"title": "time since trace start (ms)", "range": span_ms,
-               "showgrid": True, "zeroline": False},
-        yaxis={"tickvals": list(range(n_lanes)), "ticktext": ticktext,
-               "range": [n_lanes - 0.5, -0.5], "fixedrange": True, "automargin": True,
-               "showgrid": False},
-    )
+    span_ms = [origin, (data["t2"] - first) / 1e6]
     # Group separators in the G view: a line above each group header.
-    for i, t in enumerate(lanes["type"]):
-        if t == "group" and i > 0:
-            fig.add_hline(y=i - 0.5, line={"color": "#c9ced6", "width": 1})
-    from app.figures.poller import add_os_marks  # OS marks on M lanes, when there are any
+    shapes = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+               "y0": i - 0.5, "y1": i - 0.5, "line": {"color": "#c9ced6", "width": 1}}
+              for i, t in enumerate(lanes["type"]) if t == "group" and i > 0]
+    layout = {
+        # plotly_white's look, spelled out: a template is a plotly.py object.
+        "paper_bgcolor": "white", "plot_bgcolor": "white",
+        "font": {"color": "#2a3f5f"}, "barmode": "overlay", "bargap": 0,
+        "height": height or max(260, 90 + LANE_PX * n_lanes),
+        "margin": {"l": 10, "r": 10, "t": 36, "b": 40},
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        "hovermode": "closest", "dragmode": "zoom",
+        "uirevision": f"{data['trace_id']}-{data['mode']}-{data.get('offset', 0)}",
+        "xaxis": {"title": {"text": "time since trace start (ms)"}, "range": span_ms,
+                  "showgrid": True, "gridcolor": "#ebf0f8", "zeroline": False},
+        "yaxis": {"tickvals": list(range(n_lanes)), "ticktext": ticktext,
+                  "range": [n_lanes - 0.5, -0.5], "fixedrange": True, "automargin": True,
+                  "showgrid": False},
+        "shapes": shapes,
+    }
+    return {"data": traces, "layout": layout}
 
-    return add_os_marks(fig, data)
+
+def timeline_figure(data: dict[str, Any], height: int | None = None) -> go.Figure:
+    """Bars per category over the lanes of one timeline window."""
+    return go.Figure(figure_dict(data, height))
 
 
 def _diagram(src: DiagramSource, trace_id: int, options: dict[str, str]) -> go.Figure:

@@ -17,7 +17,7 @@ from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, n
 
 from app.components import fmt_ns, graph_config
 from app.context import ui_context
-from app.figures.timeline import timeline_figure
+from app.figures.timeline import figure_dict
 from app.router import PageError
 from ingest.frames import TraceNotFound
 from ingest.queries import get_trace
@@ -114,10 +114,11 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
         ], className="controls"),
         html.Div(_status(data), id="timeline-status", className="muted"),
         html.Div(dcc.Loading(dcc.Graph(
-            id="timeline-graph", figure=timeline_figure(data),
+            id="timeline-graph", figure=figure_dict(data),
             config=_config(trace_id)),
             type="dot", delay_show=300), className="card timeline-card"),
-        html.Div(html.P("Click a bar for its details; drag to zoom, double-click to zoom out.",
+        html.Div(html.P("Click a bar for its details (a bar that merges many intervals: zoom "
+                        "into it); drag to zoom, double-click to zoom out.",
                         className="muted"),
                  id="timeline-details", className="card timeline-details"),
         html.P(["This view: ", html.A("link", id="timeline-permalink",
@@ -212,7 +213,7 @@ def register(dash_app: Dash) -> None:
                     no_update, no_update, no_update, no_update)
         params = {**params, "offset": data["offset"]}
         api = f"/api/traces/{trace_id}/timeline?{urlencode(_query(params))}"
-        return (timeline_figure(data), _status(data), _link(trace_id, params), api,
+        return (figure_dict(data), _status(data), _link(trace_id, params), api,
                 _groups_options(data),
                 {} if data["mode"] == "g" else {"display": "none"}, data["mode"])
 
