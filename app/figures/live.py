@@ -154,10 +154,11 @@ def series_figure(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> g
 
 def window_timeline_spec(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
                          end: npt.NDArray[np.int64], g: npt.NDArray[np.int64], first_ts: int,
-                         title: str, max_runs: int = 20000) -> dict[str, Any]:
+                         title: str, max_runs: int = 1500) -> dict[str, Any]:
     """Which goroutine ran on each P over one window (ms from its start), as a
     Plotly figure dict. One line segment per proc run; beyond ``max_runs`` only
-    the longest are drawn."""
+    the longest are drawn (the page redraws it every second: a busy window has
+    ~10k runs, most a few µs wide, invisible at this scale; "open" shows them all)."""
     if len(p) > max_runs:
         keep = np.argsort(end - start)[-max_runs:]
         p, start, end, g = p[keep], start[keep], end[keep], g[keep]
@@ -186,6 +187,6 @@ def window_timeline_spec(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
 
 def window_timeline(p: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
                     end: npt.NDArray[np.int64], g: npt.NDArray[np.int64], first_ts: int,
-                    title: str, max_runs: int = 20000) -> go.Figure:
+                    title: str, max_runs: int = 1500) -> go.Figure:
     """:func:`window_timeline_spec` as a Plotly figure (for exports)."""
     return go.Figure(window_timeline_spec(p, start, end, g, first_ts, title, max_runs))

@@ -193,6 +193,21 @@ def _windows(segs: list[dict[str, Any]], window_s: float | None) -> list[Any]:
                                            className="data")]
 
 
+def _timeline(ctx: Any, segs: list[dict[str, Any]], last: int | None) -> tuple[Any, Any]:
+    """The latest window's P timeline, or no_update when it is already shown."""
+    with_detail = [s for s in segs if s.get("trace_id")]
+    if not with_detail or with_detail[0]["trace_id"] == last:
+        return no_update, no_update
+    seg = with_detail[0]
+    tf = ctx.frames.get(seg["trace_id"])
+    pr = tf.proc_runs
+    title = (f"Latest window #{seg['seq']} "
+             f"({wall(seg['wall_start_ns']).strftime('%H:%M:%S')} UTC): goroutines on each P"
+             + (f" (the 1,500 longest of {len(pr):,} runs)" if len(pr) > 1500 else ""))
+    return (window_timeline_spec(pr["p"], pr["start_ts"], pr["end_ts"], pr["g"], tf.first_ts,
+                                 title), seg["trace_id"])
+
+
 # --------------------------------------------------------------------------
 # callbacks
 
@@ -217,30 +232,32 @@ def register(dash_app: Dash) -> None:
                 series_spec(data))
 
     @dash_app.callback(Output("live-version", "data"),
-                       Input("live-tick", "n_intervals"),
-                       Input("live-span", "value"),
-                       State("live-name", "data"),
-                       State("live-version", "data"))
-    def _probe(_n: int | None, span: int | None, name: str, seen: str | None) -> Any:
-        # Every tick asks one cheap question (anything new?); the page redraws only
-        # when the answer changes, so a slow redraw is never overtaken by the next tick.
-        version = f"{live.version(ui_context().engine, name)}/{span}"
-        return no_update if version == seen else version
-
-    @dash_app.callback(Output("live-head", "children"),
+                       Output("live-head", "children"),
                        Output("live-stats", "children"),
                        Output("live-alerts", "children"),
                        Output("live-series", "figure"),
                        Output("live-windows", "children"),
-                       Input("live-version", "data"),
-                       State("live-span", "value"),
-                       State("live-name", "data"))
-    def _tick(_v: str | None, span: int | None, name: str) -> Any:
-        engine = ui_context().engine
+                       Output("live-timeline", "figure"),
+                       Output("live-last-trace", "data"),
+                       Input("live-tick", "n_intervals"),
+                       Input("live-span", "value"),
+                       State("live-name", "data"),
+                       State("live-version", "data"),
+                       State("live-last-trace", "data"))
+    def _tick(_n: int | None, span: int | None, name: str, seen: str | None,
+              last_trace: int | None) -> Any:
+        # One request a tick. It first asks one cheap question (has the session
+        # changed?) and answers no_update when not, so the page redraws only once
+        # per new window and a slow redraw is never overtaken by the next tick.
+        ctx = ui_context()
+        engine = ctx.engine
+        version = f"{live.version(engine, name)}/{span}"
+        if version == seen:
+            return (no_update,) * 8
         s = live.get_session(engine, name)
         if s is None:
-            return (error_box(f"The live session {name!r} was deleted."), [], [],
-                    no_update, [])
+            return (version, error_box(f"The live session {name!r} was deleted."), [], [],
+                    no_update, [], no_update, no_update)
         now = time.time_ns()
         span_s = int(span or DEFAULT_SPAN)
         rows = live.seconds_series(engine, name, now - span_s * 10**9, span_s * 2)
@@ -250,28 +267,9 @@ def register(dash_app: Dash) -> None:
                 "failed pulls",
                 html.Br(), html.Span(f"collector: {s['last_status']}" if s["last_status"]
                                      else "")]
-        return (head, _stats(rows[-1] if rows else None), _alerts(segs, now),
-                series_spec({name: rows}), _windows(segs, s.get("window_s")))
-
-    @dash_app.callback(Output("live-timeline", "figure"),
-                       Output("live-last-trace", "data"),
-                       Input("live-version", "data"),
-                       State("live-name", "data"),
-                       State("live-last-trace", "data"))
-    def _timeline(_v: str | None, name: str, last: int | None) -> Any:
-        ctx = ui_context()
-        segs = [s for s in live.segments(ctx.engine, name, 5) if s.get("trace_id")]
-        if not segs:
-            return no_update, no_update
-        seg = segs[0]
-        if seg["trace_id"] == last:
-            return no_update, no_update
-        tf = ctx.frames.get(seg["trace_id"])
-        pr = tf.proc_runs
-        title = (f"Latest window #{seg['seq']} "
-                 f"({wall(seg['wall_start_ns']).strftime('%H:%M:%S')} UTC): goroutines on each P")
-        return (window_timeline_spec(pr["p"], pr["start_ts"], pr["end_ts"], pr["g"], tf.first_ts,
-                                title), seg["trace_id"])
+        timeline, shown = _timeline(ctx, segs, last_trace)
+        return (version, head, _stats(rows[-1] if rows else None), _alerts(segs, now),
+                series_spec({name: rows}), _windows(segs, s.get("window_s")), timeline, shown)
 
     dash_app.clientside_callback(  # type: ignore[no-untyped-call]
         """

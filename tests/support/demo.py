@@ -105,3 +105,44 @@ def start_collector(target: str, ingest: str, session: str, log: Path, *,
     with open(log, "ab") as out:
         return subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=out, stderr=out,
                                 start_new_session=True)
+
+
+class IngestServer:
+    """``gmpscope ingest-server`` on a free port over ``data_dir`` (and its default
+    SQLite database): with ``Served(data_dir)`` alongside, the two share one
+    database as the compose file's ``ingest`` and ``app`` services do."""
+
+    def __init__(self, data_dir: Path, workers: int = 2) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("GMPSCOPE_TOKEN", "GMPSCOPE_DB")}
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with open(data_dir / "ingest-server.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gmpscope", "ingest-server", "--port", "0",
+                 "--data-dir", str(data_dir), "--workers", str(workers)],
+                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        found: list[str] = []
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                m = re.search(rb"serving (http://\S+)", line)
+                if m:
+                    found.append(m.group(1).decode())
+                    return
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(START_GUARD_S)
+        if not found:
+            self.stop()
+            raise RuntimeError("gmpscope ingest-server did not start")
+        self.url = found[0]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
