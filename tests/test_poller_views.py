@@ -178,7 +178,8 @@ def test_bad_archives_answer_400_and_change_nothing(served: Served, go_id: int, 
             assert db_state(served) == before, (what, url)
 
 
-def test_json_api(served: Served, go_id: int) -> None:
+def test_json_api(served: Served, go_id: int, recs: dict[str, Path]) -> None:
+    served.post(f"/api/traces/{go_id}/poller", data=zipped(recs["httpnet"]), headers=AUTH)
     tr = served.get(f"/api/traces/{go_id}").json()
     marks = served.get(f"/api/traces/{go_id}/poller/marks?max=20").json()
     assert marks["merged"] and sum(m["count"] for m in marks["marks"]) == marks["total"]
@@ -203,6 +204,8 @@ def test_no_recording_is_a_clear_404(served: Served, recs: dict[str, Path]) -> N
 
 
 def test_pages(served: Served, go_id: int, recs: dict[str, Path]) -> None:
+    r = served.post(f"/api/traces/{go_id}/poller", data=zipped(recs["httpnet"]), headers=AUTH)
+    assert r.status_code in (200, 201), r.text  # 200: attached by an earlier test
     page = render(served, f"/traces/{go_id}/poller")
     for text in ("clock-snapshot", "poller-epoll", "Which made the runtime hand off a P",
                  "poller-os-handoff-table", "timeout jitter"):
@@ -224,6 +227,8 @@ def test_pages(served: Served, go_id: int, recs: dict[str, Path]) -> None:
 @pytest.mark.parametrize("diagram", ["poller-waits", "poller-fds", "poller-epoll",
                                      "poller-epoll-ctl", "poller-errors", "poller-io-uring",
                                      "poller-events-per-wakeup", "os-syscalls"])
-def test_exported_diagrams(served: Served, go_id: int, diagram: str) -> None:
+def test_exported_diagrams(served: Served, go_id: int, recs: dict[str, Path],
+                           diagram: str) -> None:
+    served.post(f"/api/traces/{go_id}/poller", data=zipped(recs["httpnet"]), headers=AUTH)
     r = served.get(f"/api/traces/{go_id}/export?diagram={diagram}&format=svg")
     assert r.status_code == 200 and r.text.lstrip().startswith("<svg"), r.text[:300]

@@ -195,15 +195,16 @@ def os_syscalls_figure(o: dict[str, Any]) -> go.Figure:
 
 
 def marks_trace(marks: list[dict[str, Any]], lane_of: dict[int, int], first_ts: int
-                ) -> go.Scattergl | None:
-    """The timeline's OS marks: one marker per OS call (or merged group) on its M lane,
-    at the call's start (ms since the trace start); None when none falls on a lane."""
+                ) -> dict[str, Any] | None:
+    """The timeline's OS marks as a plain Plotly trace (the timeline page sends plain
+    dicts): one marker per OS call (or merged group) on its M lane, at the call's
+    start (ms since the trace start); None when none falls on a shown lane."""
     x, y, hover, color = [], [], [], []
     for mk in marks:
         lane = lane_of.get(int(mk["m"]))
         if lane is None:
             continue
-        x.append((mk["ts"] - first_ts) / 1e6)
+        x.append(round((mk["ts"] - first_ts) / 1e6, 6))
         y.append(lane + 0.32)
         dur = "unfinished" if mk["duration_ns"] is None else fmt_ns(mk["duration_ns"])
         if mk["count"] > 1:
@@ -217,25 +218,31 @@ def marks_trace(marks: list[dict[str, Any]], lane_of: dict[int, int], first_ts: 
         color.append("#c44e52" if mk["errno"] and mk["errno"] != "EAGAIN" else "#18202c")
     if not x:
         return None
-    return go.Scattergl(x=x, y=y, mode="markers", name="OS calls (strace)",
-                        marker={"symbol": "triangle-up", "size": 7, "color": color},
-                        hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-                        customdata=[["os", -1, 0]] * len(x))
+    return {"type": "scattergl", "x": x, "y": y, "mode": "markers",
+            "name": "OS calls (strace)",
+            "marker": {"symbol": "triangle-up", "size": 7, "color": color},
+            "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
+            "customdata": [["os", -1, 0]] * len(x)}
 
 
-def add_os_marks(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
-    """Add ``data["os_marks"]`` (ingest.poller_stats.poller_marks) to a timeline
-    figure in M mode; a no-op otherwise."""
+def os_mark_traces(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The OS marks trace for a timeline window's data (``data["os_marks"]``, from
+    ingest.poller_stats.timeline_marks): only in M mode, only with marks."""
     marks = (data.get("os_marks") or {}).get("marks") or []
     if data.get("mode") != "m" or not marks:
-        return fig
+        return []
     lanes = data["lanes"]
     lane_of = {int(i): n for n, (i, t) in enumerate(zip(lanes["id"], lanes["type"],
                                                         strict=True))
                if t == "m" and i is not None}
     trace = marks_trace(marks, lane_of, int(data["first_ts"]))
-    if trace is not None:
-        fig.add_trace(trace)
+    return [] if trace is None else [trace]
+
+
+def add_os_marks(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
+    """The same marks added to a go.Figure timeline (export); a no-op without marks."""
+    for t in os_mark_traces(data):
+        fig.add_trace(go.Scattergl(**{k: v for k, v in t.items() if k != "type"}))
     return fig
 
 

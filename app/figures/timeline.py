@@ -121,7 +121,9 @@ def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, An
                   "showgrid": False},
         "shapes": shapes,
     }
-    return {"data": traces, "layout": layout}
+    from app.figures.poller import os_mark_traces  # OS marks on M lanes, when there are any
+
+    return {"data": traces + os_mark_traces(data), "layout": layout}
 
 
 def timeline_figure(data: dict[str, Any], height: int | None = None) -> go.Figure:

@@ -200,7 +200,7 @@ def _no_recording(trace_id: int, name: str) -> html.Div:
                    "with strace while the program writes its Go trace, then attach it:"),
             html.Pre("gmpscope record --go-trace run.trace -o rec/ -- ./program -trace "
                      f"run.trace\ngmpscope ingest rec/ --attach {trace_id}\n"
-                     f"# or: zip -r rec.zip rec/ && curl --data-binary @rec.zip "
+                     f"# or: zip -r rec.zip rec/ && curl --data-binary @rec.zip $URL"
                      f"/api/traces/{trace_id}/poller", className="stack"),
         ], className="card"),
     ], id="poller-page")
