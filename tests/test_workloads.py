@@ -27,7 +27,7 @@ HEADER_VERSION = {
 
 def test_workload_list_matches_sources() -> None:
     cmds = sorted(p.name for p in (wt.WORKLOADS_DIR / "cmd").iterdir() if p.is_dir())
-    assert cmds == sorted(wt.WORKLOADS)
+    assert cmds == sorted(wt.WORKLOADS + wt.SERVICES)
     for name in cmds:
         assert (wt.WORKLOADS_DIR / "cmd" / name / "main.go").is_file()
 

@@ -52,6 +52,9 @@ WORKLOADS: tuple[str, ...] = (
     "syscallblock",
     "timers",
 )
+#: Long-running programs under cmd/ that are not traced workloads: the live
+#: dashboard's demo service and its load generator (docs/live.md).
+SERVICES: tuple[str, ...] = ("demoservice", "loadgen")
 #: Every toolchain the tests trace with (see tools/gotoolchains.py).
 TOOLCHAINS: tuple[str, ...] = gotoolchains.VERSIONS
 
