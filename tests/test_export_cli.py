@@ -113,6 +113,22 @@ def test_svg_states(data_dir: Path, trace_id: int) -> None:
     assert f"{goroutine_transitions(data_dir, trace_id):,}" in texts
 
 
+def test_svg_timeline_lanes(data_dir: Path, trace_id: int) -> None:
+    out = data_dir / "timeline.svg"
+    r = gmpscope(data_dir, "export", str(trace_id), "--diagram", "timeline", "-O", "mode=p",
+                 "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    root = ET.parse(out).getroot()
+    texts = {"".join(e.itertext()) for e in root.iter() if e.tag.endswith("text")}
+    with db(data_dir) as c:
+        procs = [pid for (pid,) in c.execute("SELECT pid FROM procs WHERE trace_id = ?",
+                                             (trace_id,))]
+    assert procs
+    for pid in procs:
+        assert f"P{pid}" in texts, f"lane P{pid} not in the SVG"
+    assert "Running" in texts
+
+
 def test_png_size(data_dir: Path, trace_id: int) -> None:
     out = data_dir / "states.png"
     r = gmpscope(data_dir, "export", str(trace_id), "--diagram", "states", "-o", str(out),
