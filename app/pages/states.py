@@ -98,6 +98,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
             html.Div([dcc.Graph(id="states-graph", figure=go.Figure(),
                                 config=cfg(f"trace{trace_id}-states"))],
                      className="card"),
+            html.Div(id="states-export"),  # export helper: server-side file downloads
             html.Div([html.H3("Edges"), html.Div(id="states-table")], className="card"),
             html.Div([
                 html.Div([html.H3("Mermaid"), html.Pre(id="states-mermaid", className="stack")],
@@ -111,6 +112,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
 
 
 def register(dash_app: Dash) -> None:
+    _register_export_links(dash_app)
     @dash_app.callback(
         Output("states-graph", "figure"), Output("states-table", "children"),
         Output("states-mermaid", "children"), Output("states-dot", "children"),
@@ -146,3 +148,22 @@ def register(dash_app: Dash) -> None:
             title += f" · group of {graph.info.get('group_goroutines', 0):,} goroutines"
         return (state_graph_figure(doc, title=title), edge_table(doc), to_mermaid(graph),
                 to_dot(graph), api, api, None)
+
+
+def _register_export_links(dash_app: Dash) -> None:
+    """Export links (SVG, PNG, HTML, Mermaid, DOT files) for the graph as shown."""
+    from app.components_export import export_links
+
+    @dash_app.callback(
+        Output("states-export", "children"),
+        Input("states-resource", "value"), Input("states-split", "value"),
+        Input("states-group", "value"), Input("states-t1", "value"),
+        Input("states-t2", "value"), State("states-trace", "data"))
+    def _export(resource: str, split: list[str] | None, group: str | None, t1: Any, t2: Any,
+                trace_id: int) -> Any:
+        goroutines = resource == "goroutine"
+        options = {"resource": resource, "group": group if goroutines else None,
+                   "split_reasons": "1" if split and goroutines else "0",
+                   "t1": str(t1).strip() if t1 not in (None, "") else None,
+                   "t2": str(t2).strip() if t2 not in (None, "") else None}
+        return export_links(trace_id, "states", options, id_prefix="states-export")
