@@ -18,7 +18,6 @@ from tests.support.browser import shot, wait_for_dash
 from tests.support.poller_recordings import GO_TRACE, make_recording
 from tests.support.server import Served
 
-
 #: The centre of the widest actual-wait bar (the second bar trace) of the epoll lanes.
 WIDEST_WAIT_JS = """() => {
     const traces = document.querySelectorAll('#poller-epoll .trace.bars');
