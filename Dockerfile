@@ -1,5 +1,7 @@
-# gmpscope: the explorer UI + ingest API (gmpscope serve), one image for every service
-# of docker-compose.yml. Build: docker build -t gmpscope .
+# gmpscope: the explorer UI + ingest API (gmpscope serve), the ingest service
+# (gmpscope ingest-server) and the live collector (gmpscope live): one image for the
+# ingest, app and collector services of docker-compose.yml (the demo Go service has
+# its own, Dockerfile.demo). Build: docker build -t gmpscope .
 FROM python:3.11-slim-bookworm
 
 # gcc and the Python headers build the C decoder extension; strace is what
@@ -21,5 +23,5 @@ RUN pip install --no-cache-dir . \
 
 USER gmpscope
 ENV GMPSCOPE_DATA=/data
-EXPOSE 8050
+EXPOSE 8050 8060
 CMD ["gmpscope", "serve", "--host", "0.0.0.0", "--port", "8050"]

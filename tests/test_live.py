@@ -133,6 +133,8 @@ def recount(engine: Engine, trace_id: int, durations: list[int]) -> list[dict[st
             out[k]["p_handoffs"] += 1
     for k in range(nb):
         o = out[k]
+        for key in ("g_created", "syscalls", "p_handoffs"):
+            o[key] += 0  # present when zero too
         o["sched_n"] = len(sched[k])
         o["sched_p50_ns"] = nearest_rank(sched[k], 0.5)
         o["sched_p99_ns"] = nearest_rank(sched[k], 0.99)

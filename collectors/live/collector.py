@@ -17,6 +17,7 @@ overhead on the target) and polls the session until it runs again.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -107,6 +108,10 @@ class Collector:
                 return int(resp.status), resp.read()
         except urllib.error.HTTPError as e:
             return int(e.code), e.read()
+        except http.client.HTTPException as e:
+            # The peer died mid-answer (IncompleteRead, RemoteDisconnected...): for
+            # the caller, a failed request like a refused connection.
+            raise OSError(f"{type(e).__name__}: {e}") from None
 
     def _report(self, message: str) -> None:
         """Best effort: tell the server (shown on the live page)."""
