@@ -89,7 +89,7 @@ def _row(t: dict[str, Any]) -> html.Tr:
     ], id=f"library-row-{tid}", className="trace-row")
 
 
-HEADERS = (("", ""), ("id", "num"), ("name", ""), ("Go", ""), ("duration", "num"),
+HEADERS = (("", ""), ("id", "num"), ("name", ""), ("trace format", ""), ("duration", "num"),
            ("events", "num"), ("goroutines", "num"), ("size", "num"), ("status", ""),
            ("ingested", ""), ("", ""))
 
