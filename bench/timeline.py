@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.decode import ORACLE_GO, go_binary, go_env, make_large_trace  # noqa: E402
+from tests.support.browser import wait_for_dash  # noqa: E402
 from tests.support.server import Served  # noqa: E402
 
 DEFAULT_DATA = Path("/tmp/gmpscope-bench-timeline")
@@ -102,6 +103,9 @@ def bench_browser(served: Served, tid: int) -> list[dict[str, Any]]:
                 page.wait_for_selector("#timeline-graph .bars path", state="attached",
                                        timeout=600_000)
                 opened = time.perf_counter() - start
+                # Dash binds the graph's event handlers after Plotly's first draw:
+                # a relayout before that would be lost.
+                wait_for_dash(page, "#timeline-graph")
                 status = page.locator("#timeline-status").inner_text()
                 rng = page.evaluate("""() => document.querySelector(
                     '#timeline-graph .js-plotly-plot').layout.xaxis.range""")
