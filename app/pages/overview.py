@@ -9,6 +9,7 @@ from typing import Any
 from dash import Dash, dcc, html
 
 from app.components import fmt_count, fmt_ns, stat_card
+from app.components_findings import findings_panel, register_findings
 from app.context import ui_context
 from app.figures.overview import heap_figure, states_figure, threads_figure
 from app.pages._views import cfg, fmt_bytes
@@ -58,6 +59,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     return html.Div([
         html.H2(["Overview · ", html.Span(k["name"], className="mono")]),
         key_cards(k),
+        findings_panel(trace_id),
         html.Div([
             dcc.Graph(id="overview-states", figure=states_figure(data),
                       config=cfg(f"trace{trace_id}-overview-states")),
@@ -82,4 +84,4 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
 
 
 def register(dash_app: Dash) -> None:
-    return None
+    register_findings(dash_app)
