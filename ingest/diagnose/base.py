@@ -114,11 +114,10 @@ class Context:
     @cached_property
     def sources(self) -> frozenset[str]:
         """Data available for this trace: "frames" always, "poller" when an
-        OS poller recording is joined to it (a ``poller_calls`` table with
-        rows of this trace)."""
+        OS poller recording is attached to it (rows in ``poller_events``)."""
         have = {"frames"}
-        if inspect(self.engine).has_table("poller_calls"):
-            tbl = models.metadata.tables.get("poller_calls")
+        if inspect(self.engine).has_table("poller_events"):
+            tbl = models.metadata.tables.get("poller_events")
             if tbl is not None:
                 with self.engine.connect() as conn:
                     if conn.execute(select(tbl.c.trace_id)
