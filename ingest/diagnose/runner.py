@@ -13,6 +13,7 @@ from ingest.diagnose.contention import LockContention
 from ingest.diagnose.gc import GCPressure
 from ingest.diagnose.goroutines import GoroutineLeak
 from ingest.diagnose.netpoll import NetpollTail, ParkedLeak
+from ingest.diagnose.poller import POLLER_RULES
 from ingest.diagnose.sched import SchedLatency
 from ingest.diagnose.syscalls import BlockingSyscall, SlowHandoff
 from ingest.frames import TraceFrames
@@ -22,7 +23,7 @@ from ingest.frames import TraceFrames
 #: for traces without one.
 RULES: tuple[Rule, ...] = (
     BlockingSyscall(), SlowHandoff(), SchedLatency(), NetpollTail(), ParkedLeak(),
-    GoroutineLeak(), LockContention(), GCPressure(),
+    GoroutineLeak(), LockContention(), GCPressure(), *POLLER_RULES,
 )
 
 #: Version of the report's shape (bumped when fields are renamed).

@@ -24,6 +24,8 @@ COMMANDS = {
                 "-clients", "6"],
     "connleak": ["connleak", "-max-conns", "25", "-duration", "200ms"],
     "connleak-attach": ["connleak", "-max-conns", "100000", "-duration", "3s"],
+    "connleak-emfile": ["prlimit", "--nofile=40", "connleak", "-trace",
+                        "connleak-emfile-go1.27.trace", "-max-conns", "60", "-duration", "150ms"],
     "pollmix": ["./pollmix", "1"],
     "uring_rw": ["./uring_rw", "uring.dat", "2"],
 }

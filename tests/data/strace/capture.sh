@@ -21,6 +21,11 @@ strace $flags --seccomp-bpf -o "$here/connleak.strace" -- \
     "$bin/connleak" -max-conns 25 -duration 200ms
 strace $flags --seccomp-bpf -o "$here/pollmix.strace" -- ./pollmix 1 > /dev/null
 strace $flags --seccomp-bpf -o "$here/uring_rw.strace" -- ./uring_rw "$work/uring.dat" 2 > /dev/null
+# connleak under a 40-descriptor limit: the leak ends in EMFILE (accept4, openat);
+# with the Go trace of the same run (the diagnostics' fd rules attach it).
+strace $flags --seccomp-bpf -o "$here/connleak-emfile.strace" -- \
+    prlimit --nofile=40 "$bin/connleak" -trace "$here/connleak-emfile-go1.27.trace" \
+    -max-conns 60 -duration 150ms
 # Attach mode: calls already in progress, the detach in the middle of calls.
 "$bin/connleak" -max-conns 100000 -duration 3s &
 pid=$!
