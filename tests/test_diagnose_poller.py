@@ -30,6 +30,8 @@ from tests.support.poller_recordings import DATA, make_recording
 REPO = Path(__file__).resolve().parent.parent
 POLLER_RULES = {r.id for r in RULES if "poller" in r.requires}
 STANDALONE = ("connleak", "connleak-attach", "uring_rw", "pollmix")
+#: Standalone captures that are not controls for every rule.
+PROBLEMS = ("uring_sqfull",)
 WAITS = "(" + ", ".join(f"'{c}'" for c in WAIT_CALLS) + ")"
 SOCKETS = "(" + ", ".join(f"'{k}'" for k in SOCKET_KINDS) + ")"
 
@@ -70,7 +72,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DB]:
                                data_dir=data, attach=go.id)
     assert res.attached is not None and res.attached.method == "clock-snapshot"
     ids["emfile"] = go.id
-    for cap in STANDALONE:
+    for cap in STANDALONE + PROBLEMS:
         ids[cap] = ingest_recording_dir(engine, make_recording(cap, root / cap),
                                         data_dir=data).trace.id
     ids["no-recording"] = ingest_trace_file(engine, REPO / "samples/go1.27-mutex.trace",
@@ -247,6 +249,25 @@ def test_uring_capture_has_no_refused_submission(db: DB) -> None:
     assert db.one("uring_rw", "SELECT COUNT(*) FROM poller_events WHERE trace_id = :t AND "
                               "syscall = 'io_uring_setup' AND errno IS NOT NULL") == 0
     assert status(db.report("uring_rw"))["iouring.refused"] == "clear"
+
+
+def test_batches_bigger_than_the_ring_raise_iouring_refused(db: DB) -> None:
+    """uring_sqfull (collectors/workloads/c/uring_sqfull.c): batches of 6 no-ops on a
+    4-entry ring; the kernel submits what the queue held, 4 of the 6 asked."""
+    f = only(db.report("uring_sqfull"), "iouring.refused")
+    rows = db.rows("uring_sqfull", "SELECT ts, tid, fd, to_submit, result FROM poller_events "
+                                   "WHERE trace_id = :t AND syscall = 'io_uring_enter' "
+                                   "ORDER BY seq")
+    short = [r for r in rows if r.result < r.to_submit]
+    m = f["measures"]
+    assert len(rows) == len(short) == m["enters"] == m["refused_enters"] == 3
+    assert m["to_submit"] == sum(r.to_submit for r in rows) == 18
+    assert m["submitted"] == sum(r.result for r in rows) == 12
+    assert m["refused_entries"] == 6 and m["short_submits"] == 3 and m["setup_failed"] == 0
+    assert m["fds"] == sorted({r.fd for r in rows})
+    # A recording on its own: its time is the wall clock, its threads are tids.
+    assert [(r["t1"], r["m"]) for r in f["ranges"]] == [(r.ts, r.tid) for r in short]
+    assert_evidence(db, "uring_sqfull", f)
 
 
 # --------------------------------------------------------------------------

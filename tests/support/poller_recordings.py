@@ -28,6 +28,7 @@ COMMANDS = {
                         "connleak-emfile-go1.27.trace", "-max-conns", "60", "-duration", "150ms"],
     "pollmix": ["./pollmix", "1"],
     "uring_rw": ["./uring_rw", "uring.dat", "2"],
+    "uring_sqfull": ["./uring_sqfull", "3"],
 }
 
 

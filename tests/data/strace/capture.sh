@@ -11,6 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -o "$work/pollmix" "$root/collectors/workloads/c/pollmix.c"
 gcc -O2 -Wall -o "$work/uring_rw" "$root/collectors/workloads/c/uring_rw.c"
+gcc -O2 -Wall -o "$work/uring_sqfull" "$root/collectors/workloads/c/uring_sqfull.c"
 trace=epoll_create1,epoll_ctl,epoll_wait,epoll_pwait,epoll_pwait2,poll,ppoll,select,pselect6,io_uring_setup,io_uring_enter,io_uring_register,accept,accept4,connect,read,write,recvfrom,sendto,openat,close,nanosleep,futex
 flags="-f -q --absolute-timestamps=format:unix,precision:ns --syscall-times=ns -yy -s 64 -e trace=$trace"
 cd "$work"
@@ -21,6 +22,8 @@ strace $flags --seccomp-bpf -o "$here/connleak.strace" -- \
     "$bin/connleak" -max-conns 25 -duration 200ms
 strace $flags --seccomp-bpf -o "$here/pollmix.strace" -- ./pollmix 1 > /dev/null
 strace $flags --seccomp-bpf -o "$here/uring_rw.strace" -- ./uring_rw "$work/uring.dat" 2 > /dev/null
+# io_uring batches of 6 on a 4-entry ring: the kernel submits 4 of 6 (short submits).
+strace $flags --seccomp-bpf -o "$here/uring_sqfull.strace" -- ./uring_sqfull 3 > /dev/null
 # connleak under a 40-descriptor limit: the leak ends in EMFILE (accept4, openat);
 # with the Go trace of the same run (the diagnostics' fd rules attach it).
 strace $flags --seccomp-bpf -o "$here/connleak-emfile.strace" -- \
