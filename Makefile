@@ -53,7 +53,7 @@ unit: setup
 # The ingest tests run on SQLite and, through GMPSCOPE_TEST_PG_URL, on the
 # private PostgreSQL cluster that test-setup started.
 test: test-setup lint typecheck
-	GMPSCOPE_TEST_PG_URL="$$($(BIN)/python -m tools.postgres url)" $(BIN)/pytest -q --durations=30 tests
+	GMPSCOPE_TEST_PG_URL="$$($(BIN)/python -m tools.postgres url)" $(BIN)/pytest -q -n 3 --dist loadfile --durations=30 tests
 
 bench: test-setup
 	$(BIN)/python bench/decode.py
