@@ -28,6 +28,37 @@ if TYPE_CHECKING:
     from ingest.config import Settings
 
 
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``2G``, ``500M``, ``64k`` or a plain byte count (binary multiples)."""
+    import argparse
+
+    m = _SIZE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2G, 500M, 1048576)")
+    return int(m.group(1)) << (10 * "_kmgt".index(m.group(2).lower() or "_"))
+
+
+def add_server_args(p: Any, *, port: int, threads: int, data_dir_help: str) -> None:
+    """The options every gunicorn-served command takes (ingest-server, serve)."""
+    p.add_argument("--db", metavar="URL",
+                   help="database URL (sqlite:///FILE or postgresql+psycopg://...; "
+                   "default: $GMPSCOPE_DB or SQLite in the data directory)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=port,
+                   help=f"port ({port}; 0 picks a free one)")
+    p.add_argument("--data-dir", type=Path, metavar="DIR",
+                   help=f"{data_dir_help} (default: $GMPSCOPE_DATA)")
+    p.add_argument("--max-upload", type=parse_size, metavar="SIZE",
+                   help="largest upload accepted, e.g. 2G (default 2 GiB)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (2)")
+    p.add_argument("--threads", type=int, default=threads,
+                   help=f"threads per worker ({threads})")
+    p.add_argument("--access-log", action="store_true", help="log every request to stderr")
+
+
 def prepare(settings: Settings) -> None:
     """Create the data directory, clear stale spools, migrate the database once."""
     from sqlalchemy.exc import SQLAlchemyError

@@ -65,10 +65,23 @@ class _Bar:
             self.bar = None
 
 
+def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
+                progress: Any = None) -> Any:
+    """Ingest a raw trace file or a decoded Parquet directory; its IngestResult.
+
+    Raises ingest.load.IngestError for input that is not one.
+    """
+    from ingest.load import ingest_trace_file, load_parquet_dir
+
+    if path.is_dir():
+        return load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir)
+    return ingest_trace_file(engine, path, name, data_dir=data_dir, progress=progress)
+
+
 def run(args: argparse.Namespace) -> int:
     from ingest.config import Settings
     from ingest.db import make_engine
-    from ingest.load import IngestError, ingest_trace_file, load_parquet_dir
+    from ingest.load import IngestError
     from ingest.poller_load import is_recording_dir
 
     settings = Settings.from_env(db_url=args.db, data_dir=args.data_dir)
@@ -87,12 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 if is_recording_dir(path) or args.attach is not None:
                     _recording(engine, path, args, settings.data_dir, name)
                     continue
-                if path.is_dir():
-                    res = load_parquet_dir(engine, path, name, progress=bar,
-                                           data_dir=settings.data_dir)
-                else:
-                    res = ingest_trace_file(engine, path, name, data_dir=settings.data_dir,
-                                            progress=bar)
+                res = ingest_path(engine, path, name, settings.data_dir, bar)
             except IngestError as e:
                 raise CLIError(str(e), EXIT_BAD_INPUT) from None
             except LookupError as e:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gmpscope.commands.ingest_server import parse_size
 from gmpscope.errors import EXIT_BAD_INPUT, EXIT_OK, CLIError
+from gmpscope.wsgi import add_server_args as wsgi_args
 
 
 def add_parser(sub: Any) -> None:
@@ -26,25 +26,15 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("traces", type=Path, nargs="*", metavar="TRACE",
                    help="raw traces or decoded Parquet directories to ingest first")
-    p.add_argument("--db", metavar="URL",
-                   help="database URL (sqlite:///FILE or postgresql+psycopg://...; "
-                   "default: $GMPSCOPE_DB or SQLite in the data directory)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--port", type=int, default=8050, help="port (8050; 0 picks a free one)")
-    p.add_argument("--data-dir", type=Path, metavar="DIR",
-                   help="raw traces, caches and the default database (default: $GMPSCOPE_DATA)")
-    p.add_argument("--max-upload", type=parse_size, metavar="SIZE",
-                   help="largest upload accepted, e.g. 2G (default 2 GiB)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (2)")
-    p.add_argument("--threads", type=int, default=8, help="threads per worker (8)")
-    p.add_argument("--access-log", action="store_true", help="log every request to stderr")
+    wsgi_args(p, port=8050, threads=8,
+              data_dir_help="raw traces, caches and the default database")
     p.set_defaults(run=run)
 
 
 def _ingest_first(settings: Any, paths: list[Path]) -> None:
-    from gmpscope.commands.ingest import _Bar
+    from gmpscope.commands.ingest import _Bar, ingest_path
     from ingest.db import make_engine
-    from ingest.load import IngestError, ingest_trace_file, load_parquet_dir
+    from ingest.load import IngestError
 
     for path in paths:
         if not path.exists():
@@ -54,12 +44,7 @@ def _ingest_first(settings: Any, paths: list[Path]) -> None:
         for path in paths:
             bar = _Bar(path.name, True)
             try:
-                if path.is_dir():
-                    res = load_parquet_dir(engine, path, path.name, progress=bar,
-                                           data_dir=settings.data_dir)
-                else:
-                    res = ingest_trace_file(engine, path, path.name,
-                                            data_dir=settings.data_dir, progress=bar)
+                res = ingest_path(engine, path, path.name, settings.data_dir, bar)
             except IngestError as e:
                 raise CLIError(str(e), EXIT_BAD_INPUT) from None
             finally:
