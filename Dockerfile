@@ -16,6 +16,7 @@ COPY collectors ./collectors
 COPY gmpscope ./gmpscope
 COPY ingest ./ingest
 COPY app ./app
+COPY static ./static
 COPY samples ./samples
 RUN pip install --no-cache-dir . \
  && useradd --create-home --uid 10001 gmpscope \

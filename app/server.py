@@ -7,6 +7,7 @@ import this module in its master and build one app per worker.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import dash
@@ -19,7 +20,15 @@ from ingest import api
 from ingest.config import Settings
 from ingest.db import make_engine
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+
+def assets_folder() -> Path:
+    """The browser assets: the root folder static/, installed as ``gmpscope_static``."""
+    spec = importlib.util.find_spec("gmpscope_static")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        raise RuntimeError("gmpscope_static (the static/ folder) is not installed; "
+                           "reinstall gmpscope (pip install -e .)")
+    return Path(locations[0])
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -37,7 +46,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         "gmpscope",
         server=server,  # type: ignore[arg-type]  # Dash accepts a Flask app here
         url_base_pathname="/",
-        assets_folder=str(ASSETS),
+        assets_folder=str(assets_folder()),
         title="gmpscope",
         update_title=None,  # type: ignore[arg-type]  # None: keep the title while updating
         suppress_callback_exceptions=True,

@@ -17,7 +17,7 @@ from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
 from ingest.timeline import parse_params, timeline
 
-#: Category colours (app/assets/gmpscope.css palette; Waiting in blue-grey shades).
+#: Category colours (static/gmpscope.css palette; Waiting in blue-grey shades).
 COLORS = {
     "Running": "#2e9d57", "Runnable": "#e0a526", "Syscall": "#c44e52",
     "Waiting: network": "#5b7fb0", "Waiting: sync": "#8c7fb5",

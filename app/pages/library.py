@@ -1,6 +1,6 @@
 """The library: upload traces (chunked, in the background) and list, open, compare, delete.
 
-Uploading is plain JavaScript (app/assets/upload.js): a file of 1 GB cannot go through
+Uploading is plain JavaScript (static/upload.js): a file of 1 GB cannot go through
 a Dash callback (dcc.Upload reads it whole into the browser's memory and sends it as
 base64). The script sends it in chunks to ``/api/uploads``, follows the ingest job at
 ``/api/jobs/<id>`` and then bumps ``library-refresh``, which re-renders the table here.

@@ -1,6 +1,6 @@
 """Downloads from the browser, captured by Playwright.
 
-- Every Plotly graph has an SVG button in its mode bar (app/assets/graph_svg.js)
+- Every Plotly graph has an SVG button in its mode bar (static/graph_svg.js)
   next to the PNG camera; clicking it downloads an SVG drawn by the browser,
   named by the graph's graph_config.
 - The export links (app/components_export.py) download server-made SVG and
