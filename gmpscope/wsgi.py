@@ -67,7 +67,8 @@ def prepare(settings: Settings) -> None:
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_uploads(settings.tmp_dir)
-    remove_stale_uploads(settings.data_dir / "frames", patterns=(".staging-*",))
+    remove_stale_uploads(settings.data_dir / "frames",
+                         patterns=(".staging-*", "*/derived-v*/.*.tmp"))
     try:
         make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms).dispose()
     except ValueError as e:  # an unsupported URL

@@ -105,6 +105,9 @@ class TraceFrames:
     intervals: Table
     proc_runs: Table
     syscalls: Table
+    #: The frame directory (None: frames built in memory only); derived values
+    #: are cached under it (ingest.derived_cache).
+    directory: Path | None = None
     state: npt.NDArray[np.int8] = field(init=False)
     resource: npt.NDArray[np.int8] = field(init=False)
     goroutines: Lanes = field(init=False)
@@ -348,7 +351,7 @@ def read_frames(d: Path) -> TraceFrames | None:
     return TraceFrames(trace_id=int(facts["trace_id"]), first_ts=int(facts["first_ts"]),
                        last_ts=int(facts["last_ts"]), kinds=kinds,
                        intervals=tables["intervals"], proc_runs=tables["proc_runs"],
-                       syscalls=tables["syscalls"])
+                       syscalls=tables["syscalls"], directory=d)
 
 
 def remove_frames(data_dir: Path, trace_id: int) -> None:

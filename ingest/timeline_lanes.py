@@ -10,23 +10,22 @@ reduction (:mod:`ingest.timeline_lod`) wants them:
 - G lanes: the goroutine's own intervals (the frames' rows, no copy);
 - the GC/STW/sweep/assist bands from the ``ranges`` table.
 
-Building the P and M sets takes one sort of the trace's rows; they are kept
-on the :class:`~ingest.frames.TraceFrames` object (see :func:`cached`), so
-they live exactly as long as the frame cache keeps that trace open.
+Building the P and M sets takes one sort of the trace's rows; they are built
+once per trace (:func:`precompute`, right after a load) and kept next to the
+frames on disk and on the :class:`~ingest.frames.TraceFrames` object
+(:mod:`ingest.derived_cache`).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, select
 
 from ingest import models
+from ingest.derived_cache import cached
 from ingest.frames import TraceFrames
 
 I64 = npt.NDArray[np.int64]
@@ -81,26 +80,6 @@ def category_of(to_state: str, reason: str) -> int:
     return -1
 
 
-T = TypeVar("T")
-
-
-def cached(frames: TraceFrames, key: str, build: Callable[[], T]) -> T:
-    """``build()`` once per frames object (per trace while the FrameStore keeps it).
-
-    Kept on the object itself, not in a module global: a rebuilt or evicted
-    trace drops its derived arrays with it. Two threads may both build on a
-    cold start; the result is the same, one copy wins.
-    """
-    store: dict[str, Any] = vars(frames).setdefault("_timeline_cache", {})
-    lock: threading.Lock = vars(frames).setdefault("_timeline_lock", threading.Lock())
-    with lock:
-        if key in store:
-            return store[key]  # type: ignore[no-any-return]
-    value = build()
-    with lock:
-        return store.setdefault(key, value)  # type: ignore[no-any-return]
-
-
 @dataclass
 class LaneSet:
     """Lanes over flat arrays: lane ``i`` (id ``ids[i]``) owns rows ``lo[i]:hi[i]``.
@@ -146,19 +125,27 @@ def build_index(ls: LaneSet) -> LaneSet:
         lo = np.searchsorted(idx, ls.lo).astype(np.int64)
         hi = np.searchsorted(idx, ls.hi).astype(np.int64)
         ls = LaneSet(ls.ids, lo, hi, ls.start[idx], ls.end[idx], ls.cat[idx], ls.ref[idx])
-    dur = ls.end - ls.start
-    n = len(dur)
+    n = len(ls.start)
     same_lane = np.ones(max(n - 1, 0), dtype=bool)
     same_lane[ls.lo[1:][ls.lo[1:] > 0] - 1] = False
-    if n and bool(np.any((ls.end[:-1] > ls.start[1:]) & same_lane)):
-        return ls  # overlapping rows: reduced row by row instead
+    if n:
+        same_lane &= ls.end[:-1] > ls.start[1:]
+        if bool(same_lane.any()):
+            return ls  # overlapping rows: reduced row by row instead
+    del same_lane
+    dur = ls.end - ls.start
     pad = -n % BLOCK
-    block_max = (np.r_[dur, np.zeros(pad, np.int64)].reshape(-1, BLOCK).max(axis=1)
-                 if n else np.zeros(0, np.int64))
+    full = n - n % BLOCK
+    block_max = dur[:full].reshape(-1, BLOCK).max(axis=1) if full else np.zeros(0, np.int64)
+    if pad:
+        block_max = np.r_[block_max, dur[full:].max()]
     cats = np.unique(ls.cat).astype(np.int64)
     cum = np.zeros((n + 1, len(cats)), np.int64)
+    part = np.empty_like(dur)
     for j, c in enumerate(cats):
-        np.cumsum(np.where(ls.cat == c, dur, 0), out=cum[1:, j])
+        np.multiply(dur, ls.cat == c, out=part)
+        np.cumsum(part, out=cum[1:, j])
+    del part, dur
     ls.index = LaneSetIndex(block_max.astype(np.int64), cats, cum)
     return ls
 
@@ -224,14 +211,26 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
     if not len(key):
         z = np.zeros(0, np.int64)
         return z, z, z, z
-    uniq = np.unique(key)
-    code = np.searchsorted(uniq, key)
-    code = code.astype(np.int16 if len(uniq) < 2**15 else np.int32)
+    low, high = int(key.min()), int(key.max())
+    if high - low < 2**15:
+        # Lane ids are small (procs, threads): the code is the id's offset,
+        # no sort needed to find the distinct ones.
+        code = (key - low).astype(np.int16)
+        present = np.flatnonzero(np.bincount(code, minlength=high - low + 1))
+        uniq = present + low
+        if len(present) < high - low + 1:
+            remap = np.zeros(high - low + 1, np.int16)
+            remap[present] = np.arange(len(present), dtype=np.int16)
+            code = remap[code]
+    else:
+        uniq = np.unique(key)
+        code = np.searchsorted(uniq, key).astype(np.int32)
     by_time = np.argsort(start)
-    order = by_time[np.argsort(code[by_time], kind="stable")].astype(np.int64)
+    order = by_time[np.argsort(code[by_time], kind="stable")]
+    del by_time
     counts = np.bincount(code, minlength=len(uniq)).astype(np.int64)
     hi = np.cumsum(counts)
-    return order, uniq.astype(np.int64), hi - counts, hi
+    return order.astype(np.int64, copy=False), uniq.astype(np.int64), hi - counts, hi
 
 
 def _proc_rows(frames: TraceFrames) -> I64:
@@ -259,7 +258,7 @@ def p_lanes(frames: TraceFrames) -> LaneSet:
         order, ids, lo, hi = _group_sorted(key, start)
         return build_index(LaneSet(ids, lo, hi, start[order], end[order], cat[order],
                                    ref[order]))
-    return cached(frames, "p_lanes", build)
+    return cached(frames, "p_lanes", build, persist=(LaneSet, LaneSetIndex))
 
 
 def m_lanes(frames: TraceFrames) -> LaneSet:
@@ -270,14 +269,16 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
         rows = np.flatnonzero((frames.resource == models.GOROUTINE)
                               & ((st == models.RUNNING) | (st == models.SYSCALL))
                               & (iv["m"] >= 0))
-        key = iv["m"][rows]
-        start = iv["start_ts"][rows]
-        order, ids, lo, hi = _group_sorted(key, start)
+        order, ids, lo, hi = _group_sorted(iv["m"][rows], iv["start_ts"][rows])
         rows = rows[order]
+        del order
         cat = np.where(st[rows] == models.SYSCALL, CAT["Syscall"], CAT["Running"]).astype(np.int8)
+        ref = rows.astype(np.int64)
+        ref *= REF_SOURCES
+        ref += SRC_INTERVAL
         return build_index(LaneSet(ids, lo, hi, iv["start_ts"][rows], iv["end_ts"][rows], cat,
-                                   rows.astype(np.int64) * REF_SOURCES + SRC_INTERVAL))
-    return cached(frames, "m_lanes", build)
+                                   ref))
+    return cached(frames, "m_lanes", build, persist=(LaneSet, LaneSetIndex))
 
 
 def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneSet:
@@ -353,7 +354,7 @@ def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
         else:
             alive_lo = alive_hi = np.zeros(0, np.int64)
         return Goroutines(idx.g_ids, group, names, alive_lo, alive_hi, idx.g_lo, idx.g_hi)
-    return cached(frames, "goroutines", build)
+    return cached(frames, "goroutines", build, persist=(Goroutines,))
 
 
 @dataclass
@@ -387,4 +388,13 @@ def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
         ref = order * REF_SOURCES + SRC_RANGE  # row in the arrays below
         return Ranges(LaneSet(ids, lo, hi, start[order], end[order], cat.astype(np.int8),
                               ref.astype(np.int64)), rid, g)
-    return cached(frames, "ranges", build)
+    return cached(frames, "ranges", build, persist=(Ranges, LaneSet, LaneSetIndex))
+
+
+def precompute(engine: Engine, frames: TraceFrames) -> None:
+    """Build (and persist) the lane sets every timeline mode needs, so that
+    the first view of a new trace answers without building them."""
+    p_lanes(frames)
+    m_lanes(frames)
+    goroutine_table(engine, frames)
+    range_lanes(engine, frames)

@@ -72,7 +72,8 @@ def test_reused_id_never_shows_the_old_trace(store: FrameStore) -> None:
 
 
 def test_server_start_clears_what_a_killed_server_left(tmp_path: Path) -> None:
-    """Old upload spools, ingest work directories and frame staging directories go;
+    """Old upload spools, ingest work directories, frame staging directories and
+    half-written lane sets go;
     recent ones (another server may be writing them) and everything else stay."""
     import os
     import time
@@ -81,19 +82,22 @@ def test_server_start_clears_what_a_killed_server_left(tmp_path: Path) -> None:
 
     settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
     tmp, frames = settings.tmp_dir, tmp_path / "frames"
-    old = [tmp / ".upload-abc.part", tmp / "ingest-x1", frames / ".staging-1"]
-    new = [tmp / ".upload-def.part", tmp / "ingest-x2", frames / ".staging-2"]
-    keep = [tmp / "jobs", frames / "3-abcdef-v2", tmp_path / "traces"]
+    derived = frames / "3-abcdef-v2" / "derived-v1"
+    old = [tmp / ".upload-abc.part", tmp / "ingest-x1", frames / ".staging-1",
+           derived / ".m_lanes.1f2e.tmp"]
+    new = [tmp / ".upload-def.part", tmp / "ingest-x2", frames / ".staging-2",
+           derived / ".p_lanes.3a4b.tmp"]
+    keep = [tmp / "jobs", frames / "3-abcdef-v2", derived / "m_lanes", tmp_path / "traces"]
     for p in old + new + keep:
         p.parent.mkdir(parents=True, exist_ok=True)
         if p.suffix == ".part":
             p.write_bytes(b"x")
         else:
-            p.mkdir()
+            p.mkdir(exist_ok=True)
             (p / "f").write_bytes(b"x")
     hour_ago = time.time() - 7200
     for p in old + keep:
         os.utime(p, (hour_ago, hour_ago))
     prepare(settings)
-    assert [p.exists() for p in old] == [False] * 3
+    assert [p.exists() for p in old] == [False] * 4
     assert all(p.exists() for p in new + keep)

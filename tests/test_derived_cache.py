@@ -1,0 +1,144 @@
+"""The timeline's lane sets on disk (ingest.derived_cache): the loader builds them right
+after a load, a server reads them back memory-mapped instead of sorting millions of rows
+again, and what it reads equals a fresh build; a torn or foreign copy is built again."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine
+
+from ingest import derived_cache, timeline_lanes
+from ingest.config import Settings, sqlite_url
+from ingest.db import make_engine
+from ingest.frames import FrameStore, TraceFrames
+from ingest.load import ingest_trace_file
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "samples" / "go1.27-httpnet.trace"  # 2 Ps, several Ms, GC ranges
+KEYS = ("p_lanes", "m_lanes", "goroutines", "ranges")
+
+
+def lane_values(engine: Engine, frames: TraceFrames) -> dict[str, Any]:
+    return {"p_lanes": timeline_lanes.p_lanes(frames),
+            "m_lanes": timeline_lanes.m_lanes(frames),
+            "goroutines": timeline_lanes.goroutine_table(engine, frames),
+            "ranges": timeline_lanes.range_lanes(engine, frames)}
+
+
+def assert_same_value(got: Any, want: Any, where: str = "") -> None:
+    """Field by field: arrays equal in value and dtype, nested dataclasses alike."""
+    assert type(got) is type(want), where
+    for f in dataclasses.fields(want):
+        a, b = getattr(got, f.name), getattr(want, f.name)
+        name = f"{where}.{f.name}"
+        if isinstance(b, np.ndarray):
+            assert np.asarray(a).dtype == b.dtype, name
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        elif dataclasses.is_dataclass(b):
+            assert_same_value(a, b, name)
+        else:
+            assert a == b, name
+
+
+def fresh_build(engine: Engine, frames: TraceFrames) -> dict[str, Any]:
+    """The same values built in memory only (a copy of the frames without a directory)."""
+    copy = TraceFrames(trace_id=frames.trace_id, first_ts=frames.first_ts,
+                       last_ts=frames.last_ts, kinds=frames.kinds,
+                       intervals=frames.intervals, proc_runs=frames.proc_runs,
+                       syscalls=frames.syscalls, directory=None)
+    return lane_values(engine, copy)
+
+
+@pytest.fixture()
+def loaded(tmp_path: Path) -> tuple[FrameStore, int]:
+    settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
+    engine = make_engine(settings.db_url)
+    res = ingest_trace_file(engine, SAMPLE, data_dir=settings.data_dir)
+    return FrameStore(engine, settings.data_dir), res.id
+
+
+def derived_root(store: FrameStore, trace_id: int) -> Path:
+    root = derived_cache.derived_dir(store.get(trace_id))
+    assert root is not None
+    return root
+
+
+def test_the_loader_stores_the_lane_sets_and_they_equal_a_fresh_build(
+        loaded: tuple[FrameStore, int]) -> None:
+    store, tid = loaded
+    root = derived_root(store, tid)
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == sorted(KEYS)
+    frames = store.get(tid)
+    got = lane_values(store.engine, frames)
+    # Read from disk, not built: the arrays are memory maps of the stored files.
+    assert isinstance(got["m_lanes"].start, np.memmap)
+    assert got["p_lanes"].index is not None and isinstance(got["p_lanes"].index.cum, np.memmap)
+    want = fresh_build(store.engine, frames)
+    assert len(want["p_lanes"].ids) >= 2 and len(want["m_lanes"].ids) >= 2
+    for key in KEYS:
+        assert_same_value(got[key], want[key], key)
+
+
+def test_a_server_restart_reads_them_back_without_building(
+        loaded: tuple[FrameStore, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, tid = loaded
+    want = fresh_build(store.engine, store.get(tid))
+
+    def no_sorting(*_: object) -> None:
+        raise AssertionError("a stored lane set was built again")
+
+    monkeypatch.setattr(timeline_lanes, "_group_sorted", no_sorting)
+    restarted = FrameStore(store.engine, store.data_dir)
+    got = lane_values(store.engine, restarted.get(tid))
+    for key in KEYS:
+        assert_same_value(got[key], want[key], key)
+
+
+@pytest.mark.parametrize("damage", ["missing array", "bad manifest", "foreign manifest"])
+def test_a_torn_copy_is_built_again(loaded: tuple[FrameStore, int], damage: str) -> None:
+    store, tid = loaded
+    root = derived_root(store, tid)
+    d = root / "m_lanes"
+    if damage == "missing array":
+        (d / "start.npy").unlink()
+    elif damage == "bad manifest":
+        (d / "manifest.json").write_text("{not json")
+    else:
+        (d / "manifest.json").write_text('{"type": "Popen", "fields": {}}')
+    want = fresh_build(store.engine, store.get(tid))["m_lanes"]
+    got = timeline_lanes.m_lanes(FrameStore(store.engine, store.data_dir).get(tid))
+    assert_same_value(got, want, "m_lanes")
+    # Stored again, whole.
+    assert_same_value(derived_cache.load_value(d, (timeline_lanes.LaneSet,
+                                                   timeline_lanes.LaneSetIndex)), want, "disk")
+
+
+def test_a_failed_write_still_answers_from_memory(
+        loaded: tuple[FrameStore, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, tid = loaded
+    shutil.rmtree(derived_root(store, tid))
+
+    def disk_full(d: Path, value: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(derived_cache, "save_value", disk_full)
+    frames = FrameStore(store.engine, store.data_dir).get(tid)
+    got = timeline_lanes.p_lanes(frames)
+    assert_same_value(got, fresh_build(store.engine, frames)["p_lanes"], "p_lanes")
+    assert not (derived_root(store, tid) / "p_lanes").exists()
+
+
+def test_unknown_field_types_are_refused(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class Odd:
+        x: object
+
+    with pytest.raises(TypeError, match="cannot persist"):
+        derived_cache.save_value(tmp_path / "odd", Odd(x=1.5))
+    assert not list(tmp_path.iterdir()), "nothing half-written is left"
