@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import dash
+from dash.resources import Resources
 from flask import Flask
 
 from app.context import EXTENSION, UIContext
@@ -19,6 +21,31 @@ from app.shell import shell
 from ingest import api
 from ingest.config import Settings
 from ingest.db import make_engine
+
+#: Dash's on-demand chunks that every page load fetches at once: the graph
+#: component, which nearly every page draws. With ``eager_loading`` alone Dash
+#: would also load and run MathJax, markdown, highlighting, the date picker and
+#: the data table on every page (3 MB of JavaScript the timeline never uses);
+#: those now load when a page first shows such a component. Plotly.js itself
+#: is not Dash's full bundle (4.8 MB, ~1.1 s to evaluate in Chromium here) but
+#: the basic partial bundle in static/vendor/, which the graph finds as
+#: ``window.Plotly`` (static/vendor/README.md).
+EAGER_CHUNKS = ("async-graph.js",)
+
+
+class EagerGraphOnly(Resources):
+    """Dash's script list with only :data:`EAGER_CHUNKS` loaded eagerly."""
+
+    def _filter_resources(self, all_resources: list[Any],
+                          dev_bundles: bool = False) -> list[dict[str, Any]]:
+        def lazy(s: dict[str, Any]) -> dict[str, Any]:
+            path = str(s.get("relative_package_path", ""))
+            if "async" in s and not path.endswith(EAGER_CHUNKS):
+                return {**s, "async": "lazy"}
+            return s
+        resources: list[Any] = [lazy(s) for s in all_resources]
+        filtered: list[dict[str, Any]] = super()._filter_resources(resources, dev_bundles)
+        return filtered
 
 
 def assets_folder() -> Path:
@@ -56,6 +83,9 @@ def create_app(settings: Settings | None = None) -> Flask:
         # (timeline page open in Chromium: 3.5-5.8 s -> 2.4-3.5 s here).
         eager_loading=True,
     )
+    scripts = EagerGraphOnly("_js_dist", dash_app.scripts.config)
+    scripts._resources = dash_app.scripts._resources._resources  # the assets found so far
+    dash_app.scripts._resources = scripts
     dash_app.layout = shell
     register(dash_app, load_router())
     server.extensions["gmpscope_dash"] = dash_app

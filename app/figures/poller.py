@@ -218,7 +218,7 @@ def marks_trace(marks: list[dict[str, Any]], lane_of: dict[int, int], first_ts: 
         color.append("#c44e52" if mk["errno"] and mk["errno"] != "EAGAIN" else "#18202c")
     if not x:
         return None
-    return {"type": "scattergl", "x": x, "y": y, "mode": "markers",
+    return {"type": "scatter", "x": x, "y": y, "mode": "markers",
             "name": "OS calls (strace)",
             "marker": {"symbol": "triangle-up", "size": 7, "color": color},
             "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
@@ -242,7 +242,7 @@ def os_mark_traces(data: dict[str, Any]) -> list[dict[str, Any]]:
 def add_os_marks(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
     """The same marks added to a go.Figure timeline (export); a no-op without marks."""
     for t in os_mark_traces(data):
-        fig.add_trace(go.Scattergl(**{k: v for k, v in t.items() if k != "type"}))
+        fig.add_trace(go.Scatter(**{k: v for k, v in t.items() if k != "type"}))
     return fig
 
 
