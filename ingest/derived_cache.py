@@ -8,7 +8,8 @@ worker processes, read them instead of building them again, and the loader
 builds them right after a trace is stored (:func:`ingest.timeline_lanes.precompute`).
 
 A persisted value is a dataclass whose fields are numpy arrays, ints,
-strings, lists of strings, or other such dataclasses (or None). Like the
+strings, lists of strings, or other such dataclasses (or None); or, through
+:func:`cached_json`, a whole-trace report made of plain JSON values. Like the
 frames, this is only a cache: any failure to write it means the value is
 built again next time, never a wrong answer.
 """
@@ -156,3 +157,46 @@ def _from_disk(root: Path, key: str, build: Callable[[], T], classes: tuple[type
         # page cache's, shared by every worker process and given back under
         # memory pressure.
         return load_value(d, classes)  # type: ignore[no-any-return]
+
+
+def cached_json(frames: TraceFrames, key: str, build: Callable[[], Any]) -> Any:
+    """A whole-trace report (plain JSON values) built once per trace.
+
+    Kept as JSON text, in memory and in ``<derived dir>/<key>.json``: every
+    call returns a fresh copy, so a caller may add to it freely.
+    """
+    store, lock = _memory(frames)
+    mkey = f"json:{key}"
+    with lock:
+        text = store.get(mkey)
+    if text is None:
+        root = derived_dir(frames)
+        text = _json_from_disk(root, key, build) if root is not None else json.dumps(build())
+        with lock:
+            text = store.setdefault(mkey, text)
+    return json.loads(text)
+
+
+def _json_from_disk(root: Path, key: str, build: Callable[[], Any]) -> str:
+    path = root / f"{key}.json"
+    try:
+        root.mkdir(exist_ok=True)
+        lock_file = open(root / f".{key}.lock", "a")  # noqa: SIM115 - held while building
+    except OSError:
+        return json.dumps(build())
+    with lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            text = path.read_text()
+            json.loads(text)  # a torn file is built again
+            return text
+        except (OSError, ValueError):
+            pass
+        text = json.dumps(build())
+        tmp = root / f".{key}.{uuid.uuid4().hex}.tmp"
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: built again next time
+        return text

@@ -22,6 +22,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from sqlalchemy import Engine, and_, select
 
 from ingest import models
+from ingest.derived_cache import cached, cached_json
 from ingest.frames import TraceFrames
 
 I64 = npt.NDArray[np.int64]
@@ -148,7 +149,13 @@ def _running_in_many(frames: TraceFrames, lane: I64, t1: I64, t2: I64) -> I64:
 
 
 def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
-    """Time per category of every goroutine (vectorised over all intervals)."""
+    """Time per category of every goroutine (vectorised over all intervals;
+    built once per trace and kept with its frames, ingest.derived_cache)."""
+    return cached(frames, "goroutine_times", lambda: _goroutine_times(engine, frames),
+                  persist=(GoroutineTimes,))
+
+
+def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     lanes = frames.goroutines
     n_lanes = len(lanes.ids)
     n_rows = int(lanes.off[-1]) if n_lanes else 0
@@ -262,6 +269,27 @@ def group_names(engine: Engine, frames: TraceFrames, goids: I64) -> tuple[list[s
     return [n or UNKNOWN_GROUP for n in names], known
 
 
+@dataclass
+class GroupCodes:
+    """Each goroutine's group (in goroutine_times' goid order), dictionary-coded."""
+
+    names: list[str]
+    code: I64  # index into names
+    known: npt.NDArray[np.bool_]  # group known from the goroutine's creation
+
+
+def group_codes(engine: Engine, frames: TraceFrames) -> GroupCodes:
+    """:func:`group_names` of every goroutine, coded (built once per trace)."""
+    def build() -> GroupCodes:
+        names, known = group_names(engine, frames, goroutine_times(engine, frames).goid)
+        # Dictionary-encode the names in C (100k+ goroutines on big traces).
+        enc = pa.array(names, type=pa.string()).dictionary_encode()
+        return GroupCodes(names=[str(n) for n in enc.dictionary.to_pylist()],
+                          code=enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                          known=np.asarray(known, dtype=bool))
+    return cached(frames, "goroutine_groups", build, persist=(GroupCodes,))
+
+
 def _times_dict(row: I64) -> dict[str, int]:
     return {c: int(v) for c, v in zip(CATEGORIES, row.tolist(), strict=True)}
 
@@ -275,12 +303,31 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
     if sort not in MEMBER_SORTS:
         raise ValueError(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
     gt = goroutine_times(engine, frames)
-    names, known = group_names(engine, frames, gt.goid)
-    # Dictionary-encode the names in C (100k+ goroutines on big traces).
-    enc = pa.array(names, type=pa.string()).dictionary_encode()
-    code = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    uniq = np.array(enc.dictionary.to_pylist(), dtype=object)
-    index = {str(n): i for i, n in enumerate(uniq.tolist())}
+    codes = group_codes(engine, frames)
+    code = np.asarray(codes.code)
+    index = {n: i for i, n in enumerate(codes.names)}
+    out: dict[str, Any] = cached_json(frames, "goroutine_groups_summary",
+                                      lambda: _groups_summary(frames, gt, codes))
+    if group is not None:
+        if group not in index:
+            raise LookupError(f"no goroutine group {group!r}")
+        members = np.flatnonzero(code == index[group])
+        out["group"] = group
+        out["members_total"] = int(len(members))
+        if sort != "goid":
+            key = gt.lifetime[members] if sort == "lifetime" else gt.times[members, CAT[sort]]
+            members = members[np.argsort(-key, kind="stable")]
+        out["sort"] = sort
+        out["members"] = [goroutine_row(gt, int(i)) for i in members[:limit].tolist()]
+    return out
+
+
+def _groups_summary(frames: TraceFrames, gt: GoroutineTimes,
+                    codes: GroupCodes) -> dict[str, Any]:
+    """The groups table of :func:`goroutine_groups` (no members)."""
+    code = np.asarray(codes.code)
+    known = np.asarray(codes.known)
+    uniq = codes.names
     k = len(uniq)
     count = np.bincount(code, minlength=k)
     alive = np.bincount(code, weights=gt.final_state != models.STATE_CODE["NotExist"],
@@ -303,23 +350,11 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
             "start_known": bool(known_any[i]),
         })
     groups.sort(key=lambda d: (-d["count"], d["name"]))
-    out: dict[str, Any] = {
+    return {
         "trace_id": frames.trace_id, "first_ts": frames.first_ts, "last_ts": frames.last_ts,
         "categories": list(CATEGORIES), "category_labels": CATEGORY_LABELS,
         "goroutines": int(len(gt.goid)), "groups": groups,
     }
-    if group is not None:
-        if group not in index:
-            raise LookupError(f"no goroutine group {group!r}")
-        members = np.flatnonzero(code == index[group])
-        out["group"] = group
-        out["members_total"] = int(len(members))
-        if sort != "goid":
-            key = gt.lifetime[members] if sort == "lifetime" else gt.times[members, CAT[sort]]
-            members = members[np.argsort(-key, kind="stable")]
-        out["sort"] = sort
-        out["members"] = [goroutine_row(gt, int(i)) for i in members[:limit].tolist()]
-    return out
 
 
 def goroutine_row(gt: GoroutineTimes, i: int) -> dict[str, Any]:

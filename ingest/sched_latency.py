@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest import models
+from ingest.derived_cache import cached, cached_json
 from ingest.frames import TraceFrames
 from ingest.histo import bin_index, group_percentiles, log_histogram, summary, time_bins
 
@@ -69,7 +70,13 @@ def _cause_of_kinds(frames: TraceFrames) -> I64:
 
 
 def latency_samples(frames: TraceFrames) -> Samples:
-    """Every Runnable->Running latency of the trace (vectorised)."""
+    """Every Runnable->Running latency of the trace (vectorised; built once per
+    trace and kept with its frames, ingest.derived_cache)."""
+    return cached(frames, "latency_samples", lambda: _latency_samples(frames),
+                  persist=(Samples,))
+
+
+def _latency_samples(frames: TraceFrames) -> Samples:
     lanes = frames.goroutines
     n = int(lanes.off[-1]) if len(lanes.ids) else 0
     st = frames.state[:n]
@@ -110,6 +117,15 @@ def latency_samples(frames: TraceFrames) -> Samples:
 
 def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,
                    worst: int = WORST) -> dict[str, Any]:
+    """:func:`_latency_report`; the whole trace's is built once and kept."""
+    if t1 is None and t2 is None:
+        return cached_json(frames, f"latency_report-worst{worst}",  # type: ignore[no-any-return]
+                           lambda: _latency_report(frames, None, None, worst))
+    return _latency_report(frames, t1, t2, worst)
+
+
+def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,
+                    worst: int = WORST) -> dict[str, Any]:
     """Samples whose goroutine started running in [t1, t2): summary,
     histogram, percentiles over time and per P, by cause, worst cases."""
     s = latency_samples(frames)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine
 
+from ingest.derived_cache import cached_json
 from ingest.frames import TraceFrames
 from ingest.goroutine_stats import stack_frames
 from ingest.histo import bin_index, log_histogram, summary, time_bins
@@ -63,6 +64,15 @@ def top_stacks(engine: Engine, trace_id: int, stack_id: I64, dur: I64,
 
 
 def syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
+                    t2: int | None = None, top: int = TOP_STACKS) -> dict[str, Any]:
+    """:func:`_syscall_summary`; the whole trace's is built once and kept (ingest.derived_cache)."""
+    if t1 is None and t2 is None:
+        return cached_json(frames, f"syscall_summary-top{top}",  # type: ignore[no-any-return]
+                           lambda: _syscall_summary(engine, frames, None, None, top))
+    return _syscall_summary(engine, frames, t1, t2, top)
+
+
+def _syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
                     t2: int | None = None, top: int = TOP_STACKS) -> dict[str, Any]:
     """Syscalls that began in [t1, t2): counts, duration distribution, top
     stacks, P handoffs (syscalls that lost their P: how long after the
@@ -141,6 +151,15 @@ def network_waits(frames: TraceFrames) -> dict[str, I64]:
 
 
 def netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
+                    t2: int | None = None, top: int = TOP_STACKS) -> dict[str, Any]:
+    """:func:`_netpoll_summary`; the whole trace's is built once and kept (ingest.derived_cache)."""
+    if t1 is None and t2 is None:
+        return cached_json(frames, f"netpoll_summary-top{top}",  # type: ignore[no-any-return]
+                           lambda: _netpoll_summary(engine, frames, None, None, top))
+    return _netpoll_summary(engine, frames, t1, t2, top)
+
+
+def _netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
                     t2: int | None = None, top: int = TOP_STACKS) -> dict[str, Any]:
     """Network (netpoller) waits that began in [t1, t2): counts, duration
     distribution, top stacks, waits begun and goroutines parked over time,

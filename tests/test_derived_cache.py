@@ -142,3 +142,44 @@ def test_unknown_field_types_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="cannot persist"):
         derived_cache.save_value(tmp_path / "odd", Odd(x=1.5))
     assert not list(tmp_path.iterdir()), "nothing half-written is left"
+
+
+def test_whole_trace_reports_are_kept_and_equal_fresh_ones(
+        loaded: tuple[FrameStore, int]) -> None:
+    """The analysis pages' whole-trace reports are built once, stored as JSON and read
+    back by a restarted server equal to what the query functions compute afresh."""
+    from ingest import goroutine_stats, sched_latency, syscall_stats
+
+    store, tid = loaded
+
+    def reports(s: FrameStore) -> dict[str, Any]:
+        f = s.get(tid)
+        return {"groups": goroutine_stats.goroutine_groups(s.engine, f),
+                "latency": sched_latency.latency_report(f),
+                "syscalls": syscall_stats.syscall_summary(s.engine, f),
+                "netpoll": syscall_stats.netpoll_summary(s.engine, f)}
+
+    first = reports(store)
+    root = derived_root(store, tid)
+    stored = sorted(p.name for p in root.glob("*.json"))
+    assert stored == ["goroutine_groups_summary.json", "latency_report-worst50.json",
+                      "netpoll_summary-top10.json", "syscall_summary-top10.json"]
+    first["groups"]["groups"].clear()  # a caller's change never reaches the cache
+    restarted = reports(FrameStore(store.engine, store.data_dir))
+    f = store.get(tid)
+    gt = goroutine_stats._goroutine_times(store.engine, f)
+    names, known = goroutine_stats.group_names(store.engine, f, gt.goid)
+    fresh = {
+        "latency": sched_latency._latency_report(f),
+        "syscalls": syscall_stats._syscall_summary(store.engine, f),
+        "netpoll": syscall_stats._netpoll_summary(store.engine, f),
+    }
+    for key, want in fresh.items():
+        assert restarted[key] == want, key
+    assert restarted["latency"]["samples"] > 0 and restarted["syscalls"]["count"] > 0
+    groups = {g["name"]: g["count"] for g in restarted["groups"]["groups"]}
+    assert sum(groups.values()) == len(gt.goid)
+    assert groups == {n: names.count(n) for n in set(names)}
+    # Windowed reports are computed, not taken from the whole trace's.
+    mid = (f.first_ts + f.last_ts) // 2
+    assert sched_latency.latency_report(f, t1=mid) == sched_latency._latency_report(f, t1=mid)
