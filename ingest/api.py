@@ -36,6 +36,7 @@ from ingest.frames import FrameStore
 from ingest.load import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
 from ingest.queries import delete_trace, get_trace, list_traces, trace_summary
 from ingest.stategraph import render, state_graph
+from ingest.warm import warm_in_background
 
 log = logging.getLogger("gmpscope.ingest.api")
 
@@ -281,6 +282,9 @@ def _spool_body(dest: Path, limit: int) -> tuple[uploads.Spooled, str]:
 
 
 def _answer(result: IngestResult) -> tuple[Response, int]:
+    if result.created:
+        state = _state()
+        warm_in_background(state.engine, state.config.data_dir, result.id)
     return jsonify(_result_json(result)), (201 if result.created else 200)
 
 

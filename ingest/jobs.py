@@ -36,6 +36,7 @@ from sqlalchemy import Engine, select
 from ingest import models
 from ingest.config import Settings
 from ingest.load import IngestError, find_by_sha, ingest_trace_file
+from ingest.warm import warm_reports
 
 log = logging.getLogger("gmpscope.ingest.jobs")
 
@@ -228,6 +229,7 @@ class JobRunner:
 
         self._update(job, force=True, state="running", stage="hash", started=time.time(),
                      total=job.size)
+        warm_id: int | None = None
         try:
             sha = self._hash(job, path)
             found = find_by_sha(self.engine, sha)
@@ -245,6 +247,8 @@ class JobRunner:
             job.result = result.as_dict()
             self._update(job, force=True, state="done", stage="done", trace_id=result.id,
                          existing=not result.created, done=job.total)
+            if result.created:
+                warm_id = result.id
         except IngestError as e:
             self._update(job, force=True, state="failed", error=str(e))
         except Exception as e:  # a bug: say so, keep the traceback in the log
@@ -264,6 +268,9 @@ class JobRunner:
             # The history row comes after the live file: on SQLite it may wait behind
             # another job's load for minutes, and meanwhile readers already see the end.
             self._record(job)
+        if warm_id is not None:
+            # The job's own thread, the job already ended: warming delays nobody.
+            warm_reports(self.engine, self.settings.data_dir, warm_id)
 
     def _hash(self, job: Job, path: Path) -> str:
         h = hashlib.sha256()

@@ -183,3 +183,30 @@ def test_whole_trace_reports_are_kept_and_equal_fresh_ones(
     # Windowed reports are computed, not taken from the whole trace's.
     mid = (f.first_ts + f.last_ts) // 2
     assert sched_latency.latency_report(f, t1=mid) == sched_latency._latency_report(f, t1=mid)
+
+
+def test_the_server_warms_the_reports_of_an_upload(tmp_path: Path) -> None:
+    """After a real server stores an upload, its whole-trace reports appear beside the
+    frames without anyone asking for them (built in the background)."""
+    import time
+
+    from tests.support.server import Served
+
+    with Served(tmp_path, []) as served:
+        r = served.post("/api/traces?name=warm", data=SAMPLE.read_bytes(),
+                        headers={"Content-Type": "application/octet-stream"})
+        assert r.status_code == 201, r.text
+        tid = r.json()["id"]
+        frames_dir = next((tmp_path / "frames").glob(f"{tid}-*"))
+        want = {"goroutine_groups_summary.json", "latency_report-worst50.json",
+                "netpoll_summary-top10.json", "syscall_summary-top10.json"}
+        deadline = time.monotonic() + 120  # a wait, not a speed check
+        while time.monotonic() < deadline:
+            have = {p.name for p in (frames_dir / "derived-v1").glob("*.json")}
+            if want <= have:
+                break
+            time.sleep(0.2)
+        assert want <= have
+        # The page's API answers from them.
+        g = served.get(f"/api/traces/{tid}/goroutine-groups")
+        assert g.status_code == 200 and g.json()["goroutines"] > 0
