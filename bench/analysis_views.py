@@ -3,10 +3,16 @@
     python bench/analysis_views.py DATA_DIR TRACE_ID [--runs 5]
 
 DATA_DIR holds gmpscope.db (SQLite) and the frame cache (as `gmpscope ingest
---data-dir DATA_DIR --db sqlite:///DATA_DIR/gmpscope.db TRACE` makes). Opens the
-frames once (built on first use), then runs each view's query function --runs
-times and prints the median and best wall time and CPU time of this process, in
-ms (CPU time is the honest figure on a busy machine).
+--data-dir DATA_DIR --db sqlite:///DATA_DIR/gmpscope.db TRACE` makes). For each
+view's query function it prints, in ms of wall time (CPU time in brackets, the
+honest figure on a busy machine):
+
+- build: the first answer with nothing derived kept (the trace's derived
+  values, ingest.derived_cache, removed first: what a view cost before they
+  were kept, and what the server's background warm-up spends once);
+- stored: the first answer of a fresh frame store (a restarted server) with
+  them kept on disk;
+- warm: the median of --runs answers from the same store.
 """
 
 from __future__ import annotations
@@ -53,17 +59,27 @@ def main() -> None:
         "netpoll": lambda: netpoll_summary(engine, store.get(a.trace_id)),
         "latency": lambda: latency_report(store.get(a.trace_id)),
     }
-    for name, fn in views.items():
-        wall, cpu = [], []
-        for _ in range(a.runs):
-            w, c = time.perf_counter(), time.process_time()
-            fn()
-            wall.append(time.perf_counter() - w)
-            cpu.append(time.process_time() - c)
-        print(f"{name:32s} wall median {1000 * statistics.median(wall):6.0f} ms "
-              f"(best {1000 * min(wall):5.0f})   CPU median {1000 * statistics.median(cpu):6.0f}"
-              f" ms (best {1000 * min(cpu):5.0f})")
+    import shutil
 
+    from ingest.derived_cache import derived_dir
+
+    def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        return 1000 * (time.perf_counter() - w), 1000 * (time.process_time() - c)
+
+    print(f"{'view':32s} {'build':>14s} {'stored':>14s} {'warm':>14s}   ms wall (CPU)")
+    for name, fn in views.items():
+        root = derived_dir(store.get(a.trace_id))
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        store = FrameStore(engine, a.data_dir)
+        build = timed(fn)
+        store = FrameStore(engine, a.data_dir)
+        stored = timed(fn)
+        runs = [timed(fn) for _ in range(a.runs)]
+        warm = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+        print(f"{name:32s} " + " ".join(f"{w:6.0f} ({c:5.0f})" for w, c in (build, stored, warm)))
 
 if __name__ == "__main__":
     main()
