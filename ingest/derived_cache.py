@@ -51,7 +51,7 @@ def save_value(d: Path, value: Any) -> None:
     """Write dataclass ``value`` into the new directory ``d`` (atomically: it
     is written under a temporary name and renamed)."""
     tmp = d.parent / f".{d.name}.{uuid.uuid4().hex}.tmp"
-    tmp.mkdir(parents=True)
+    tmp.mkdir()  # never parents: a trace deleted meanwhile stays deleted
     try:
         manifest = _save_fields(tmp, "", value)
         (tmp / _MANIFEST).write_text(json.dumps(manifest))
