@@ -42,6 +42,7 @@ from ingest.config import Settings
 from ingest.db import write_tx
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
 from ingest.frames import FrameWriter, Kind
+from ingest.memory import give_back_free_memory
 
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
@@ -139,6 +140,7 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
             raise BadTraceError(f"{name or path.name}: not a readable Go trace: {e}") from None
         if progress:
             progress("decode", 1, 1)
+        give_back_free_memory()  # the decoder's buffers, before the load's peak
         keep = raw_path(ddir, sha)
         made_copy = False
         if not keep.exists():
@@ -330,33 +332,21 @@ def _precompute_views(engine: Engine, frame_dir: Path) -> None:
     """Build the timeline's lane sets of a trace just stored (a cache: when
     this fails the first view builds them)."""
     from ingest.frames import read_frames
-    from ingest.timeline_lanes import precompute
+    from ingest.timeline_lanes import precompute_steps
 
-    _give_back_free_memory()
-    frames = read_frames(frame_dir)
-    if frames is None:
-        return
-    try:
-        precompute(engine, frames)
-    except OSError:
-        pass
-
-
-def _give_back_free_memory() -> None:
-    """Return the memory the load freed to the system before the next step
-    allocates: Arrow's pool and glibc's malloc both keep freed blocks for
-    reuse (about 350 MB after loading a 25 MB trace), which would otherwise
-    stack under the next peak."""
-    import ctypes
-    import ctypes.util
-
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    pa.default_memory_pool().release_unused()
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
-    if trim is not None:  # glibc only
-        trim(0)
+    # Each lane set from freshly mapped frames, dropped after: the columns a
+    # step reads stay mapped (and counted in the process's memory) only
+    # while it runs.
+    for step in precompute_steps(engine):
+        give_back_free_memory()
+        frames = read_frames(frame_dir)
+        if frames is None:
+            return
+        try:
+            step(frames)
+        except OSError:
+            return
+        del frames
 
 
 def _trace_row(meta: dict[str, Any], sha: str, name: str, source: str,

@@ -18,6 +18,7 @@ frames on disk and on the :class:`~ingest.frames.TraceFrames` object
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -391,10 +392,15 @@ def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
     return cached(frames, "ranges", build, persist=(Ranges, LaneSet, LaneSetIndex))
 
 
+def precompute_steps(engine: Engine) -> list[Callable[[TraceFrames], object]]:
+    """The lane sets every timeline mode needs, one builder each (see
+    :func:`precompute`)."""
+    return [p_lanes, m_lanes, lambda f: goroutine_table(engine, f),
+            lambda f: range_lanes(engine, f)]
+
+
 def precompute(engine: Engine, frames: TraceFrames) -> None:
     """Build (and persist) the lane sets every timeline mode needs, so that
     the first view of a new trace answers without building them."""
-    p_lanes(frames)
-    m_lanes(frames)
-    goroutine_table(engine, frames)
-    range_lanes(engine, frames)
+    for step in precompute_steps(engine):
+        step(frames)
