@@ -6,14 +6,18 @@ from dash import dcc, html
 
 
 def shell() -> html.Div:
-    """The app layout: a header with the library link and a slot the router fills."""
+    """The app layout: a header (library, live sessions, API) and a slot the router fills."""
     return html.Div([
         dcc.Location(id="url", refresh=False),
         html.Header([
             dcc.Link("gmpscope", href="/", className="brand"),
             html.Span("Go runtime explorer: goroutines, threads, procs, netpoller, syscalls",
                       className="tagline"),
-            html.A("API", href="/api/traces", className="header-link", target="_blank"),
+            html.Nav([
+                dcc.Link("Library", href="/", className="header-link"),
+                dcc.Link("Live", href="/live", className="header-link"),
+                html.A("API", href="/api/traces", className="header-link", target="_blank"),
+            ], className="header-nav"),
         ], className="app-header"),
         html.Main(id="page-content", className="page"),
     ])

@@ -340,7 +340,9 @@ def healthz() -> tuple[Response, int]:
 
 @bp.get("/api/traces")
 def trace_list() -> Response:
-    return jsonify({"traces": jsonable(list_traces(_state().engine))})
+    """Stored traces, newest first; ``?live_windows=1`` adds the live sessions' windows."""
+    live = request.args.get("live_windows", "0").lower() in ("1", "true", "yes")
+    return jsonify({"traces": jsonable(list_traces(_state().engine, live_windows=live))})
 
 
 def _not_found(trace_id: int) -> Response:

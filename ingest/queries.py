@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, delete, select
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, select
 
 from ingest import models
 from ingest.db import write_tx
@@ -33,12 +33,29 @@ def _trace_dict(row: Any) -> dict[str, Any]:
     return d
 
 
-def list_traces(engine: Engine) -> list[dict[str, Any]]:
-    """Every stored trace, newest first."""
+def list_traces(engine: Engine, live_windows: bool = False) -> list[dict[str, Any]]:
+    """Stored traces, newest first; the windows of live sessions (a service
+    watched for a day keeps hundreds) only with ``live_windows``."""
+    t = models.traces
+    stmt = select(*_TRACE_COLUMNS).order_by(t.c.id.desc())
+    if not live_windows:
+        stmt = stmt.where(t.c.id.not_in(_live_window_ids()))
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    return [_trace_dict(r) for r in rows]
+
+
+def _live_window_ids() -> Any:
+    ls = models.live_segments
+    return select(ls.c.trace_id).where(ls.c.trace_id.is_not(None))
+
+
+def count_live_windows(engine: Engine) -> int:
+    """How many stored traces are windows of live sessions."""
     t = models.traces
     with engine.connect() as conn:
-        rows = conn.execute(select(*_TRACE_COLUMNS).order_by(t.c.id.desc())).all()
-    return [_trace_dict(r) for r in rows]
+        return int(conn.execute(select(func.count()).select_from(t)
+                                .where(t.c.id.in_(_live_window_ids()))).scalar_one())
 
 
 def get_trace(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:

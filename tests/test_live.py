@@ -178,6 +178,12 @@ def test_session_fills_and_agrees_with_offline_ingest(tmp_path: Path, bindir: Pa
                 raw[seg["id"]] = raw_path(srv.data_dir, sha)
             page = srv.get("/live/agree")
             assert page.status_code == 200
+            # The windows stay out of the library's list unless asked for.
+            windows = {seg["trace_id"] for seg in segs}
+            listed = {t["id"] for t in srv.get("/api/traces").json()["traces"]}
+            assert not windows & listed
+            every = {t["id"] for t in srv.get("/api/traces?live_windows=1").json()["traces"]}
+            assert windows <= every and listed <= every
     finally:
         load.stop()
         demo.stop()

@@ -16,10 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, dcc, html
+from sqlalchemy import Engine
 
 from app.components import fmt_count, fmt_ns
 from app.context import ui_context
-from ingest.queries import list_traces
+from ingest.queries import count_live_windows, list_traces
 
 ROUTES = ("/",)
 TITLE = "library"
@@ -141,10 +142,25 @@ def layout(query: dict[str, str], **args: Any) -> Any:
         ], className="controls"),
         # Messages of deletes (upload.js).
         html.Div(id="library-status", role="status"),
-        html.Div(trace_table(list_traces(ctx.engine)), id="library-table"),
+        html.Div(library_table(ctx.engine), id="library-table"),
     ], className="card")
     return html.Div([html.H2("Library"), upload, traces, dcc.Store(id="library-refresh")],
                     className="library")
+
+
+def library_table(engine: Engine) -> Any:
+    """The trace table, without the windows of live sessions (they have their own
+    pages; a service watched for a day keeps hundreds), saying how many it leaves out."""
+    table = trace_table(list_traces(engine))
+    hidden = count_live_windows(engine)
+    if not hidden:
+        return table
+    note = html.P([f"{hidden:,} windows of live sessions are not listed here: see ",
+                   dcc.Link("Live", href="/live"), " (or ",
+                   html.A("all traces as JSON", href="/api/traces?live_windows=1",
+                          target="_blank"), ")."],
+                  className="muted", id="library-live-note")
+    return html.Div([table, note])
 
 
 def _compare(picked: list[int]) -> Any:
@@ -161,7 +177,7 @@ def register(dash_app: Dash) -> None:
     @dash_app.callback(Output("library-table", "children"), Input("library-refresh", "data"),
                        prevent_initial_call=True)
     def _refresh(_bump: Any) -> Any:
-        return trace_table(list_traces(ui_context().engine))
+        return library_table(ui_context().engine)
 
     @dash_app.callback(Output("library-compare-box", "children"),
                        Input({"type": "library-pick", "index": ALL}, "value"))

@@ -70,6 +70,16 @@ def test_live_page_updates_pauses_and_resumes(page: Page, tmp_path: Path) -> Non
                                        timeout=GUARD_MS)
                 page.wait_for_selector("#live-list-graph .js-plotly-plot", timeout=GUARD_MS)
                 shot(page, "live-sessions")
+
+                # The library lists uploads, not the session's windows, and says so.
+                page.goto(f"{srv.url}/")
+                note = page.wait_for_selector("#library-live-note", timeout=GUARD_MS)
+                assert "windows of live sessions are not listed" in note.inner_text()
+                assert page.locator("#library-table a[href='/live']").count() == 1
+                shot(page, "library-live-note")
+                page.click(".app-header a.header-link:has-text('Live')")
+                page.wait_for_selector("#live-list-table a[href='/live/browser']",
+                                       timeout=GUARD_MS)
             finally:
                 page.goto("about:blank")  # stop the 1 s polling before the server goes
                 col.terminate()
