@@ -60,17 +60,23 @@ def add_server_args(p: Any, *, port: int, threads: int, data_dir_help: str) -> N
 
 
 def prepare(settings: Settings) -> None:
-    """Create the data directory, clear stale spools, migrate the database once."""
+    """Create the data directory, clear what a killed server left (spools, staging
+    directories, raw traces of loads that never committed), migrate the database once."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from ingest.db import make_engine
+    from ingest.load import remove_orphan_raw_files
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_uploads(settings.tmp_dir)
     remove_stale_uploads(settings.data_dir / "frames",
                          patterns=(".staging-*", "*/derived-v*/.*.tmp"))
     try:
-        make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms).dispose()
+        engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
+        try:
+            remove_orphan_raw_files(engine, settings.data_dir)
+        finally:
+            engine.dispose()
     except ValueError as e:  # an unsupported URL
         raise CLIError(str(e), EXIT_BAD_INPUT) from None
     except SQLAlchemyError as e:

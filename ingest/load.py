@@ -109,6 +109,28 @@ def raw_path(data_dir: Path, sha256: str) -> Path:
     return data_dir / "traces" / f"{sha256}.trace"
 
 
+def remove_orphan_raw_files(engine: Engine, data_dir: Path, min_age_s: float = 3600.0) -> int:
+    """Delete kept raw traces that no stored trace owns: a load killed after
+    the raw copy was kept and before its commit leaves one. Only files older
+    than ``min_age_s`` (another server may be loading one right now). Returns
+    how many went."""
+    root = data_dir / "traces"
+    if not root.is_dir():
+        return 0
+    with engine.connect() as conn:
+        owned = {str(s) for s in conn.execute(select(models.traces.c.sha256)).scalars()}
+    cutoff = time.time() - min_age_s
+    removed = 0
+    for f in root.glob("*.trace"):
+        try:
+            if f.stem not in owned and f.stat().st_mtime < cutoff:
+                f.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                       data_dir: Path | None = None, sha256: str | None = None,
                       progress: Progress | None = None) -> IngestResult:

@@ -101,3 +101,31 @@ def test_server_start_clears_what_a_killed_server_left(tmp_path: Path) -> None:
     prepare(settings)
     assert [p.exists() for p in old] == [False] * 4
     assert all(p.exists() for p in new + keep)
+
+
+def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore) -> None:
+    """A load killed between keeping the raw file and its commit leaves the file; the
+    next server start removes it (when old: another server may be loading it now) and
+    keeps every stored trace's."""
+    import os
+    import time
+
+    from gmpscope.wsgi import prepare
+    from ingest.load import raw_path
+
+    copy = store.data_dir / "upload.trace"  # the kept file may be a hard link of it
+    shutil.copyfile(SAMPLE, copy)
+    res = ingest_trace_file(store.engine, copy, data_dir=store.data_dir)
+    owned = raw_path(store.data_dir, res.sha256)
+    orphan_old = raw_path(store.data_dir, "ab" * 32)
+    orphan_new = raw_path(store.data_dir, "cd" * 32)
+    for p in (orphan_old, orphan_new):
+        p.write_bytes(b"go 1.23 trace\x00\x00\x00")
+    hour_ago = time.time() - 7200
+    for p in (owned, orphan_old):
+        os.utime(p, (hour_ago, hour_ago))
+    settings = Settings.from_env({}, data_dir=store.data_dir,
+                                 db_url=str(store.engine.url))
+    prepare(settings)
+    assert owned.exists() and orphan_new.exists()
+    assert not orphan_old.exists()
