@@ -348,3 +348,20 @@ def test_emfile_counted_for_a_real_leak(tmp_path: Path) -> None:
     assert got == dict(want)
     # The sockets climbed to the limit's neighbourhood before the first EMFILE.
     assert d["open_fds"]["max"] >= 30
+
+
+def test_serve_takes_a_recording_on_its_command_line(tmp_path: Path,
+                                                     recs: dict[str, Path]) -> None:
+    """`gmpscope serve RECORDING_DIR` stores the Go trace the recording names with the
+    recording attached, as `gmpscope ingest` does."""
+    from tests.support.server import Served
+
+    with Served(tmp_path / "data", [recs["httpnet+go"]]) as srv:
+        traces = srv.get("/api/traces").json()["traces"]
+        assert len(traces) == 1
+        tid = traces[0]["id"]
+        # 404 for a trace without a recording; this one has it attached.
+        poller = srv.get(f"/api/traces/{tid}/poller")
+        assert poller.status_code == 200, poller.text
+        alignment = srv.get(f"/api/traces/{tid}/poller/alignment")
+        assert alignment.status_code == 200, alignment.text

@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
         "exports. Also serves the ingest API under /api.",
     )
     p.add_argument("traces", type=Path, nargs="*", metavar="TRACE",
-                   help="raw traces or decoded Parquet directories to ingest first")
+                   help="raw traces, decoded Parquet directories or OS recordings "
+                   "(gmpscope record) to ingest first")
     wsgi_args(p, port=8050, threads=8,
               data_dir_help="raw traces, caches and the default database")
     p.set_defaults(run=run)
@@ -35,6 +36,7 @@ def _ingest_first(settings: Any, paths: list[Path]) -> None:
     from gmpscope.commands.ingest import _Bar, ingest_path
     from ingest.db import make_engine
     from ingest.load import IngestError
+    from ingest.poller_load import ingest_recording_dir, is_recording_dir
 
     for path in paths:
         if not path.exists():
@@ -42,6 +44,16 @@ def _ingest_first(settings: Any, paths: list[Path]) -> None:
     engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
     try:
         for path in paths:
+            if is_recording_dir(path):
+                # An OS recording (gmpscope record): with the Go trace its meta.json
+                # names, or on its own, as `gmpscope ingest` stores it.
+                try:
+                    rec = ingest_recording_dir(engine, path, data_dir=settings.data_dir)
+                except IngestError as e:
+                    raise CLIError(str(e), EXIT_BAD_INPUT) from None
+                joined = "" if rec.attached is None else " with its OS recording"
+                print(f"gmpscope serve: trace {rec.trace.id}{joined}: {path.name}", flush=True)
+                continue
             bar = _Bar(path.name, True)
             try:
                 res = ingest_path(engine, path, path.name, settings.data_dir, bar)
