@@ -191,7 +191,9 @@ def test_spawn_stopped_by_duration(go_bin: Path, tmp_path: Path) -> None:
              "-max-conns", "100000", "-duration", "60s")
     meta, rows = load(out)
     assert meta["stopped_by"] == "duration"
-    assert meta["overhead"]["traced_wall_s"] < 30  # stopped, not run to its end
+    # Stopped, not run to its 60 s end: every thread ends killed by our SIGINT (no
+    # wall-clock bound here: strace takes its time to let go on a busy machine).
+    assert meta["exit_status"] is None
     exits = [r for r in rows if r["kind"] == "exit"]
     assert exits and all(r["name"] == "killed" and r["args"] == "SIGINT" for r in exits)
 
