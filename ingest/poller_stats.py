@@ -111,14 +111,21 @@ def alignment(engine: Engine, trace_id: int) -> dict[str, Any]:
 # the poller page
 
 
+def wait_rows(ev: Events) -> dict[str, Any]:
+    """The readiness waits with a duration: row index ``i``, ``dur``, ``tmo``
+    (timeout ns; -1: none asked, -2: not decoded) and ``res`` (-1: failed)."""
+    sel = np.flatnonzero(np.isin(ev["syscall"], WAIT_CALLS)
+                         & np.array([d is not None for d in ev["duration_ns"]], dtype=bool))
+    return {"i": sel, "dur": ev.ints("duration_ns")[sel],
+            "tmo": ev.ints("timeout_ns", missing=-2)[sel],
+            "res": ev.ints("result", missing=-1)[sel]}
+
+
 def waits(ev: Events) -> dict[str, Any]:
     """Readiness waits: durations, timeout jitter, events per wakeup, empty wakeups."""
-    name = ev["syscall"]
-    sel = np.isin(name, WAIT_CALLS) & np.array([d is not None for d in ev["duration_ns"]],
-                                               dtype=bool)
-    dur = ev.ints("duration_ns")[sel]
-    tmo = ev.ints("timeout_ns", missing=-2)[sel]  # -1: none asked, -2: not decoded
-    res = ev.ints("result", missing=-1)[sel]
+    r = wait_rows(ev)
+    dur, tmo, res = r["dur"], r["tmo"], r["res"]
+    names = ev["syscall"][r["i"]]
     ok = res >= 0
     timed_out = ok & (res == 0) & (tmo > 0)
     nonblocking = tmo == 0
@@ -126,10 +133,10 @@ def waits(ev: Events) -> dict[str, Any]:
     jitter = dur[timed_out] - tmo[timed_out]
     ret = res[ok]
     per_wakeup = np.bincount(ret).tolist() if len(ret) else []
-    by_call = {str(c): int(n) for c, n in zip(*np.unique(name[sel].astype(str),
+    by_call = {str(c): int(n) for c, n in zip(*np.unique(names.astype(str),
                                                            return_counts=True), strict=True)}
     return {
-        "count": int(sel.sum()), "by_call": by_call,
+        "count": int(len(r["i"])), "by_call": by_call,
         "duration": _pct(dur), "duration_histogram": log_histogram(dur),
         "blocking_duration_histogram": log_histogram(dur[~nonblocking]),
         "timed_out": int(timed_out.sum()), "jitter": _pct(jitter),

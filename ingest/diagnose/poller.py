@@ -28,12 +28,12 @@ from ingest.diagnose.base import (
 )
 from ingest.poller_stats import (
     SOCKET_KINDS,
-    WAIT_CALLS,
     Events,
     errors,
     io_uring,
     load_events,
     open_fds,
+    wait_rows,
     waits,
 )
 
@@ -105,17 +105,6 @@ def _threads(rec: Recorded, idx: list[int]) -> list[int]:
     return sorted({rec.thread(i) for i in idx})
 
 
-def _wait_rows(rec: Recorded) -> dict[str, Any]:
-    """Per readiness wait with a duration: index, duration, timeout, result, the
-    same selection as ingest.poller_stats.waits (-1: no timeout, -2: not decoded)."""
-    ev = rec.ev
-    sel = np.flatnonzero(np.isin(ev["syscall"], WAIT_CALLS)
-                         & np.array([d is not None for d in ev["duration_ns"]], dtype=bool))
-    return {"i": sel, "dur": ev.ints("duration_ns")[sel],
-            "tmo": ev.ints("timeout_ns", missing=-2)[sel],
-            "res": ev.ints("result", missing=-1)[sel]}
-
-
 def _wait_label(rec: Recorded, i: int, what: str) -> str:
     ev = rec.ev
     epfd = ev["epfd"][i] if ev["epfd"][i] is not None else ev["fd"][i]
@@ -137,7 +126,7 @@ class EpollJitter:
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
         rec = recorded(ctx)
         w = waits(rec.ev)
-        r = _wait_rows(rec)
+        r = wait_rows(rec.ev)
         timed_out = (r["res"] == 0) & (r["tmo"] > 0)
         jitter = r["dur"] - r["tmo"]
         late = timed_out & (jitter >= cfg["late_ns"])
@@ -185,7 +174,7 @@ class EmptyWakeups:
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
         rec = recorded(ctx)
         w = waits(rec.ev)
-        r = _wait_rows(rec)
+        r = wait_rows(rec.ev)
         blocking = (r["res"] >= 0) & (r["tmo"] != 0) & (r["tmo"] != -2)
         empty = blocking & (r["res"] == 0)
         n_block, n_empty = int(blocking.sum()), int(empty.sum())
