@@ -5,7 +5,7 @@ second on a 4-million-event trace). Built once, they are written next to the
 trace's frames (``<frames dir>/derived-v<N>/<key>/``, one ``.npy`` per array,
 memory-mapped when read back), so a server that restarts, or its other
 worker processes, read them instead of building them again, and the loader
-builds them right after a trace is stored (:func:`ingest.timeline_lanes.precompute`).
+builds them right after a trace is stored (:func:`ingest.timeline_lanes.precompute_steps`).
 
 A persisted value is a dataclass whose fields are numpy arrays, ints,
 strings, lists of strings, or other such dataclasses (or None); or, through
@@ -23,7 +23,8 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -133,15 +134,27 @@ def cached(frames: TraceFrames, key: str, build: Callable[[], T],
         return store.setdefault(key, value)  # type: ignore[no-any-return]
 
 
-def _from_disk(root: Path, key: str, build: Callable[[], T], classes: tuple[type, ...]) -> T:
-    d = root / key
+@contextmanager
+def _build_lock(root: Path, key: str) -> Iterator[bool]:
+    """Hold the lock for building ``key`` under ``root``, across threads and
+    processes; yields False (no lock, nothing to persist) when the directory
+    cannot be made (a deleted trace, a full disk)."""
     try:
-        root.mkdir(exist_ok=True)
+        root.mkdir(exist_ok=True)  # never parents: a trace deleted meanwhile stays deleted
         lock_file = open(root / f".{key}.lock", "a")  # noqa: SIM115 - held while building
     except OSError:
-        return build()
+        yield False
+        return
     with lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)
+        yield True
+
+
+def _from_disk(root: Path, key: str, build: Callable[[], T], classes: tuple[type, ...]) -> T:
+    d = root / key
+    with _build_lock(root, key) as locked:
+        if not locked:
+            return build()
         if d.is_dir():
             try:
                 return load_value(d, classes)  # type: ignore[no-any-return]
@@ -162,30 +175,23 @@ def _from_disk(root: Path, key: str, build: Callable[[], T], classes: tuple[type
 def cached_json(frames: TraceFrames, key: str, build: Callable[[], Any]) -> Any:
     """A whole-trace report (plain JSON values) built once per trace.
 
-    Kept as JSON text, in memory and in ``<derived dir>/<key>.json``: every
-    call returns a fresh copy, so a caller may add to it freely.
+    Kept as JSON text, in memory (:func:`cached`) and in
+    ``<derived dir>/<key>.json``: every call returns a fresh copy, so a caller
+    may add to it freely.
     """
-    store, lock = _memory(frames)
-    mkey = f"json:{key}"
-    with lock:
-        text = store.get(mkey)
-    if text is None:
-        root = derived_dir(frames)
-        text = _json_from_disk(root, key, build) if root is not None else json.dumps(build())
-        with lock:
-            text = store.setdefault(mkey, text)
-    return json.loads(text)
+    root = derived_dir(frames)
+
+    def text() -> str:
+        return _json_from_disk(root, key, build) if root is not None else json.dumps(build())
+
+    return json.loads(cached(frames, f"json:{key}", text))
 
 
 def _json_from_disk(root: Path, key: str, build: Callable[[], Any]) -> str:
     path = root / f"{key}.json"
-    try:
-        root.mkdir(exist_ok=True)
-        lock_file = open(root / f".{key}.lock", "a")  # noqa: SIM115 - held while building
-    except OSError:
-        return json.dumps(build())
-    with lock_file:
-        fcntl.flock(lock_file, fcntl.LOCK_EX)
+    with _build_lock(root, key) as locked:
+        if not locked:
+            return json.dumps(build())
         try:
             text = path.read_text()
             json.loads(text)  # a torn file is built again

@@ -11,7 +11,7 @@ reduction (:mod:`ingest.timeline_lod`) wants them:
 - the GC/STW/sweep/assist bands from the ``ranges`` table.
 
 Building the P and M sets takes one sort of the trace's rows; they are built
-once per trace (:func:`precompute`, right after a load) and kept next to the
+once per trace (:func:`precompute_steps`, right after a load) and kept next to the
 frames on disk and on the :class:`~ingest.frames.TraceFrames` object
 (:mod:`ingest.derived_cache`).
 """
@@ -393,14 +393,8 @@ def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
 
 
 def precompute_steps(engine: Engine) -> list[Callable[[TraceFrames], object]]:
-    """The lane sets every timeline mode needs, one builder each (see
-    :func:`precompute`)."""
+    """The lane sets every timeline mode needs, one builder each: the loader
+    runs them right after a trace is stored (ingest.load), so the first view
+    of a new trace answers without building them."""
     return [p_lanes, m_lanes, lambda f: goroutine_table(engine, f),
             lambda f: range_lanes(engine, f)]
-
-
-def precompute(engine: Engine, frames: TraceFrames) -> None:
-    """Build (and persist) the lane sets every timeline mode needs, so that
-    the first view of a new trace answers without building them."""
-    for step in precompute_steps(engine):
-        step(frames)
