@@ -107,18 +107,86 @@ def _flat_chunks(cols: Sequence[Col], k: int, n: int) -> Iterator[tuple[int, lis
 def insert_arrays(conn: Connection, table: Table, columns: Sequence[str],
                   cols: Sequence[Col], n: int, advance: Advance | None = None) -> int:
     """Insert ``n`` rows given column-wise (see :data:`Col`), in chunks."""
+    if conn.dialect.name == "sqlite":
+        return _sqlite_arrays(conn, table, columns, cols, n, advance)
     k = len(columns)
     for rows, flat in _flat_chunks(cols, k, n):
-        if conn.dialect.name == "sqlite":
-            _sqlite_flat(conn, table, columns, flat)
-        else:
-            insert_rows(conn, table, columns,
-                        [tuple(flat[i:i + k]) for i in range(0, len(flat), k)])
+        insert_rows(conn, table, columns,
+                    [tuple(flat[i:i + k]) for i in range(0, len(flat), k)])
         del flat
         if advance:
             advance(rows)
     _nulls(conn, table, columns, cols, n)
     return n
+
+
+def _sqlite_arrays(conn: Connection, table: Table, columns: Sequence[str],
+                   cols: Sequence[Col], n: int, advance: Advance | None) -> int:
+    """SQLite: constants go into the statement as literals (a bound value costs
+    as much as a stored one) and, when the rows carry their ids, rows with
+    NULLs are inserted apart with those columns left out, instead of a
+    sentinel rewritten by an UPDATE afterwards (which rewrites the rows)."""
+    literals = {name: int(c) for name, c in zip(columns, cols, strict=True)
+                if isinstance(c, int)}
+    names = [name for name, c in zip(columns, cols, strict=True) if not isinstance(c, int)]
+    var = [c for c in cols if not isinstance(c, int)]
+    if not any(isinstance(c, Seq) for c in var):
+        # Implicit rowids: keep the rows in order (sentinel, then UPDATE).
+        for rows, flat in _flat_chunks(var, len(var), n):
+            _sqlite_flat(conn, table, names, flat, literals)
+            if advance:
+                advance(rows)
+        _nulls(conn, table, columns, cols, n)
+        return n
+    for a in range(0, n, _CHUNK):
+        b = min(n, a + _CHUNK)
+        parts = [c.values[a:b] if isinstance(c, Nullable) else _part(c, a, b) for c in var]
+        nulls = [(j, c.null[a:b]) for j, c in enumerate(var)
+                 if isinstance(c, Nullable) and bool(c.null[a:b].any())]
+        if not nulls:
+            _sqlite_flat(conn, table, names, _flat(parts, None), literals)
+        else:
+            code = np.zeros(b - a, dtype=np.int64)
+            for bit, (_, m) in enumerate(nulls):
+                code |= m.astype(np.int64) << bit
+            for pattern in np.unique(code).tolist():
+                sel = np.flatnonzero(code == pattern)
+                skip = {j for bit, (j, _) in enumerate(nulls) if pattern >> bit & 1}
+                keep = [j for j in range(len(var)) if j not in skip]
+                _sqlite_flat(conn, table, [names[j] for j in keep],
+                             _flat([parts[j] for j in keep], sel), literals)
+        del parts
+        if advance:
+            advance(b - a)
+    return n
+
+
+def _part(col: Col, a: int, b: int) -> Arr | list[Any]:
+    part = _chunk(col, a, b)
+    if isinstance(part, int):  # pragma: no cover - constants are literals
+        raise TypeError("a constant column has no rows to bind")
+    return part
+
+
+def _flat(parts: Sequence[Arr | list[Any]], rows: Arr | None) -> list[Any]:
+    """Row-major flat list of the chunk's columns (only ``rows`` when given)."""
+    k = len(parts)
+    if all(isinstance(p, np.ndarray) and p.dtype.kind in "iub" for p in parts):
+        m = len(parts[0]) if rows is None else len(rows)
+        block = np.empty((m, k), dtype=np.int64)
+        for j, part in enumerate(parts):
+            block[:, j] = part if rows is None else part[rows]
+        return block.ravel().tolist()
+    cols: list[list[Any]] = []
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            cols.append((part if rows is None else part[rows]).tolist())
+        else:
+            cols.append(part if rows is None else [part[i] for i in rows.tolist()])
+    flat: list[Any] = [None] * (len(cols[0]) * k)
+    for j, col in enumerate(cols):
+        flat[j::k] = col
+    return flat
 
 
 def _nulls(conn: Connection, table: Table, columns: Sequence[str], cols: Sequence[Col],
@@ -179,28 +247,34 @@ def _dbapi(conn: Connection) -> Any:
     return conn.connection.driver_connection
 
 
-def _sqlite_sql(table: Table, columns: Sequence[str], nrows: int) -> str:
-    one = "(" + ",".join("?" * len(columns)) + ")"
-    return (f'INSERT INTO "{table.name}" (' + ",".join(f'"{c}"' for c in columns)
-            + ") VALUES " + ",".join([one] * nrows))
+def _sqlite_sql(table: Table, columns: Sequence[str], nrows: int,
+                literals: dict[str, int] | None = None) -> str:
+    lit = literals or {}
+    one = "(" + ",".join(["?"] * len(columns) + [str(int(v)) for v in lit.values()]) + ")"
+    return (f'INSERT INTO "{table.name}" ('
+            + ",".join(f'"{c}"' for c in [*columns, *lit]) + ") VALUES "
+            + ",".join([one] * nrows))
 
 
 def _sqlite_flat(conn: Connection, table: Table, columns: Sequence[str],
-                 flat: list[Any]) -> None:
-    """Insert a flat row-major list of values with multi-row statements."""
+                 flat: list[Any], literals: dict[str, int] | None = None) -> None:
+    """Insert a flat row-major list of values with multi-row statements
+    (``literals``: the same value in every row, written into the SQL)."""
     k = len(columns)
+    if not k:
+        raise ValueError(f"{table.name}: no columns to bind")
     per = max(1, min(2000, _SQLITE_MAX_VARS // k))
     step = per * k
     cur = _dbapi(conn).cursor()
     try:
         full = (len(flat) // step) * step
         if full:
-            sql = _sqlite_sql(table, columns, per)
+            sql = _sqlite_sql(table, columns, per, literals)
             for i in range(0, full, step):
                 cur.execute(sql, flat[i:i + step])
         rest = len(flat) - full
         if rest:
-            cur.execute(_sqlite_sql(table, columns, rest // k), flat[full:])
+            cur.execute(_sqlite_sql(table, columns, rest // k, literals), flat[full:])
     finally:
         cur.close()
 

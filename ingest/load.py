@@ -272,10 +272,10 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             progress("load", done[0], total)
 
     counts: dict[str, int] = {}
-    frames = FrameWriter(data_dir) if data_dir is not None else None
+    frames = FrameWriter(data_dir, background=True) if data_dir is not None else None
     kinds: dict[int, Kind] = {}
     try:
-        with write_tx(engine) as conn:
+        with write_tx(engine, bulk=True) as conn:
             if conn.dialect.name == "postgresql":
                 # One loader at a time, as SQLite's write lock gives: row ids
                 # are allocated as blocks after the current maximum.

@@ -129,3 +129,16 @@ def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore)
     prepare(settings)
     assert owned.exists() and orphan_new.exists()
     assert not orphan_old.exists()
+
+
+def test_background_writer_failure_only_drops_the_cache(tmp_path: Path) -> None:
+    # The frames directory cannot be made (a file is in the way): the loader's
+    # background writer records the error, finish() says None, nothing stays.
+    from ingest.frames import FrameWriter, Kind
+
+    (tmp_path / "frames").write_text("not a directory")
+    w = FrameWriter(tmp_path, background=True)
+    w.add("syscalls", {c: np.arange(3) for c in TABLE_COLUMNS["syscalls"]}, 3)
+    assert w.finish(1, "ab" * 32, 0, 10, {0: Kind("goroutine", "Running", "Idle", "")}) is None
+    assert isinstance(w.error, OSError)
+    assert (tmp_path / "frames").read_text() == "not a directory"
