@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.columns import Nullable, Transitions
+from ingest.columns import Gather, Nullable, Transitions
 from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
 
 I64 = npt.NDArray[np.int64]
@@ -304,19 +304,19 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
                      (NOT_EXIST, "exited"), (-1, "unfinished")):
         outcome[next_state == st] = name
     return {
-        "goid": tr.rid[seq],
+        "goid": Gather(tr.rid, seq),
         "start_ts": start,
         "seq": seq,
         "end_ts": end,
         "duration_ns": end - start,
-        "m": tr.m[seq],
+        "m": Gather(tr.m, seq),
         "p": p_entry,
         "start_known": tr.frm[seq] != UNDETERMINED,
         "outcome": outcome,
         "p_lost": p_lost,
         "stolen_ts": _nullable(stolen_ts),
         "stolen_by_m": _nullable(stolen_m),
-        "stack_id": tr.stack[seq],
+        "stack_id": Gather(tr.stack, seq),
     }
 
 
@@ -335,11 +335,12 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     p = tr.p[seq].astype(np.int64)
     keep = p >= 0
     sel, seq, p = sel[keep], seq[keep], p[keep]
-    start = tr.ts[seq]
-    by_p = np.lexsort((start, p))
+    by_p = np.lexsort((tr.ts[seq], p))
     sel, seq = sel[by_p], seq[by_p]
-    return {"p": p[by_p], "start_ts": start[by_p], "end_ts": o.end[sel], "g": tr.rid[seq],
-            "m": tr.m[seq], "seq": seq}
+    # Gathered chunk by chunk when stored: 2M-row traces hold no reordered
+    # copies of the transitions' columns.
+    return {"p": p[by_p], "start_ts": Gather(tr.ts, seq), "end_ts": Gather(o.end, sel),
+            "g": Gather(tr.rid, seq), "m": Gather(tr.m, seq), "seq": seq}
 
 
 def run_ranges(run_p: Arr, pids: Arr) -> tuple[Nullable, Nullable]:
@@ -431,13 +432,16 @@ def state_edges(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
     n = len(order)
     if n == 0:
         return []
-    ts_s = tr.ts[order]
     edge = (tr.res[order].astype(np.int16) * 8 + tr.frm[order]) * 8 + tr.to[order]
-    dwell = np.empty(n, dtype=np.int64)
+    # Time since the previous row, computed in place from the end backwards
+    # (one array of the trace's length, not two).
+    dwell = np.asarray(tr.ts[order], dtype=np.int64)
+    step = 1 << 20
+    for b in range(n, 1, -step):
+        a = max(1, b - step)
+        dwell[a:b] -= dwell[a - 1:b - 1]
     dwell[0] = -1
-    dwell[1:] = ts_s[1:] - ts_s[:-1]
     dwell[o.first] = -1
-    del ts_s
     out: list[tuple[Any, ...]] = []
     for code in np.unique(edge).tolist():
         mask = edge == code

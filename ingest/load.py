@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from ingest.config import Settings
 from ingest.db import write_tx
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
 from ingest.frames import FrameWriter, Kind
+from ingest.insert_worker import InsertWorker
 from ingest.memory import give_back_free_memory
 
 #: progress(stage, done, total): called as work advances (rows for "load").
@@ -286,35 +288,31 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             trace_id = conn.execute(models.traces.insert().values(**trace_row)
                                     .returning(models.traces.c.id)).scalar_one()
             tables.bases = {t.name: _next_id(conn, t) for t in models.RANGED_TABLES}
-            const = {"trace_id": trace_id}
-            for table_name, cols in tables:
-                counts[table_name] = n = _nrows(cols)
-                if not n:
-                    continue
-                table = models.metadata.tables[table_name]
-                if table_name in tables.bases:
-                    first = tables.bases[table_name]
-                    cols = {"id": Seq(first), **cols}
-                    conn.execute(models.row_ranges.insert().values(
-                        trace_id=trace_id, table_name=table_name, first_id=first,
-                        last_id=first + n - 1))
-                if table_name == "transition_counts":
-                    kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
-                        cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
-                        cols["reason"], strict=True)}
-                if frames is not None and table_name in FRAME_TABLES:
-                    try:
-                        frames.add(table_name, cols, n)
-                    except OSError:
-                        # Only a cache: the views rebuild it from the database.
-                        frames.abort()
-                        frames = None
-                if table_name == "intervals":
-                    insert_int_arrays(conn, table, ["trace_id", *cols],
-                                      [trace_id, *cols.values()], n, advance)
-                else:
-                    insert_columns(conn, table, cols, const, advance)
-                del cols
+            # Each table is stored by the worker thread while the next one
+            # is derived here; the connection is the worker's until close().
+            with InsertWorker() as worker:
+                for table_name, cols in tables:
+                    counts[table_name] = n = _nrows(cols)
+                    if not n:
+                        continue
+                    first = tables.bases.get(table_name)
+                    if first is not None:
+                        cols = {"id": Seq(first), **cols}
+                    if table_name == "transition_counts":
+                        kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
+                            cols["kind"], cols["resource"], cols["from_state"],
+                            cols["to_state"], cols["reason"], strict=True)}
+                    if frames is not None and table_name in FRAME_TABLES:
+                        try:
+                            frames.add(table_name, cols, n)
+                        except OSError:
+                            # Only a cache: the views rebuild it from the database.
+                            frames.abort()
+                            frames = None
+                    worker.submit(partial(_store_table, conn, trace_id, table_name, cols, n,
+                                          first, advance))
+                    del cols
+                    give_back_free_memory()  # the derivation's temporaries
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
                 goroutines=counts["goroutines"], procs=counts["procs"],
                 threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
@@ -470,6 +468,20 @@ class _DerivedTables:
             "end_ts": o.end, "kind": Gather(kind_of, order), "m": Gather(tr.m, order),
             "p": Gather(tr.p, order), "g": Gather(tr.g, order),
             "stack_id": Gather(tr.stack, order)}
+
+
+def _store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.Columns,
+                 n: int, first: int | None, advance: Callable[[int], None]) -> None:
+    """Insert one derived table (and, for the ranged ones, its id block)."""
+    table = models.metadata.tables[table_name]
+    if first is not None:
+        conn.execute(models.row_ranges.insert().values(
+            trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
+    if table_name == "intervals":
+        insert_int_arrays(conn, table, ["trace_id", *cols], [trace_id, *cols.values()], n,
+                          advance)
+    else:
+        insert_columns(conn, table, cols, {"trace_id": trace_id}, advance)
 
 
 def _next_id(conn: Connection, table: Any) -> int:

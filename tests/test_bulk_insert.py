@@ -16,7 +16,7 @@ from sqlalchemy import Engine, text
 
 from collectors.gotrace.todir import decode_file_to_dir
 from ingest import derive, models
-from ingest.columns import Nullable, read_transitions
+from ingest.columns import Gather, Nullable, read_transitions
 from ingest.db import PAGE_CACHE_KIB, write_tx
 from ingest.load import load_parquet_dir
 
@@ -25,6 +25,8 @@ MIXED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
 
 
 def _expected(col: Any) -> list[Any]:
+    if isinstance(col, Gather):
+        col = col.values[col.index]
     if isinstance(col, Nullable):
         return [None if n else int(v) for v, n in zip(col.values, col.null, strict=True)]
     return [v if isinstance(v, str) else int(v) for v in np.asarray(col).tolist()]
