@@ -138,27 +138,36 @@ def _sqlite_arrays(conn: Connection, table: Table, columns: Sequence[str],
                 advance(rows)
         _nulls(conn, table, columns, cols, n)
         return n
+    for stmt_names, flat, rows in _statements(names, var, n):
+        _sqlite_flat(conn, table, stmt_names, flat, literals)
+        del flat
+        if advance and rows:
+            advance(rows)
+    return n
+
+
+def _statements(names: list[str], var: Sequence[Col], n: int
+                ) -> Iterator[tuple[list[str], list[Any], int]]:
+    """(columns, flat values, rows done) per statement group, chunk by chunk;
+    rows whose Nullable columns are NULL come apart, without those columns."""
     for a in range(0, n, _CHUNK):
         b = min(n, a + _CHUNK)
         parts = [c.values[a:b] if isinstance(c, Nullable) else _part(c, a, b) for c in var]
         nulls = [(j, c.null[a:b]) for j, c in enumerate(var)
                  if isinstance(c, Nullable) and bool(c.null[a:b].any())]
         if not nulls:
-            _sqlite_flat(conn, table, names, _flat(parts, None), literals)
-        else:
-            code = np.zeros(b - a, dtype=np.int64)
-            for bit, (_, m) in enumerate(nulls):
-                code |= m.astype(np.int64) << bit
-            for pattern in np.unique(code).tolist():
-                sel = np.flatnonzero(code == pattern)
-                skip = {j for bit, (j, _) in enumerate(nulls) if pattern >> bit & 1}
-                keep = [j for j in range(len(var)) if j not in skip]
-                _sqlite_flat(conn, table, [names[j] for j in keep],
-                             _flat([parts[j] for j in keep], sel), literals)
-        del parts
-        if advance:
-            advance(b - a)
-    return n
+            yield names, _flat(parts, None), b - a
+            continue
+        code = np.zeros(b - a, dtype=np.int64)
+        for bit, (_, m) in enumerate(nulls):
+            code |= m.astype(np.int64) << bit
+        patterns = np.unique(code).tolist()
+        for i, pattern in enumerate(patterns):
+            sel = np.flatnonzero(code == pattern)
+            skip = {j for bit, (j, _) in enumerate(nulls) if pattern >> bit & 1}
+            keep = [j for j in range(len(var)) if j not in skip]
+            yield ([names[j] for j in keep], _flat([parts[j] for j in keep], sel),
+                   b - a if i == len(patterns) - 1 else 0)
 
 
 def _part(col: Col, a: int, b: int) -> Arr | list[Any]:

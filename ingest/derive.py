@@ -261,7 +261,8 @@ def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Colu
 
 
 def syscalls(tr: Transitions, o: Ordered) -> Columns:
-    """Columns of ``syscalls`` (without trace_id).
+    """Columns of ``syscalls`` (without trace_id); ``interval_row`` is the
+    syscall's interval as a row of the interval order (``o.order``).
 
     A goroutine's Syscall interval is one syscall. What follows it says what
     happened to its P: Syscall->Running on the same P is a fast return with
@@ -317,6 +318,7 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         "stolen_ts": _nullable(stolen_ts),
         "stolen_by_m": _nullable(stolen_m),
         "stack_id": Gather(tr.stack, seq),
+        "interval_row": sel,
     }
 
 
@@ -328,7 +330,8 @@ def _nullable(a: Arr, none: int = -1) -> Nullable:
 def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     """Columns of ``proc_runs``: every goroutine Running interval by the P it
     ran on (the P of the transition that made it Running), in (p, start)
-    order: the answer to "which G ran on P3 at t"."""
+    order: the answer to "which G ran on P3 at t". ``interval_row`` is the
+    run's interval as a row of the interval order (``o.order``)."""
     order = o.order
     sel = np.flatnonzero((tr.res[order] == GOROUTINE) & (tr.to[order] == RUNNING))
     seq = order[sel]
@@ -340,7 +343,8 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     # Gathered chunk by chunk when stored: 2M-row traces hold no reordered
     # copies of the transitions' columns.
     return {"p": p[by_p], "start_ts": Gather(tr.ts, seq), "end_ts": Gather(o.end, sel),
-            "g": Gather(tr.rid, seq), "m": Gather(tr.m, seq), "seq": seq}
+            "g": Gather(tr.rid, seq), "m": Gather(tr.m, seq), "seq": seq,
+            "interval_row": sel}
 
 
 def run_ranges(run_p: Arr, pids: Arr) -> tuple[Nullable, Nullable]:

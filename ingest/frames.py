@@ -197,7 +197,7 @@ def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[st
             .where(rr.c.trace_id == trace_id))}
         tables: dict[str, Table] = {}
         for name, cols in TABLE_COLUMNS.items():
-            table = models.metadata.tables[name]
+            table = models.relation(name)
             if name in blocks:
                 lo, hi = blocks[name]
                 tables[name] = Table(_read_block(conn, table, cols, lo, hi))

@@ -287,7 +287,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                 return found
             trace_id = conn.execute(models.traces.insert().values(**trace_row)
                                     .returning(models.traces.c.id)).scalar_one()
-            tables.bases = {t.name: _next_id(conn, t) for t in models.RANGED_TABLES}
+            tables.bases = {name: _next_id(conn, t) for name, t in models.RANGED.items()}
             # Each table is stored by the worker thread while the next one
             # is derived here; the connection is the worker's until close().
             with InsertWorker() as worker:
@@ -310,7 +310,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                             frames.abort()
                             frames = None
                     worker.submit(partial(_store_table, conn, trace_id, table_name, cols, n,
-                                          first, advance))
+                                          first, tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
@@ -471,17 +471,34 @@ class _DerivedTables:
 
 
 def _store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.Columns,
-                 n: int, first: int | None, advance: Callable[[int], None]) -> None:
+                 n: int, first: int | None, interval_base: int,
+                 advance: Callable[[int], None]) -> None:
     """Insert one derived table (and, for the ranged ones, its id block)."""
-    table = models.metadata.tables[table_name]
     if first is not None:
         conn.execute(models.row_ranges.insert().values(
             trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
     if table_name == "intervals":
-        insert_int_arrays(conn, table, ["trace_id", *cols], [trace_id, *cols.values()], n,
-                          advance)
-    else:
+        insert_int_arrays(conn, models.intervals, ["trace_id", *cols],
+                          [trace_id, *cols.values()], n, advance)
+        return
+    if table_name in _INTERVAL_VIEWS:
+        # Stored as the interval each row is, plus what only this table has.
+        table, keep = _INTERVAL_VIEWS[table_name]
+        cols = {"id": cols["id"], "interval_id": cols["interval_row"] + interval_base,
+                **{c: cols[c] for c in keep}}
         insert_columns(conn, table, cols, {"trace_id": trace_id}, advance)
+        return
+    insert_columns(conn, models.metadata.tables[table_name], cols, {"trace_id": trace_id},
+                   advance)
+
+
+#: Derived tables stored as views over intervals: the table that holds their
+#: rows and the columns it keeps besides the interval's id.
+_INTERVAL_VIEWS: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "proc_runs": (models.proc_run_index, ()),
+    "syscalls": (models.syscall_outcomes,
+                 ("start_known", "outcome", "p_lost", "stolen_ts", "stolen_by_m")),
+}
 
 
 def _next_id(conn: Connection, table: Any) -> int:

@@ -3,11 +3,16 @@
 Every table but ``traces`` has a ``trace_id`` referencing
 ``traces.id`` with ``ON DELETE CASCADE``.
 
-The large tables (``intervals``, ``proc_runs``, ``syscalls``) have no
-secondary index: maintaining one costs as much as inserting the row. Each
-trace's rows get a block of consecutive ids instead (``row_ranges``), the rows
-of one goroutine or proc are contiguous and in time order within it, and
+The large tables (``intervals``, ``proc_run_index``, ``syscall_outcomes``)
+have no secondary index: maintaining one costs as much as inserting the row.
+Each trace's rows get a block of consecutive ids instead (``row_ranges``), the
+rows of one goroutine or proc are contiguous and in time order within it, and
 ``goroutines``/``procs`` record their id ranges; queries bisect those ranges.
+
+A proc run and a syscall are each one goroutine interval, so they are not
+stored twice: ``proc_run_index`` and ``syscall_outcomes`` keep the interval's
+id (and, for a syscall, what happened to its P), and the views ``proc_runs``
+and ``syscalls`` show the full rows, with the same ids.
 
 ``intervals`` has one row per decoded state transition (goroutine or proc):
 the state entered and how long it lasted. The decoded transitions are exactly
@@ -119,17 +124,15 @@ intervals = Table(
     Column("stack_id", BigInteger, nullable=False),
 )
 
-proc_runs = Table(
-    "proc_runs",
+# "Which G ran on P3 at t": every goroutine Running interval, by the P it ran
+# on, in (p, time) order. The index holds each run's interval; the
+# proc_runs view (below) shows the run's columns.
+proc_run_index = Table(
+    "proc_run_index",
     metadata,
     _row_id(),
     _trace_ref(),
-    Column("p", BigInteger, nullable=False),
-    Column("start_ts", BigInteger, nullable=False),
-    Column("end_ts", BigInteger, nullable=False),
-    Column("g", BigInteger, nullable=False),
-    Column("m", BigInteger, nullable=False),
-    Column("seq", BigInteger, nullable=False),
+    Column("interval_id", BigInteger, nullable=False),  # the Running interval's intervals.id
 )
 
 row_ranges = Table(
@@ -229,24 +232,19 @@ threads = Table(
     Column("syscalls", BigInteger, nullable=False),
 )
 
-syscalls = Table(
-    "syscalls",
+# One row per goroutine Syscall interval: what happened to its P. The
+# syscalls view (below) adds the interval's goroutine, times, M, P and stack.
+syscall_outcomes = Table(
+    "syscall_outcomes",
     metadata,
     _row_id(),
     _trace_ref(),
-    Column("goid", BigInteger, nullable=False),
-    Column("start_ts", BigInteger, nullable=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("end_ts", BigInteger, nullable=False),
-    Column("duration_ns", BigInteger, nullable=False),
-    Column("m", BigInteger, nullable=False),
-    Column("p", BigInteger, nullable=False),
+    Column("interval_id", BigInteger, nullable=False),  # the Syscall interval's intervals.id
     Column("start_known", Boolean, nullable=False),  # false: already in a syscall when first seen
     Column("outcome", String(16), nullable=False),  # returned | blocked | exited | unfinished
     Column("p_lost", Boolean, nullable=False),  # the P was handed off or stolen meanwhile
     Column("stolen_ts", BigInteger),
     Column("stolen_by_m", BigInteger),
-    Column("stack_id", BigInteger, nullable=False),
 )
 
 ranges = Table(
@@ -372,14 +370,65 @@ jobs = Table(
     Column("finished_at", DateTime(timezone=True), nullable=False),
 )
 
-#: Tables with consecutive per-trace row ids (found through row_ranges).
+# --------------------------------------------------------------------------
+# Views over intervals that queries read like tables. Described here for
+# SQLAlchemy's select(); made by the migrations (VIEWS), never by metadata.
+view_metadata = MetaData()
+
+proc_runs = Table(
+    "proc_runs",
+    view_metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("trace_id", Integer, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+)
+
+syscalls = Table(
+    "syscalls",
+    view_metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("trace_id", Integer, nullable=False),
+    Column("goid", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("duration_ns", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("start_known", Boolean, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("p_lost", Boolean, nullable=False),
+    Column("stolen_ts", BigInteger),
+    Column("stolen_by_m", BigInteger),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+#: Relations whose rows have consecutive per-trace ids, found through
+#: row_ranges (its table_name), and the table that stores those ids.
+RANGED: dict[str, Table] = {
+    "intervals": intervals, "proc_runs": proc_run_index, "syscalls": syscall_outcomes}
+#: What users query for them (proc_runs and syscalls are views).
 RANGED_TABLES = (intervals, proc_runs, syscalls)
+#: row_ranges.table_name of a table that stores ranged ids.
+RANGE_NAME = {table.name: name for name, table in RANGED.items()}
 #: Tables holding one trace's rows, children first (the order a manual delete uses).
 TRACE_TABLES: tuple[Table, ...] = (
-    intervals, proc_runs, syscalls, row_ranges, transition_stacks, transition_counts,
-    state_edges, goroutines, procs, threads, ranges, tasks, regions, logs, metrics,
-    other_events, stacks,
+    intervals, proc_run_index, syscall_outcomes, row_ranges, transition_stacks,
+    transition_counts, state_edges, goroutines, procs, threads, ranges, tasks, regions, logs,
+    metrics, other_events, stacks,
 )
+
+
+def relation(name: str) -> Table:
+    """The table or view called ``name``."""
+    table = metadata.tables.get(name)
+    return table if table is not None else view_metadata.tables[name]
+
 
 #: Views created by the migrations (name -> SELECT), for users writing SQL.
 VIEWS = {
@@ -402,6 +451,16 @@ VIEWS = {
         "ON k.trace_id = i.trace_id AND k.kind = i.kind "
         "WHERE k.resource = 'goroutine' AND k.to_state IN ('Running', 'Syscall') "
         "AND i.m <> -1"
+    ),
+    "proc_runs": (
+        "SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
+        "FROM proc_run_index r JOIN intervals i ON i.id = r.interval_id"
+    ),
+    "syscalls": (
+        "SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
+        "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
+        "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
+        "FROM syscall_outcomes s JOIN intervals i ON i.id = s.interval_id"
     ),
 }
 

@@ -124,10 +124,11 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
         # index) and also where foreign keys are not enforced.
         for table in models.TRACE_TABLES:
             cond = table.c.trace_id == trace_id
-            if table.name in ranges:
-                lo, hi = ranges[table.name]
+            ranged = models.RANGE_NAME.get(table.name)
+            if ranged in ranges:
+                lo, hi = ranges[ranged]
                 cond = and_(table.c.id.between(lo, hi), cond)
-            elif table in models.RANGED_TABLES:
+            elif ranged is not None:
                 continue  # this trace has no rows there
             conn.execute(delete(table).where(cond))
         conn.execute(delete(t).where(t.c.id == trace_id))

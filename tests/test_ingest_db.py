@@ -64,6 +64,42 @@ def test_migrations_upgrade_empty_db_to_head(db_url: str) -> None:
         eng.dispose()
 
 
+def _migrate_to(engine: Engine, how: str, revision: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ROOT / "ingest" / "migrations"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        getattr(command, how)(cfg, revision)
+
+
+def test_migration_0005_keeps_runs_and_syscalls(engine: Engine, tmp_path: Path) -> None:
+    """0005 turned proc_runs and syscalls into views over intervals: a database
+    holding them as tables (0004, made here by the downgrade) upgrades with
+    every row as it was, and back."""
+    from tests.support.consistency import trace_problems
+
+    mixed = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
+    res = ingest_trace_file(engine, mixed, data_dir=tmp_path / "data")
+
+    def rows() -> dict[str, list[tuple[object, ...]]]:
+        with engine.connect() as conn:
+            return {v: [tuple(r) for r in conn.execute(text(f"SELECT * FROM {v} ORDER BY id"))]
+                    for v in ("proc_runs", "syscalls")}
+
+    views = rows()
+    assert len(views["proc_runs"]) > 1000 and len(views["syscalls"]) > 1000
+    _migrate_to(engine, "downgrade", "0004")
+    assert {"proc_runs", "syscalls"} <= set(inspect(engine).get_table_names())
+    assert rows() == views
+    assert migrate(engine) == _head()
+    assert {"proc_runs", "syscalls"} <= set(inspect(engine).get_view_names())
+    assert rows() == views
+    assert trace_problems(engine, res.id, tmp_path / "data") == []
+
+
 def test_sqlite_pragmas(tmp_path: Path) -> None:
     eng = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
     with eng.connect() as conn:

@@ -292,7 +292,7 @@ def test_one_migration_head() -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(REPO / "ingest" / "migrations"))
-    assert ScriptDirectory.from_config(cfg).get_heads() == ["0004"]
+    assert ScriptDirectory.from_config(cfg).get_heads() == ["0005"]
 
 
 def _cli(*args: str, data: Path) -> subprocess.CompletedProcess[str]:

@@ -43,7 +43,7 @@ def trace_problems(engine: Engine, trace_id: int, data_dir: Path | None = None) 
         tr = conn.execute(select(t).where(t.c.id == trace_id)).one()
 
         def count(table: object, *cond: object) -> int:
-            tbl = models.metadata.tables[str(table)]
+            tbl = models.relation(str(table))
             stmt = select(func.count()).select_from(tbl).where(tbl.c.trace_id == trace_id, *cond)
             return int(conn.execute(stmt).scalar_one())
 
