@@ -26,6 +26,8 @@ from ingest.config import DEFAULT_BUSY_TIMEOUT_MS
 WRITE_OPTION = "gmpscope_write"
 #: SQLite's page cache per connection, and during a trace load (write_tx(bulk=True)).
 PAGE_CACHE_KIB = 65536
+#: Page size of a new SQLite database.
+PAGE_SIZE = 16384
 BULK_PAGE_CACHE_KIB = 8192
 #: Arbitrary key of the PostgreSQL advisory lock that serialises migrations.
 _PG_MIGRATE_LOCK = 0x676D7073
@@ -97,6 +99,10 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
         cur = dbapi_conn.cursor()
         try:
             if not memory:
+                # A new database only (a no-op once it has content): 16 KB
+                # pages store a trace's millions of rows about a sixth faster
+                # than the default 4 KB (fewer pages to fill, link and write).
+                cur.execute(f"PRAGMA page_size={PAGE_SIZE}")
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")

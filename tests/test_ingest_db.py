@@ -106,6 +106,7 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 16384
     eng.dispose()
 
 
