@@ -16,25 +16,20 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import IntegrityError
 
-from ingest import derive, eventrows, models
-from ingest.bulk import column_length, insert_columns, insert_int_arrays
+from ingest import models
 from ingest.columns import (
-    Gather,
-    Nullable,
     ParquetDirError,
     Seq,
-    Transitions,
     read_meta,
     read_table,
     read_transitions,
@@ -44,6 +39,7 @@ from ingest.db import write_tx
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
 from ingest.frames import FrameWriter, Kind
 from ingest.insert_worker import InsertWorker
+from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
 
 #: progress(stage, done, total): called as work advances (rows for "load").
@@ -261,7 +257,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     # Derived tables are computed one at a time inside the transaction and
     # dropped once written, so memory holds one of them at a time.
     try:
-        tables = _derived_tables(tr, meta, events, tstacks, stacks)
+        tables = derived_tables(tr, meta, events, tstacks, stacks)
     except (KeyError, IndexError, ValueError) as e:
         raise BadParquetError(f"{directory}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
@@ -287,12 +283,12 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                 return found
             trace_id = conn.execute(models.traces.insert().values(**trace_row)
                                     .returning(models.traces.c.id)).scalar_one()
-            tables.bases = {name: _next_id(conn, t) for name, t in models.RANGED.items()}
+            tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
             # Each table is stored by the worker thread while the next one
             # is derived here; the connection is the worker's until close().
             with InsertWorker() as worker:
                 for table_name, cols in tables:
-                    counts[table_name] = n = _nrows(cols)
+                    counts[table_name] = n = nrows(cols)
                     if not n:
                         continue
                     first = tables.bases.get(table_name)
@@ -309,7 +305,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                             # Only a cache: the views rebuild it from the database.
                             frames.abort()
                             frames = None
-                    worker.submit(partial(_store_table, conn, trace_id, table_name, cols, n,
+                    worker.submit(partial(store_table, conn, trace_id, table_name, cols, n,
                                           first, tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
@@ -392,134 +388,3 @@ def _trace_row(meta: dict[str, Any], sha: str, name: str, source: str,
         "loss_offset": loss.get("offset", -1), "loss_error": loss.get("error", ""),
         "created_at": datetime.now(UTC),
     }
-
-
-class _DerivedTables:
-    """Iterates (table name, columns), deriving each table when it is reached.
-
-    ``bases`` (table name -> first row id) must be set before iterating: the
-    id ranges stored in goroutines and procs point into intervals and
-    proc_runs.
-    """
-
-    def __init__(self, tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
-                 stacks: Any) -> None:
-        self.tr = tr
-        self.ordered = derive.order_intervals(tr, int(meta["last_ts"]))
-        self.events = events
-        self.tstacks = tstacks
-        self.stacks = stacks
-        self.bases: dict[str, int] = {}
-
-    def __iter__(self) -> Iterator[tuple[str, derive.Columns]]:
-        tr, o, events, stacks = self.tr, self.ordered, self.events, self.stacks
-        ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
-        tstack_of = dict(zip(self.tstacks.column("row").to_pylist(),
-                             self.tstacks.column("stack_id").to_pylist(), strict=True))
-        sid = stacks.column("stack_id").to_numpy()
-        depth = stacks.column("depth").to_numpy()
-        top = np.flatnonzero(depth == 0)
-        funcs = stacks.column("function").take(top).to_pylist()
-        stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
-        kinds, kind_of = derive.transition_kinds(tr)
-        yield "transition_counts", _cols(
-            ("kind", "resource", "from_state", "to_state", "reason", "count"), kinds)
-        gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_of)
-        for cols in (gor, prc):
-            if cols:
-                cols["first_interval"] = cols["first_interval"] + ibase
-                cols["last_interval"] = cols["last_interval"] + ibase
-        yield "goroutines", gor
-        del gor
-        runs = derive.proc_runs(tr, o)
-        if prc:
-            lo, hi = derive.run_ranges(runs["p"], prc["pid"])
-            prc["first_run"] = Nullable(lo.values + rbase, lo.null)
-            prc["last_run"] = Nullable(hi.values + rbase, hi.null)
-        yield "procs", prc
-        yield "proc_runs", runs
-        del runs
-        yield "threads", derive.thread_summaries(tr, o, events.column("m").to_numpy(),
-                                                 events.column("ts").to_numpy())
-        yield "syscalls", derive.syscalls(tr, o)
-        yield "state_edges", _cols(
-            ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
-             "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
-        yield "transition_stacks", {"seq": list(tstack_of), "stack_id": list(tstack_of.values())}
-        yield "stacks", {
-            "stack_id": sid, "depth": depth,
-            "function": stacks.column("function").to_pylist(),
-            "file": stacks.column("file").to_pylist(),
-            "line": stacks.column("line").to_numpy(),
-            # PCs above 2**63 wrap to negative, like task ids.
-            "pc": stacks.column("pc").to_numpy().astype(np.int64)}
-        yield "ranges", eventrows.ranges(events)
-        yield "tasks", eventrows.tasks(events)
-        yield "regions", eventrows.regions(events)
-        yield "logs", eventrows.logs(events)
-        yield "metrics", eventrows.metrics(events)
-        yield "other_events", eventrows.other_events(events)
-        # Interval rows in (resource, id, time) order: each resource's rows
-        # get consecutive ids; columns are gathered chunk by chunk (no
-        # reordered copy of the trace in memory).
-        order = o.order
-        yield "intervals", {
-            "rid": Gather(tr.rid, order), "start_ts": Gather(tr.ts, order), "seq": order,
-            "end_ts": o.end, "kind": Gather(kind_of, order), "m": Gather(tr.m, order),
-            "p": Gather(tr.p, order), "g": Gather(tr.g, order),
-            "stack_id": Gather(tr.stack, order)}
-
-
-def _store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.Columns,
-                 n: int, first: int | None, interval_base: int,
-                 advance: Callable[[int], None]) -> None:
-    """Insert one derived table (and, for the ranged ones, its id block)."""
-    if first is not None:
-        conn.execute(models.row_ranges.insert().values(
-            trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
-    if table_name == "intervals":
-        insert_int_arrays(conn, models.intervals, ["trace_id", *cols],
-                          [trace_id, *cols.values()], n, advance)
-        return
-    if table_name in _INTERVAL_VIEWS:
-        # Stored as the interval each row is, plus what only this table has.
-        table, keep = _INTERVAL_VIEWS[table_name]
-        cols = {"id": cols["id"], "interval_id": cols["interval_row"] + interval_base,
-                **{c: cols[c] for c in keep}}
-        insert_columns(conn, table, cols, {"trace_id": trace_id}, advance)
-        return
-    insert_columns(conn, models.metadata.tables[table_name], cols, {"trace_id": trace_id},
-                   advance)
-
-
-#: Derived tables stored as views over intervals: the table that holds their
-#: rows and the columns it keeps besides the interval's id.
-_INTERVAL_VIEWS: dict[str, tuple[Any, tuple[str, ...]]] = {
-    "proc_runs": (models.proc_run_index, ()),
-    "syscalls": (models.syscall_outcomes,
-                 ("start_known", "outcome", "p_lost", "stolen_ts", "stolen_by_m")),
-}
-
-
-def _next_id(conn: Connection, table: Any) -> int:
-    """The first free row id of a ranged table (ids run in per-trace blocks)."""
-    top = conn.execute(select(func.max(table.c.id))).scalar()
-    return int(top or 0) + 1
-
-
-def _derived_tables(tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
-                    stacks: Any) -> _DerivedTables:
-    return _DerivedTables(tr, meta, events, tstacks, stacks)
-
-
-
-def _cols(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
-    return {n: [r[i] for r in rows] for i, n in enumerate(names)}
-
-
-def _nrows(cols: derive.Columns) -> int:
-    for col in cols.values():
-        n = column_length(col)
-        if n is not None:
-            return n
-    return 0

@@ -149,16 +149,17 @@ def test_failure_mid_load_rolls_back(engine: Engine, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """An error after thousands of rows were inserted leaves no trace behind."""
     import ingest.load as load
+    import ingest.load_tables as load_tables
 
     ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
     before = _snapshot(engine)
-    real = load.insert_int_arrays
+    real = load_tables.insert_int_arrays
 
     def boom(*args: object, **kw: object) -> int:
         real(*args, **kw)  # type: ignore[arg-type]
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(load, "insert_int_arrays", boom)
+    monkeypatch.setattr(load_tables, "insert_int_arrays", boom)
     with pytest.raises(RuntimeError, match="killed"):
         ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
     assert _snapshot(engine) == before

@@ -265,9 +265,11 @@ def test_ptrace_refused(tmp_path: Path) -> None:
         tracer = subprocess.Popen(["strace", "-q", "-o", f"{work}/first", "sleep", "30"])
         try:
             sleeper = None
-            for _ in range(100):
-                out = subprocess.run(["pgrep", "-P", str(tracer.pid)], capture_output=True,
-                                     text=True).stdout.split()
+            for _ in range(200):
+                # strace forks short-lived children of its own at start (its
+                # ptrace feature probes): wait for the one that became sleep.
+                out = subprocess.run(["pgrep", "-P", str(tracer.pid), "-x", "sleep"],
+                                     capture_output=True, text=True).stdout.split()
                 if out:
                     sleeper = int(out[0])
                     break
