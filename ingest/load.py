@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -41,6 +41,7 @@ from ingest.frames import FrameWriter, Kind
 from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
+from ingest.timings import Timings
 
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
@@ -72,6 +73,9 @@ class IngestResult:
     events: int
     goroutines: int
     created: bool
+    #: Seconds per phase of this load (ingest.timings); empty when it found
+    #: the trace already stored.
+    timings: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "sha256": self.sha256, "go_version": self.go_version,
@@ -151,11 +155,13 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
     tmp_root = ddir / "tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ingest-", dir=tmp_root))
+    timings = Timings()
     try:
         if progress:
             progress("decode", 0, 1)
         try:
-            decode_file_to_dir(path, work / "parquet")
+            with timings.phase("decode"):
+                decode_file_to_dir(path, work / "parquet")
         except TraceFormatError as e:
             raise BadTraceError(f"{name or path.name}: not a readable Go trace: {e}") from None
         if progress:
@@ -172,7 +178,7 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         try:
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
-                                    progress=progress, data_dir=ddir)
+                                    progress=progress, data_dir=ddir, timings=timings)
         except BaseException:
             if made_copy and find_by_sha(engine, sha) is None:
                 keep.unlink(missing_ok=True)
@@ -222,7 +228,8 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                      sha256: str | None = None, source: str = "parquet",
                      size_bytes: int | None = None,
                      progress: Progress | None = None,
-                     data_dir: Path | None = None) -> IngestResult:
+                     data_dir: Path | None = None,
+                     timings: Timings | None = None) -> IngestResult:
     """Load a decoded trace directory (docs/schema.md) in one transaction.
 
     With ``data_dir``, the views' frame cache (:mod:`ingest.frames`) is
@@ -233,6 +240,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     the database as it was.
     """
     started = time.perf_counter()
+    timings = timings if timings is not None else Timings()
     directory = Path(directory)
     try:
         meta = read_meta(directory)
@@ -240,10 +248,11 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
         found = find_by_sha(engine, sha)
         if found is not None:
             return found
-        tr = read_transitions(directory, expected_rows=int(meta["transitions"]))
-        events = read_table(directory, "events")
-        tstacks = read_table(directory, "transition_stacks")
-        stacks = read_table(directory, "stacks")
+        with timings.phase("read"):
+            tr = read_transitions(directory, expected_rows=int(meta["transitions"]))
+            events = read_table(directory, "events")
+            tstacks = read_table(directory, "transition_stacks")
+            stacks = read_table(directory, "stacks")
     except ParquetDirError as e:
         raise BadParquetError(str(e)) from None
     except (KeyError, TypeError, ValueError) as e:
@@ -257,7 +266,8 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     # Derived tables are computed one at a time inside the transaction and
     # dropped once written, so memory holds one of them at a time.
     try:
-        tables = derived_tables(tr, meta, events, tstacks, stacks)
+        with timings.phase("order"):
+            tables = derived_tables(tr, meta, events, tstacks, stacks)
     except (KeyError, IndexError, ValueError) as e:
         raise BadParquetError(f"{directory}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
@@ -287,7 +297,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             # Each table is stored by the worker thread while the next one
             # is derived here; the connection is the worker's until close().
             with InsertWorker() as worker:
-                for table_name, cols in tables:
+                for table_name, cols in timings.each("derive", tables):
                     counts[table_name] = n = nrows(cols)
                     if not n:
                         continue
@@ -305,13 +315,16 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                             # Only a cache: the views rebuild it from the database.
                             frames.abort()
                             frames = None
-                    worker.submit(partial(store_table, conn, trace_id, table_name, cols, n,
-                                          first, tables.bases["intervals"], advance))
+                    worker.submit(partial(timings.timed, f"insert {table_name}", store_table,
+                                          conn, trace_id, table_name, cols, n, first,
+                                          tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
                 goroutines=counts["goroutines"], procs=counts["procs"],
                 threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
+            commit_started = time.perf_counter()
+        timings.add("commit", time.perf_counter() - commit_started)
     except (KeyError, IndexError, ValueError) as e:
         # Raised while deriving a table (the transaction is rolled back):
         # columns that do not fit together.
@@ -332,16 +345,19 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             frames.abort()
         raise
     if frames is not None:
-        frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
-                                  int(trace_row["last_ts"] or 0), kinds)
+        with timings.phase("frames"):  # what is left to write after the commit
+            frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                      int(trace_row["last_ts"] or 0), kinds)
         if frame_dir is not None:
             del tr, tables  # the loader's arrays go before the views' are built
-            _precompute_views(engine, frame_dir)
+            with timings.phase("lanes"):
+                _precompute_views(engine, frame_dir)
     if progress:
         progress("load", total, total)
+    timings.add("load", time.perf_counter() - started)
     return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],
                         events=int(meta["events"]), goroutines=counts["goroutines"],
-                        created=True)
+                        created=True, timings=timings.as_dict())
 
 
 def _precompute_views(engine: Engine, frame_dir: Path) -> None:

@@ -215,6 +215,22 @@ def test_cli_ingest(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "gmpscope.db").exists()
 
 
+def test_cli_json_reports_the_load_phases(tmp_path: Path) -> None:
+    import json
+
+    r = _cli(TRACES[0], "--json", env_data=tmp_path / "data")
+    assert r.returncode == 0, r.stderr
+    timings = json.loads(r.stdout)["timings"]
+    assert list(timings)[:4] == ["decode", "read", "order", "derive"]
+    assert {"insert intervals", "insert goroutines", "commit", "frames", "lanes",
+            "load"} <= set(timings)
+    assert all(v >= 0 for v in timings.values())
+    # The inserts and the derivations overlap, each is inside the load.
+    assert max(v for k, v in timings.items() if k not in ("decode", "load")) <= timings["load"]
+    again = _cli(TRACES[0], "--json", env_data=tmp_path / "data")
+    assert json.loads(again.stdout)["timings"] == {}, "found stored: no load"
+
+
 def test_cli_bad_input_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.trace"
     bad.write_bytes(b"not a trace, really not\n")

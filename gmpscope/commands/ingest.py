@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 bar.close()
             if args.json:
-                print(json.dumps({**res.as_dict(), "created": res.created, "name": name}))
+                print(json.dumps({**res.as_dict(), "created": res.created, "name": name,
+                                  "timings": res.timings}))
             else:
                 print(f"{res.id}\t{'new' if res.created else 'existing'}\t{name}")
             sys.stdout.flush()
