@@ -15,7 +15,7 @@ from ingest_fixtures import ROOT, db_url, engine
 from sqlalchemy import Engine, text
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest import derive, models
+from ingest import derive
 from ingest.columns import Gather, Nullable, read_transitions
 from ingest.db import PAGE_CACHE_KIB, write_tx
 from ingest.load import load_parquet_dir
@@ -81,17 +81,21 @@ def test_procs_nulls_and_implicit_rowids(engine: Engine,
     assert -(2**63) not in got["first_run"] + got["last_run"], "no sentinel left behind"
 
 
-def test_bulk_transaction_restores_the_page_cache(engine: Engine) -> None:
+def test_bulk_transaction_restores_the_connection_settings(engine: Engine) -> None:
     if engine.dialect.name != "sqlite":
         pytest.skip("a SQLite setting")
     for fail in (False, True):
+        raw: Any = None
         try:
             with write_tx(engine, bulk=True) as conn:
+                raw = conn.connection.driver_connection
                 assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -8192
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 0
                 if fail:
                     raise RuntimeError("rolled back")
         except RuntimeError:
             pass
-        with engine.connect() as conn:
-            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -PAGE_CACHE_KIB
-    assert models.traces.name == "traces"
+        # The same connection, back in the pool: as every other one.
+        assert raw.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB
+        assert raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert not raw.in_transaction
