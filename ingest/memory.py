@@ -2,7 +2,9 @@
 
 Loading a 4-million-event trace allocates and frees hundreds of MB of numpy
 temporaries and Python values. Two allocators keep what is freed for reuse:
-Arrow's pool (mimalloc or jemalloc), and glibc's malloc, which by default
+Arrow's pool (gmpscope processes use Arrow's system pool, see
+gmpscope.cli.configure_process: its mimalloc default kept ~50 MB more of a
+load's peak), and glibc's malloc, which by default
 raises its mmap threshold after a large block is freed, so that later arrays
 of up to 32 MB come from the heap, which only shrinks when trimmed. Measured
 on the 25 MB benchmark trace: the load's live data at its heaviest is about
