@@ -103,6 +103,27 @@ def _narrow(a: Arr) -> Arr:
     return a.astype(np.int32)
 
 
+def chunk_codes(chunk: pa.Array, name: str, table: dict[str, int], grow: bool) -> Arr:
+    """One chunk of a string column of transitions as int16 codes from ``table``
+    (extended with new strings when ``grow``; null counts as "")."""
+    if not pa.types.is_dictionary(chunk.type):
+        chunk = chunk.dictionary_encode()
+    names = ["" if v is None else v for v in chunk.dictionary.to_pylist()]
+    if grow:
+        for v in names:
+            table.setdefault(v, len(table))
+    try:
+        lut = np.array([table[v] for v in names] or [0], dtype=np.int16)
+    except KeyError as e:
+        raise ParquetDirError(f"transitions.parquet: unknown {name} {e.args[0]!r}") from None
+    if chunk.null_count and not grow:
+        raise ParquetDirError(f"transitions.parquet: null {name}")
+    idx = chunk.indices.fill_null(0).to_numpy() if chunk.null_count else \
+        chunk.indices.to_numpy()
+    codes: Arr = lut[idx]
+    return codes
+
+
 def _dict_codes(pf: pq.ParquetFile, name: str, table: dict[str, int], n: int,
                 grow: bool = False) -> Arr:
     """A dictionary-encoded string column as int16 codes from ``table``
@@ -111,24 +132,11 @@ def _dict_codes(pf: pq.ParquetFile, name: str, table: dict[str, int], n: int,
     out = np.empty(n, dtype=np.int16)
     pos = 0
     for chunk in col.chunks:
-        if not pa.types.is_dictionary(chunk.type):
-            chunk = chunk.dictionary_encode()
-        names = ["" if v is None else v for v in chunk.dictionary.to_pylist()]
-        if grow:
-            for v in names:
-                table.setdefault(v, len(table))
-        try:
-            lut = np.array([table[v] for v in names] or [0], dtype=np.int16)
-        except KeyError as e:
-            raise ParquetDirError(f"transitions.parquet: unknown {name} {e.args[0]!r}") from None
-        if chunk.null_count and not grow:
-            raise ParquetDirError(f"transitions.parquet: null {name}")
-        idx = chunk.indices.fill_null(0).to_numpy() if chunk.null_count else \
-            chunk.indices.to_numpy()
-        k = len(idx)
+        codes = chunk_codes(chunk, name, table, grow)
+        k = len(codes)
         if pos + k > n:
             raise ParquetDirError(f"transitions.parquet: column {name} is longer than {n}")
-        out[pos:pos + k] = lut[idx]
+        out[pos:pos + k] = codes
         pos += k
     if pos != n:
         raise ParquetDirError(f"transitions.parquet: column {name} has {pos} rows, not {n}")

@@ -30,6 +30,7 @@ from ingest import models
 from ingest.columns import (
     ParquetDirError,
     Seq,
+    Transitions,
     read_meta,
     read_table,
     read_transitions,
@@ -42,6 +43,7 @@ from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
 from ingest.timings import Timings
+from ingest.transitions_builder import TransitionsBuilder
 
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
@@ -161,9 +163,14 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
             progress("decode", 0, 1)
         try:
             with timings.phase("decode"):
-                decode_file_to_dir(path, work / "parquet")
+                decoded = _decode_in_memory(path)
+                if decoded is None:
+                    decode_file_to_dir(path, work / "parquet")
         except TraceFormatError as e:
             raise BadTraceError(f"{name or path.name}: not a readable Go trace: {e}") from None
+        except ParquetDirError as e:
+            raise BadParquetError(f"{name or path.name}: inconsistent decoder output: {e}") \
+                from None
         if progress:
             progress("decode", 1, 1)
         give_back_free_memory()  # the decoder's buffers, before the load's peak
@@ -176,6 +183,9 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
             os.replace(part, keep)
             made_copy = True
         try:
+            if decoded is not None:
+                return _load(engine, decoded, sha, name or path.name, "trace",
+                             path.stat().st_size, progress, ddir, timings, str(path))
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
                                     progress=progress, data_dir=ddir, timings=timings)
@@ -257,19 +267,75 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
         raise BadParquetError(str(e)) from None
     except (KeyError, TypeError, ValueError) as e:
         raise BadParquetError(f"{directory}: malformed decoded trace: {e}") from None
+    src = meta.get("source") or {}
+    default_name = (src.get("name") if isinstance(src, dict) else None) or directory.name
+    decoded = Decoded(meta, tr, events, tstacks, stacks)
+    del tr, events, tstacks, stacks  # the loader drops them as it goes
+    return _load(engine, decoded, sha, name or default_name, source, size_bytes, progress,
+                 data_dir, timings, str(directory), started)
+
+
+class Decoded:
+    """A decoded trace in memory: meta.json's content, the transitions as
+    compact columns and the other tables as Arrow tables.
+
+    :meth:`take` hands them over and forgets them, so that the loader alone
+    holds them and can drop each as soon as it is done with it.
+    """
+
+    def __init__(self, meta: dict[str, Any], tr: Transitions, events: Any, tstacks: Any,
+                 stacks: Any) -> None:
+        self._parts: tuple[dict[str, Any], Transitions, Any, Any, Any] | None = (
+            meta, tr, events, tstacks, stacks)
+
+    def take(self) -> tuple[dict[str, Any], Transitions, Any, Any, Any]:
+        """(meta, transitions, events, transition_stacks, stacks), once."""
+        if self._parts is None:
+            raise RuntimeError("a decoded trace is loaded once")
+        parts, self._parts = self._parts, None
+        return parts
+
+
+def _decode_in_memory(path: Path) -> Decoded | None:
+    """Decode a Go 1.22+ trace with the C decoder straight into memory (no
+    Parquet written and read back); None when that decoder does not apply.
+    Raises TraceFormatError for a file that is not a trace."""
+    from collectors.gotrace import columnar
+    from collectors.gotrace.errors import TraceFormatError
+    from collectors.gotrace.parquet_out import source_facts
+    from collectors.gotrace.reader import read_header
+
+    data = path.read_bytes()
+    if not data:
+        raise TraceFormatError(-1, "empty file, not a Go trace")
+    _, family = read_header(data)
+    if family != "v2" or not columnar.available():
+        return None
+    builder = TransitionsBuilder()
+    meta, tables = columnar.decode_in_memory(data, builder.add,
+                                             source=source_facts(path, data))
+    del data
+    return Decoded(meta, builder.finish(int(meta["transitions"])), tables["events"],
+                   tables["transition_stacks"], tables["stacks"])
+
+
+def _load(engine: Engine, decoded: Decoded, sha: str, name: str, source: str,
+          size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
+          timings: Timings, where: str, started: float | None = None) -> IngestResult:
+    """Store a decoded trace in one transaction (see load_parquet_dir)."""
+    started = time.perf_counter() if started is None else started
+    meta, tr, events, tstacks, stacks = decoded.take()
     if len(tr):
         # The trace's end: the last event (meta.json), never before a transition.
         meta["last_ts"] = max(int(meta["last_ts"]), int(tr.ts.max()))
-    src = meta.get("source") or {}
-    default_name = (src.get("name") if isinstance(src, dict) else None) or directory.name
-    trace_row = _trace_row(meta, sha, name or default_name, source, size_bytes)
+    trace_row = _trace_row(meta, sha, name, source, size_bytes)
     # Derived tables are computed one at a time inside the transaction and
     # dropped once written, so memory holds one of them at a time.
     try:
         with timings.phase("order"):
             tables = derived_tables(tr, meta, events, tstacks, stacks)
     except (KeyError, IndexError, ValueError) as e:
-        raise BadParquetError(f"{directory}: inconsistent decoded trace: {e}") from None
+        raise BadParquetError(f"{where}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
     total = len(tr) * 2
     done = [0]
@@ -330,7 +396,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
         # columns that do not fit together.
         if frames is not None:
             frames.abort()
-        raise BadParquetError(f"{directory}: inconsistent decoded trace: {e!r}") from None
+        raise BadParquetError(f"{where}: inconsistent decoded trace: {e!r}") from None
     except IntegrityError:
         # Another writer stored the same content first (PostgreSQL: no
         # up-front write lock); answer with its trace.

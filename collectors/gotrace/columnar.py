@@ -23,7 +23,7 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -233,13 +233,23 @@ def write_parquet_fast(
         errors = [e for e in (w.close() for w in writers.values()) if e is not None]
     if errors:
         raise errors[0]
+    meta = _finish(dec, source)
+    with open_writer(out_dir / "stacks.parquet", STACKS_SCHEMA) as sw:
+        for t in dec.stacks_tables():
+            sw.write_table(t)
+    tmp = out_dir / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, out_dir / "meta.json")
+    return meta
+
+
+def _finish(dec: ChunkDecoder, source: dict[str, Any] | None) -> dict[str, Any]:
+    """meta.json's content once ``dec`` is exhausted; raises TraceFormatError
+    when not even the first generation was readable."""
     res = dec.result()
     fail = res["fail"]
     if fail is not None and res["completed"] == 0:
         raise TraceFormatError(fail[0], fail[1])
-    with open_writer(out_dir / "stacks.parquet", STACKS_SCHEMA) as sw:
-        for t in dec.stacks_tables():
-            sw.write_table(t)
     loss = {"bytes_lost": 0, "generations_lost": 0, "error": "", "offset": -1}
     if fail is not None:
         loss = {
@@ -250,7 +260,7 @@ def write_parquet_fast(
         }
     clock = res["clock"]
     counts = {k: n for k, n in zip(KINDS, res["kinds"], strict=True) if n}
-    meta: dict[str, Any] = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "go_version": dec.version,
         "family": "v2",
@@ -268,7 +278,36 @@ def write_parquet_fast(
         "loss": loss,
         "source": source,
     }
-    tmp = out_dir / "meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, out_dir / "meta.json")
-    return meta
+
+
+#: The tables as a reader of the Parquet files sees them (dictionary columns
+#: as plain strings).
+READ_SCHEMAS = {"events": EVENTS_SCHEMA, "transition_stacks": TRANSITION_STACKS_SCHEMA}
+
+
+def decode_in_memory(
+    data: bytes | memoryview,
+    transitions: Callable[[pa.Table], None],
+    source: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """Decode a Go 1.22+ trace with the C decoder without writing files.
+
+    Each row group of transitions goes to ``transitions`` as it is decoded
+    (its string columns as dictionary arrays; the caller keeps what it needs
+    of it). Returns meta.json's content and the events, transition_stacks
+    and stacks tables with the types their Parquet files read back with.
+    Raises TraceFormatError as write_parquet_fast does.
+    """
+    dec = ChunkDecoder(data)
+    parts: dict[str, list[pa.Table]] = {name: [] for name in READ_SCHEMAS}
+    for name, table in dec.chunks():
+        if name == "transitions":
+            transitions(table)
+        else:
+            parts[name].append(table.cast(READ_SCHEMAS[name]))
+    meta = _finish(dec, source)
+    tables = {name: pa.concat_tables(ts) if ts else READ_SCHEMAS[name].empty_table()
+              for name, ts in parts.items()}
+    stacks = dec.stacks_tables()
+    tables["stacks"] = pa.concat_tables(stacks) if stacks else STACKS_SCHEMA.empty_table()
+    return meta, tables

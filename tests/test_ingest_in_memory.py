@@ -1,0 +1,78 @@
+"""A raw Go 1.22+ trace is ingested straight from the C decoder's row groups
+(no Parquet written and read back): the database it makes is the one the
+Parquet path makes from `gmpscope decode`'s files, table for table, row for
+row; and the compact transitions equal read_transitions' of those files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ingest_fixtures import ROOT, TRACES
+from sqlalchemy import Engine, inspect, text
+
+from collectors.gotrace import columnar
+from collectors.gotrace.reader import read_header
+from collectors.gotrace.todir import decode_file_to_dir
+from ingest.columns import read_transitions
+from ingest.db import make_engine
+from ingest.load import ingest_trace_file, load_parquet_dir
+from ingest.transitions_builder import TransitionsBuilder
+
+V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
+SAMPLES = sorted((ROOT / "samples").glob("go1.27-*.trace"))
+# Columns that say how and when a trace was stored, not what it holds.
+_HOW = {"traces": {"source", "ingest_seconds", "created_at", "name"}}
+
+
+def _content(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
+    out = {}
+    with engine.connect() as conn:
+        for table in sorted(inspect(conn).get_table_names()):
+            if table == "alembic_version":
+                continue
+            cols = [c["name"] for c in inspect(conn).get_columns(table)
+                    if c["name"] not in _HOW.get(table, set())]
+            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{table}"')).all()
+            out[table] = sorted((tuple(r) for r in rows), key=repr)
+    return out
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+@pytest.mark.parametrize("trace", V2 + SAMPLES[:3], ids=lambda p: p.name)
+def test_in_memory_ingest_equals_the_parquet_path(trace: Path, tmp_path: Path) -> None:
+    direct = make_engine(f"sqlite:///{tmp_path / 'direct.db'}")
+    ingest_trace_file(direct, trace, data_dir=tmp_path / "d1")
+    d = tmp_path / "parquet"
+    decode_file_to_dir(trace, d)
+    via = make_engine(f"sqlite:///{tmp_path / 'via.db'}")
+    load_parquet_dir(via, d, trace.name, sha256=_sha(trace), data_dir=tmp_path / "d2")
+    a, b = _content(direct), _content(via)
+    assert a.keys() == b.keys()
+    for table in a:
+        assert a[table] == b[table], table
+    direct.dispose()
+    via.dispose()
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+def test_builder_equals_read_transitions(tmp_path: Path) -> None:
+    trace = SAMPLES[0]
+    d = tmp_path / "parquet"
+    meta = decode_file_to_dir(trace, d)
+    want = read_transitions(d)
+    b = TransitionsBuilder()
+    columnar.decode_in_memory(trace.read_bytes(), b.add)
+    got = b.finish(int(meta["transitions"]))
+    assert got.reasons == want.reasons
+    for name in ("ts", "res", "rid", "frm", "to", "reason", "m", "p", "g", "stack"):
+        g, w = getattr(got, name), getattr(want, name)
+        assert g.dtype == w.dtype, name
+        np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def _sha(path: Path) -> str:
+    from ingest.load import file_sha256
+
+    return file_sha256(path)
