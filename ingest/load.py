@@ -184,8 +184,10 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
             made_copy = True
         try:
             if decoded is not None:
-                return _load(engine, decoded, sha, name or path.name, "trace",
-                             path.stat().st_size, progress, ddir, timings, str(path))
+                return _store_decoded(engine, decoded, sha=sha, name=name or path.name,
+                                      source="trace", size_bytes=path.stat().st_size,
+                                      progress=progress, data_dir=ddir, timings=timings,
+                                      where=str(path))
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
                                     progress=progress, data_dir=ddir, timings=timings)
@@ -271,8 +273,10 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     default_name = (src.get("name") if isinstance(src, dict) else None) or directory.name
     decoded = Decoded(meta, tr, events, tstacks, stacks)
     del tr, events, tstacks, stacks  # the loader drops them as it goes
-    return _load(engine, decoded, sha, name or default_name, source, size_bytes, progress,
-                 data_dir, timings, str(directory), started)
+    return _store_decoded(engine, decoded, sha=sha, name=name or default_name,
+                          source=source, size_bytes=size_bytes, progress=progress,
+                          data_dir=data_dir, timings=timings, where=str(directory),
+                          started=started)
 
 
 class Decoded:
@@ -319,10 +323,11 @@ def _decode_in_memory(path: Path) -> Decoded | None:
                    tables["transition_stacks"], tables["stacks"])
 
 
-def _load(engine: Engine, decoded: Decoded, sha: str, name: str, source: str,
+def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, source: str,
           size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
           timings: Timings, where: str, started: float | None = None) -> IngestResult:
-    """Store a decoded trace in one transaction (see load_parquet_dir)."""
+    """Store a decoded trace in one transaction (see load_parquet_dir);
+    ``where`` names the input in error messages."""
     started = time.perf_counter() if started is None else started
     meta, tr, events, tstacks, stacks = decoded.take()
     if len(tr):
