@@ -38,6 +38,12 @@ def test_live_page_updates_pauses_and_resumes(page: Page, tmp_path: Path) -> Non
         with Served(tmp_path / "data") as srv:
             col = start_collector(demo.url, srv.url, "browser", log)
             try:
+                # The page of a session the collector has not created yet is an
+                # error page (a loaded CI machine starts the collector slowly).
+                deadline = time.monotonic() + GUARD_MS / 1000
+                while srv.get("/api/live/sessions/browser").status_code != 200:
+                    assert time.monotonic() < deadline, log.read_text()[-2000:]
+                    time.sleep(0.2)
                 page.goto(f"{srv.url}/live/browser")
                 page.wait_for_selector("#live-stat-waiting-peak", timeout=GUARD_MS)
                 url_before = page.url
