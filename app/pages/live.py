@@ -41,9 +41,21 @@ def layout(query: dict[str, str], name: str | None = None, **_: Any) -> Any:
         return _list_layout()
     engine = ui_context().engine
     if live.get_session(engine, name) is None:
-        return error_box(f"No live session named {name!r}. Start one with "
-                         f"gmpscope live --target URL --session {name}", home=True)
+        return _waiting_layout(name)
     return _session_layout(name)
+
+
+def _waiting_layout(name: str) -> Any:
+    """A session not created yet: say how to start it, and show it once its
+    collector has (the page is often opened before ``gmpscope live`` runs)."""
+    return html.Div([
+        error_box(f"No live session named {name!r} yet. Start one with "
+                  f"gmpscope live --target URL --session {name}: this page shows it as "
+                  "soon as the collector has created it.", home=True),
+        dcc.Store(id="live-wait-name", data=name),
+        dcc.Interval(id="live-wait-tick", interval=TICK_MS),
+        html.Span(id="live-wait-msg", className="muted"),
+    ])
 
 
 def _list_layout() -> Any:
@@ -270,6 +282,23 @@ def register(dash_app: Dash) -> None:
         timeline, shown = _timeline(ctx, segs, last_trace)
         return (version, head, _stats(rows[-1] if rows else None), _alerts(segs, now),
                 series_spec({name: rows}), _windows(segs, s.get("window_s")), timeline, shown)
+
+    dash_app.clientside_callback(  # type: ignore[no-untyped-call]
+        """
+        async function(tick, name) {
+            // The list, not /api/live/sessions/<name>: no 404 every second.
+            const r = await fetch("/api/live/sessions");
+            const body = r.ok ? await r.json().catch(() => ({})) : {};
+            if ((body.sessions || []).some(s => s.name === name)) {
+                window.location.reload();
+                return "starting";
+            }
+            return window.dash_clientside.no_update;
+        }
+        """,
+        Output("live-wait-msg", "children"),
+        Input("live-wait-tick", "n_intervals"), State("live-wait-name", "data"),
+        prevent_initial_call=True)
 
     dash_app.clientside_callback(  # type: ignore[no-untyped-call]
         """

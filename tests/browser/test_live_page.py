@@ -92,3 +92,28 @@ def test_live_page_updates_pauses_and_resumes(page: Page, tmp_path: Path) -> Non
                 col.wait(60)
     finally:
         demo.stop()
+
+
+@pytest.mark.slow
+def test_page_opened_before_the_collector_shows_the_session(page: Page, tmp_path: Path) -> None:
+    """The usual order: open /live/NAME, then start `gmpscope live`: the page says how
+    to start it and shows the session once the collector has created it."""
+    bindir = demo_binaries()
+    demo = Demo(bindir)
+    log = tmp_path / "collector.log"
+    try:
+        with Served(tmp_path / "data") as srv:
+            page.goto(f"{srv.url}/live/later")
+            page.wait_for_selector("text=No live session named 'later' yet")
+            assert "gmpscope live --target URL --session later" in page.inner_text("body")
+            col = start_collector(demo.url, srv.url, "later", log)
+            try:
+                page.wait_for_selector("#live-stat-waiting-peak", timeout=GUARD_MS)
+                assert page.url.endswith("/live/later")
+                shot(page, "live-session-after-wait")
+            finally:
+                page.goto("about:blank")  # stop the 1 s polling before the server goes
+                col.terminate()
+                col.wait(timeout=60)
+    finally:
+        demo.stop()
