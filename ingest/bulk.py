@@ -81,27 +81,9 @@ def _chunk(col: Col, a: int, b: int) -> Arr | list[Any] | int:
 
 def _flat_chunks(cols: Sequence[Col], k: int, n: int) -> Iterator[tuple[int, list[Any]]]:
     """(rows, row-major flat list of values) per chunk of the columns."""
-    numeric = all(isinstance(c, (int, Gather, Seq, Nullable)) or (isinstance(c, np.ndarray)
-                  and c.dtype.kind in "iub") for c in cols)
     for a in range(0, n, _CHUNK):
         b = min(n, a + _CHUNK)
-        parts = [_chunk(c, a, b) for c in cols]
-        if numeric:
-            block = np.empty((b - a, k), dtype=np.int64)
-            for j, part in enumerate(parts):
-                block[:, j] = part
-            flat: list[Any] = block.ravel().tolist()
-            del block
-        else:
-            # Row-major flat list by strided slice assignment: no row tuples.
-            flat = [None] * ((b - a) * k)
-            for j, part in enumerate(parts):
-                if isinstance(part, int):
-                    flat[j::k] = [part] * (b - a)
-                else:
-                    flat[j::k] = part.tolist() if isinstance(part, np.ndarray) else part
-        del parts
-        yield b - a, flat
+        yield b - a, _flat([_chunk(c, a, b) for c in cols], None, b - a)
 
 
 def insert_arrays(conn: Connection, table: Table, columns: Sequence[str],
@@ -152,11 +134,11 @@ def _statements(names: list[str], var: Sequence[Col], n: int
     rows whose Nullable columns are NULL come apart, without those columns."""
     for a in range(0, n, _CHUNK):
         b = min(n, a + _CHUNK)
-        parts = [c.values[a:b] if isinstance(c, Nullable) else _part(c, a, b) for c in var]
+        parts = [c.values[a:b] if isinstance(c, Nullable) else _chunk(c, a, b) for c in var]
         nulls = [(j, c.null[a:b]) for j, c in enumerate(var)
                  if isinstance(c, Nullable) and bool(c.null[a:b].any())]
         if not nulls:
-            yield names, _flat(parts, None), b - a
+            yield names, _flat(parts, None, b - a), b - a
             continue
         code = np.zeros(b - a, dtype=np.int64)
         for bit, (_, m) in enumerate(nulls):
@@ -166,35 +148,29 @@ def _statements(names: list[str], var: Sequence[Col], n: int
             sel = np.flatnonzero(code == pattern)
             skip = {j for bit, (j, _) in enumerate(nulls) if pattern >> bit & 1}
             keep = [j for j in range(len(var)) if j not in skip]
-            yield ([names[j] for j in keep], _flat([parts[j] for j in keep], sel),
+            yield ([names[j] for j in keep], _flat([parts[j] for j in keep], sel, len(sel)),
                    b - a if i == len(patterns) - 1 else 0)
 
 
-def _part(col: Col, a: int, b: int) -> Arr | list[Any]:
-    part = _chunk(col, a, b)
-    if isinstance(part, int):  # pragma: no cover - constants are literals
-        raise TypeError("a constant column has no rows to bind")
-    return part
-
-
-def _flat(parts: Sequence[Arr | list[Any]], rows: Arr | None) -> list[Any]:
-    """Row-major flat list of the chunk's columns (only ``rows`` when given)."""
+def _flat(parts: Sequence[Arr | list[Any] | int], rows: Arr | None, m: int) -> list[Any]:
+    """Row-major flat list of a chunk's ``m`` rows (those at ``rows`` when
+    given): numpy arrays, lists, or constants repeated on every row. Built by
+    strided slice assignment, never as row tuples."""
     k = len(parts)
-    if all(isinstance(p, np.ndarray) and p.dtype.kind in "iub" for p in parts):
-        m = len(parts[0]) if rows is None else len(rows)
+    if all(isinstance(p, int) or (isinstance(p, np.ndarray) and p.dtype.kind in "iub")
+           for p in parts):
         block = np.empty((m, k), dtype=np.int64)
         for j, part in enumerate(parts):
-            block[:, j] = part if rows is None else part[rows]
+            block[:, j] = part if rows is None or isinstance(part, int) else part[rows]
         return block.ravel().tolist()
-    cols: list[list[Any]] = []
-    for part in parts:
-        if isinstance(part, np.ndarray):
-            cols.append((part if rows is None else part[rows]).tolist())
+    flat: list[Any] = [None] * (m * k)
+    for j, part in enumerate(parts):
+        if isinstance(part, int):
+            flat[j::k] = [part] * m
+        elif isinstance(part, np.ndarray):
+            flat[j::k] = (part if rows is None else part[rows]).tolist()
         else:
-            cols.append(part if rows is None else [part[i] for i in rows.tolist()])
-    flat: list[Any] = [None] * (len(cols[0]) * k)
-    for j, col in enumerate(cols):
-        flat[j::k] = col
+            flat[j::k] = part if rows is None else [part[i] for i in rows.tolist()]
     return flat
 
 
