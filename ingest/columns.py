@@ -98,9 +98,12 @@ def read_meta(directory: Path) -> dict[str, Any]:
 
 def _narrow(a: Arr) -> Arr:
     """The same values in int32 when they fit (ids, stack ids, thread ids)."""
-    if len(a) and (int(a.min()) < -(2**31) or int(a.max()) >= 2**31):
-        return a
-    return a.astype(np.int32)
+    return a.astype(np.int32) if fits_int32(a) else a
+
+
+def fits_int32(a: Arr) -> bool:
+    """Whether every value of ``a`` fits in int32 (an empty array does)."""
+    return not len(a) or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31)
 
 
 def chunk_codes(chunk: pa.Array, name: str, table: dict[str, int], grow: bool) -> Arr:

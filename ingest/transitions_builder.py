@@ -15,17 +15,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from ingest.columns import ParquetDirError, Transitions, chunk_codes
+from ingest.columns import ParquetDirError, Transitions, chunk_codes, fits_int32
 from ingest.models import RESOURCE_CODE, STATE_CODE
 
 Arr = npt.NDArray[Any]
 
 _INTS = ("ts", "id", "m", "p", "g", "stack_id")
 _CODES = {"resource": RESOURCE_CODE, "from_state": STATE_CODE, "to_state": STATE_CODE}
-
-
-def _fits_int32(a: Arr) -> bool:
-    return not len(a) or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31)
 
 
 class TransitionsBuilder:
@@ -46,7 +42,7 @@ class TransitionsBuilder:
             if col.null_count:
                 raise ParquetDirError(f"transitions: null {name}")
             a = np.asarray(col.to_numpy(), dtype=np.int64)
-            if name != "ts" and name not in self._wide and _fits_int32(a):
+            if name != "ts" and name not in self._wide and fits_int32(a):
                 a = a.astype(np.int32)
             else:
                 if name != "ts":
