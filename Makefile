@@ -14,9 +14,9 @@ PORT ?= 8050
 
 setup: $(VENV)/.installed
 
-# The C extension (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder) is
-# built in place by the editable install; a changed C source rebuilds it.
-CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h)
+# The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder, and
+# ingest/_sqlitebulk, the loader's SQLite binder) are built in place by the editable install; a changed C source rebuilds it.
+CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h ingest/csrc/*.c)
 
 $(VENV)/.installed: pyproject.toml $(CSRC)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -1,8 +1,9 @@
 """Build of the optional C extension and the package list.
 
 Everything else about the package is declared in pyproject.toml. The
-extension is optional at run time: without it gmpscope uses the pure-Python
-decoder (also forced with GMPSCOPE_PURE=1). The browser assets live in the
+extensions are optional at run time: without ``_v2fast`` gmpscope uses the
+pure-Python decoder (also forced with GMPSCOPE_PURE=1), without
+``ingest._sqlitebulk`` the loader binds SQLite rows through Python. The browser assets live in the
 root folder static/ and install as the data-only package ``gmpscope_static``
 (app/server.py finds them through it, in a checkout and in a wheel alike).
 """
@@ -23,6 +24,17 @@ setup(
             extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
                                 "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers", "-fno-strict-aliasing"],
-        )
+        ),
+        # Binds the loader's integer rows into SQLite without Python objects
+        # (ingest/sqlite_fast.py). Optional: without SQLite's headers the
+        # build goes on and the loader binds through Python's sqlite3.
+        Extension(
+            "ingest._sqlitebulk",
+            sources=["ingest/csrc/sqlitebulk.c"],
+            libraries=["sqlite3"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
+                                "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+        ),
     ],
 )

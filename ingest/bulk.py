@@ -1,10 +1,11 @@
 """Fast bulk inserts inside the caller's transaction.
 
-SQLite: multi-row ``INSERT ... VALUES (...),(...)`` statements through the
-DBAPI cursor, about three times faster than ``executemany`` because the
-statement runs once per few thousand rows. PostgreSQL: ``COPY ... FROM
-STDIN`` through psycopg (binary for the all-integer interval rows). Anything
-else: SQLAlchemy's ``executemany``.
+SQLite: integer and text columns go to the C binder (ingest/sqlite_fast.py)
+when it can vouch for the connection; otherwise multi-row ``INSERT ...
+VALUES (...),(...)`` statements through the DBAPI cursor, about three times
+faster than ``executemany`` because the statement runs once per few thousand
+rows. PostgreSQL: ``COPY ... FROM STDIN`` through psycopg (binary for the
+all-integer interval rows). Anything else: SQLAlchemy's ``executemany``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from sqlalchemy import BigInteger, ColumnElement, Connection, Integer, SmallInteger, Table
 
 from ingest.columns import Gather, Nullable, Seq
+from ingest.sqlite_fast import bindable, column_inserter, insert_sql
 
 Arr = npt.NDArray[Any]
 #: Called with the number of rows just written.
@@ -112,6 +114,14 @@ def _sqlite_arrays(conn: Connection, table: Table, columns: Sequence[str],
                 if isinstance(c, int)}
     names = [name for name, c in zip(columns, cols, strict=True) if not isinstance(c, int)]
     var = [c for c in cols if not isinstance(c, int)]
+    fast = column_inserter(_dbapi(conn)) if names and all(map(bindable, var)) else None
+    if fast is not None:
+        for a in range(0, n, _CHUNK):
+            b = min(n, a + _CHUNK)
+            fast(table.name, names, var, a, b, literals)
+            if advance:
+                advance(b - a)
+        return n
     if not any(isinstance(c, Seq) for c in var):
         # Implicit rowids: keep the rows in order (sentinel, then UPDATE).
         for rows, flat in _flat_chunks(var, len(var), n):
@@ -232,15 +242,6 @@ def _dbapi(conn: Connection) -> Any:
     return conn.connection.driver_connection
 
 
-def _sqlite_sql(table: Table, columns: Sequence[str], nrows: int,
-                literals: dict[str, int] | None = None) -> str:
-    lit = literals or {}
-    one = "(" + ",".join(["?"] * len(columns) + [str(int(v)) for v in lit.values()]) + ")"
-    return (f'INSERT INTO "{table.name}" ('
-            + ",".join(f'"{c}"' for c in [*columns, *lit]) + ") VALUES "
-            + ",".join([one] * nrows))
-
-
 def _sqlite_flat(conn: Connection, table: Table, columns: Sequence[str],
                  flat: list[Any], literals: dict[str, int] | None = None) -> None:
     """Insert a flat row-major list of values with multi-row statements
@@ -254,12 +255,12 @@ def _sqlite_flat(conn: Connection, table: Table, columns: Sequence[str],
     try:
         full = (len(flat) // step) * step
         if full:
-            sql = _sqlite_sql(table, columns, per, literals)
+            sql = insert_sql(table.name, columns, per, literals)
             for i in range(0, full, step):
                 cur.execute(sql, flat[i:i + step])
         rest = len(flat) - full
         if rest:
-            cur.execute(_sqlite_sql(table, columns, rest // k, literals), flat[full:])
+            cur.execute(insert_sql(table.name, columns, rest // k, literals), flat[full:])
     finally:
         cur.close()
 

@@ -1,0 +1,167 @@
+"""The C binder (ingest._sqlitebulk via ingest.sqlite_fast) stores exactly what
+binding through Python's sqlite3 stores: whole real traces loaded both ways
+give the same database, table by table; and the binder's own cases (every
+integer width, gathers, NULLs, texts, errors) on a small table."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import BigInteger, Column, Engine, Float, Integer, MetaData, Table, Text, text
+
+from ingest import bulk, models, sqlite_fast
+from ingest.columns import Gather, Nullable, Seq
+from ingest.db import make_engine, migrate, write_tx
+from ingest.load import ingest_trace_file
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "tests" / "data" / "traces"
+#: Columns that differ between two loads of the same file by design (and
+#: the traces table's float columns: how long the load took).
+_WALL_CLOCK = {"created_at", "started_at", "finished_at", "updated_at", "stats"}
+
+pytestmark = pytest.mark.skipif(sqlite_fast._extension() is None,
+                                reason="ingest._sqlitebulk is not built")
+
+
+def _dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows, in a stable order, without wall-clock columns."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    with engine.connect() as conn:
+        for table in models.TRACE_TABLES + (models.traces,):
+            cols = [c.name for c in table.columns if c.name not in _WALL_CLOCK
+                    and not (table is models.traces and isinstance(c.type, Float))]
+            rows = conn.execute(text(
+                f"SELECT {', '.join(cols)} FROM {table.name} ORDER BY {', '.join(cols)}")).all()
+            out[table.name] = [tuple(r) for r in rows]
+    return out
+
+
+def _load(tmp: Path, trace: Path, pure: bool, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    if pure:
+        monkeypatch.setenv(sqlite_fast.PURE_ENV, "1")
+    else:
+        monkeypatch.delenv(sqlite_fast.PURE_ENV, raising=False)
+    engine = make_engine(f"sqlite:///{tmp / ('pure' if pure else 'fast')}.db")
+    migrate(engine)
+    ingest_trace_file(engine, trace, data_dir=tmp / ("pure" if pure else "fast"))
+    return engine
+
+
+def assert_same_database(ours: dict[str, list[Any]], theirs: dict[str, list[Any]]) -> None:
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert len(ours[name]) == len(theirs[name]), name
+        assert ours[name] == theirs[name], f"{name} differs"
+
+
+@pytest.mark.parametrize("trace", ["go1.23-workers.trace", "go1.26-allocfree.trace",
+                                   "go1.21-mixed.trace"])
+def test_binder_stores_what_python_binding_stores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trace: str) -> None:
+    fast = _dump(_load(tmp_path, TRACES / trace, False, monkeypatch))
+    pure = _dump(_load(tmp_path, TRACES / trace, True, monkeypatch))
+    assert fast["intervals"], "the trace has intervals"
+    assert any(r for r in fast["syscall_outcomes"]) or trace != "go1.23-workers.trace"
+    assert_same_database(fast, pure)
+
+
+# ---------------------------------------------------------------------------
+# the binder's own cases, on a small table
+
+_meta = MetaData()
+_t = Table("t", _meta, Column("id", Integer, primary_key=True), Column("a", BigInteger),
+           Column("b", BigInteger), Column("c", BigInteger), Column("s", Text),
+           Column("k", Integer, nullable=False))
+
+
+@pytest.fixture()
+def small(tmp_path: Path) -> Engine:
+    engine = make_engine(f"sqlite:///{tmp_path / 'small.db'}")
+    _meta.create_all(engine)
+    return engine
+
+
+def _rows(engine: Engine) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text("SELECT * FROM t ORDER BY id")).all()]
+
+
+def _insert(engine: Engine, cols: dict[str, Any], pure: bool,
+            monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    if pure:
+        monkeypatch.setenv(sqlite_fast.PURE_ENV, "1")
+    else:
+        monkeypatch.delenv(sqlite_fast.PURE_ENV, raising=False)
+    with write_tx(engine) as conn:
+        conn.exec_driver_sql("DELETE FROM t")
+        bulk.insert_columns(conn, _t, cols, {"k": 7})
+    return _rows(engine)
+
+
+def test_widths_gathers_nulls_and_texts(small: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 70_000  # more than one chunk and one batch, not a multiple of either
+    rng = np.random.default_rng(3)
+    values = rng.integers(-2**62, 2**62, 1000)
+    order = rng.integers(0, 1000, n).astype(np.int32)
+    names = ["μ-function", "main.main", None, ""]
+    cases: list[dict[str, Any]] = [
+        {"id": Seq(10), "a": rng.integers(-128, 127, n).astype(np.int8),
+         "b": rng.integers(0, 65535, n).astype(np.uint16),
+         "c": rng.integers(-2**31, 2**31 - 1, n).astype(np.int32),
+         "s": [names[i % 4] for i in range(n)]},
+        {"id": Seq(1), "a": Gather(values, order), "b": rng.integers(0, 2, n).astype(bool),
+         "c": Nullable(rng.integers(0, 2**40, n), rng.integers(0, 2, n).astype(bool)),
+         "s": np.array([names[i % 4] for i in range(n)], dtype=object)},
+        {"id": Seq(1), "a": np.full(n, -2**63, dtype=np.int64), "b": np.arange(n, dtype=np.uint32),
+         "c": Gather(np.array([-1, 2**63 - 1], dtype=np.int64), (np.arange(n) % 2)),
+         "s": Gather(np.array(names, dtype=object), np.arange(n) % 4)},
+    ]
+    for cols in cases:
+        fast = _insert(small, cols, False, monkeypatch)
+        pure = _insert(small, cols, True, monkeypatch)
+        assert len(fast) == n
+        assert fast == pure
+
+
+def test_no_transaction_or_another_connection_is_refused(small: Engine) -> None:
+    ext = sqlite_fast._extension()
+    import _sqlite3
+
+    path = small.url.database
+    raw = sqlite3.connect(path)
+    try:
+        assert not ext.handle_ok(raw, _sqlite3.__file__, str(Path(path).resolve())), \
+            "no transaction open"
+        raw.execute("BEGIN IMMEDIATE")
+        assert ext.handle_ok(raw, _sqlite3.__file__, str(Path(path).resolve()))
+        assert not ext.handle_ok(raw, _sqlite3.__file__, "/elsewhere.db")
+        assert not ext.handle_ok(object(), _sqlite3.__file__, str(Path(path).resolve()))
+        raw.rollback()
+    finally:
+        raw.close()
+    assert sqlite_fast.column_inserter(object()) is None
+    with write_tx(small) as conn:  # what the loader gets: the binder is used
+        assert sqlite_fast.column_inserter(conn.connection.driver_connection) is not None
+
+
+def test_errors_roll_back_and_keep_what_was_stored(
+        small: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sqlite_fast.PURE_ENV, raising=False)
+    before = _insert(small, {"id": Seq(1), "a": np.arange(5)}, False, monkeypatch)
+    with pytest.raises(sqlite3.IntegrityError):
+        with write_tx(small) as conn:
+            bulk.insert_columns(conn, _t, {"id": Seq(5), "a": np.arange(3000)}, {"k": 1})
+    with pytest.raises(IndexError):
+        with write_tx(small) as conn:
+            bulk.insert_columns(conn, _t, {"id": Seq(100),
+                                           "a": Gather(np.arange(3), np.array([0, 3]))}, {"k": 1})
+    with pytest.raises(sqlite3.IntegrityError):  # k is NOT NULL
+        with write_tx(small) as conn:
+            bulk.insert_columns(conn, _t, {"id": Seq(100), "k": Nullable(
+                np.arange(2), np.array([False, True]))})
+    assert _rows(small) == before
