@@ -36,7 +36,7 @@ from ingest.columns import (
     read_transitions,
 )
 from ingest.config import Settings
-from ingest.db import write_tx
+from ingest.db import checkpoint_meanwhile, write_tx
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
 from ingest.frames import FrameWriter, Kind
 from ingest.insert_worker import InsertWorker
@@ -415,14 +415,15 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         if frames is not None:
             frames.abort()
         raise
-    if frames is not None:
-        with timings.phase("frames"):  # what is left to write after the commit
-            frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
-                                      int(trace_row["last_ts"] or 0), kinds)
-        if frame_dir is not None:
-            del tr, tables  # the loader's arrays go before the views' are built
-            with timings.phase("lanes"):
-                _precompute_views(engine, frame_dir)
+    with timings.phase("after commit"), checkpoint_meanwhile(engine):
+        if frames is not None:
+            with timings.phase("frames"):  # what is left to write after the commit
+                frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                          int(trace_row["last_ts"] or 0), kinds)
+            if frame_dir is not None:
+                del tr, tables  # the loader's arrays go before the views' are built
+                with timings.phase("lanes"):
+                    _precompute_views(engine, frame_dir)
     if progress:
         progress("load", total, total)
     timings.add("load", time.perf_counter() - started)

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 from collectors.gotrace.todir import decode_file_to_dir
 from ingest import derive
 from ingest.columns import Gather, Nullable, read_transitions
-from ingest.db import PAGE_CACHE_KIB, write_tx
+from ingest.db import PAGE_CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES, write_tx
 from ingest.load import load_parquet_dir
 
 FIXTURES = (db_url, engine)
@@ -91,6 +91,7 @@ def test_bulk_transaction_restores_the_connection_settings(engine: Engine) -> No
                 raw = conn.connection.driver_connection
                 assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -8192
                 assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 0
+                assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
                 if fail:
                     raise RuntimeError("rolled back")
         except RuntimeError:
@@ -98,4 +99,26 @@ def test_bulk_transaction_restores_the_connection_settings(engine: Engine) -> No
         # The same connection, back in the pool: as every other one.
         assert raw.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB
         assert raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
         assert not raw.in_transaction
+
+
+def test_a_load_leaves_its_rows_checkpointed_into_the_database_file(
+        engine: Engine, mixed: tuple[Path, dict[str, Any]]) -> None:
+    """The load's commit leaves the rows in the write-ahead log; the loader
+    copies them into the database file (checkpoint_meanwhile) before it
+    returns, so the log holds nothing that the file lacks."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("a SQLite setting")
+    d, _ = mixed
+    res = load_parquet_dir(engine, d, "mixed")
+    with engine.connect() as conn:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+        size = conn.exec_driver_sql("PRAGMA page_size").scalar()
+        n = conn.exec_driver_sql("SELECT count(*) FROM intervals WHERE trace_id = ?",
+                                 (res.id,)).scalar()
+    assert n and n > 1000
+    # Every page of the database, the loaded ones included, is in the file
+    # (without the checkpoint the new pages are only in the -wal file).
+    path = Path(engine.url.database or "")
+    assert path.stat().st_size >= pages * size > 0
