@@ -113,14 +113,20 @@ def _sqlite_arrays(conn: Connection, table: Table, columns: Sequence[str],
     literals = {name: int(c) for name, c in zip(columns, cols, strict=True)
                 if isinstance(c, int)}
     names = [name for name, c in zip(columns, cols, strict=True) if not isinstance(c, int)]
-    var = [c for c in cols if not isinstance(c, int)]
+    var: list[Col] = [c for c in cols if not isinstance(c, int)]
     fast = column_inserter(_dbapi(conn)) if names and all(map(bindable, var)) else None
     if fast is not None:
+        names, var, rowid = _assigned_rowids(conn, table, names, var)
         for a in range(0, n, _CHUNK):
             b = min(n, a + _CHUNK)
             fast(table.name, names, var, a, b, literals)
             if advance:
                 advance(b - a)
+        if rowid is not None:
+            top = conn.exec_driver_sql(f'SELECT max("{rowid[0]}") FROM "{table.name}"').scalar()
+            if top != rowid[1] + n - 1:
+                raise RuntimeError(f"{table.name}: rows got ids up to {top}, not "
+                                   f"{rowid[1]}..{rowid[1] + n - 1}")
         return n
     if not any(isinstance(c, Seq) for c in var):
         # Implicit rowids: keep the rows in order (sentinel, then UPDATE).
@@ -136,6 +142,28 @@ def _sqlite_arrays(conn: Connection, table: Table, columns: Sequence[str],
         if advance and rows:
             advance(rows)
     return n
+
+
+def _assigned_rowids(conn: Connection, table: Table, names: list[str], var: list[Col]
+                     ) -> tuple[list[str], list[Col], tuple[str, int] | None]:
+    """Leave out a Seq id column that SQLite would assign the same values to:
+    the table's rowid (an INTEGER PRIMARY KEY) and the ids start right after
+    its largest. An assigned rowid is an append; a given one is a b-tree
+    search per row (a third of the insert time, measured on 4.9M interval
+    rows). Returns the columns left and (id column, first id) when left out."""
+    seqs = [j for j, c in enumerate(var) if isinstance(c, Seq)]
+    if len(seqs) != 1:
+        return names, var, None
+    j = seqs[0]
+    name, start = names[j], var[j].start  # type: ignore[union-attr]
+    info = conn.exec_driver_sql(f'PRAGMA table_info("{table.name}")').all()
+    pk = [r for r in info if r[5]]  # (cid, name, type, notnull, default, pk)
+    if len(pk) != 1 or pk[0][1] != name or str(pk[0][2]).upper() != "INTEGER":
+        return names, var, None
+    top = conn.exec_driver_sql(f'SELECT max("{name}") FROM "{table.name}"').scalar()
+    if int(top or 0) + 1 != start:
+        return names, var, None
+    return names[:j] + names[j + 1:], var[:j] + var[j + 1:], (name, start)
 
 
 def _statements(names: list[str], var: Sequence[Col], n: int
