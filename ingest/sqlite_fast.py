@@ -57,9 +57,14 @@ def insert_sql(table: str, columns: Sequence[str], nrows: int,
             + ",".join([one] * nrows))
 
 
+def _item_types(values: Any) -> set[type]:
+    return {type(v) for v in values}
+
+
 def bindable(col: Any) -> bool:
     """Whether the extension binds ``col``: integers (numpy arrays, Gather,
-    Nullable, Seq) or texts (lists or object arrays of str and None)."""
+    Nullable, Seq, lists of int and None) or texts (lists or object arrays of
+    str and None)."""
     if isinstance(col, Seq):
         return True
     values = col.values if isinstance(col, (Gather, Nullable)) else col
@@ -69,7 +74,22 @@ def bindable(col: Any) -> bool:
         return False
     if isinstance(values, np.ndarray) and values.dtype != object:
         return False
-    return {type(v) for v in values} <= {str, type(None)}
+    types = _item_types(values)
+    if isinstance(col, Gather):
+        return types <= {str, type(None)}
+    return types <= {str, type(None)} or (types <= {int, type(None)} and _fits_int64(values))
+
+
+def _fits_int64(values: Any) -> bool:
+    ints = [v for v in values if v is not None]
+    return not ints or (-2**63 <= min(ints) and max(ints) < 2**63)
+
+
+def _int_list(part: list[Any]) -> tuple[Any, ...]:
+    """A list of int and None as (values, None, null mask, 0)."""
+    null = np.fromiter((v is None for v in part), dtype=np.bool_, count=len(part))
+    values = np.fromiter((0 if v is None else v for v in part), dtype=np.int64, count=len(part))
+    return values, None, null, 0
 
 
 def _spec(col: Any, a: int, b: int) -> tuple[Any, ...]:
@@ -86,11 +106,14 @@ def _spec(col: Any, a: int, b: int) -> tuple[Any, ...]:
         return (np.ascontiguousarray(col.values[a:b]), None,
                 np.ascontiguousarray(col.null[a:b], dtype=np.bool_), 0)
     part = col[a:b]
-    if isinstance(part, list):
-        return None, None, None, 0, part
-    if part.dtype == object:
-        return None, None, None, 0, part.tolist()
-    return np.ascontiguousarray(part), None, None, 0
+    if isinstance(part, np.ndarray) and part.dtype != object:
+        return np.ascontiguousarray(part), None, None, 0
+    items = part.tolist() if isinstance(part, np.ndarray) else part
+    if any(isinstance(v, str) for v in items):
+        return None, None, None, 0, items
+    if all(v is None for v in items):  # a chunk of NULLs, in a text or an int column
+        return None, None, None, 0, items
+    return _int_list(items)
 
 
 def column_inserter(dbapi_conn: Any) -> Inserter | None:

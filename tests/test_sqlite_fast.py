@@ -120,8 +120,12 @@ def test_widths_gathers_nulls_and_texts(small: Engine, monkeypatch: pytest.Monke
         {"id": Seq(1), "a": np.full(n, -2**63, dtype=np.int64), "b": np.arange(n, dtype=np.uint32),
          "c": Gather(np.array([-1, 2**63 - 1], dtype=np.int64), (np.arange(n) % 2)),
          "s": Gather(np.array(names, dtype=object), np.arange(n) % 4)},
+        {"id": Seq(1), "a": [None if i % 5 == 0 else (i - n // 2) * 2**40 for i in range(n)],
+         "b": [None] * n, "c": np.array([i % 3 for i in range(n)], dtype=object),
+         "s": [None] * 65536 + ["late"] * (n - 65536)},
     ]
     for cols in cases:
+        assert all(map(sqlite_fast.bindable, cols.values()))
         fast = _insert(small, cols, False, monkeypatch)
         pure = _insert(small, cols, True, monkeypatch)
         assert len(fast) == n
