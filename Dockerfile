@@ -4,10 +4,12 @@
 # its own, Dockerfile.demo). Build: docker build -t gmpscope .
 FROM python:3.11-slim-bookworm
 
-# gcc and the Python headers build the C decoder extension; strace is what
+# gcc and the Python headers build the C decoder extension, SQLite's headers the
+# loader's SQLite binder (ingest/sqlite_fast.py; it binds into the libsqlite3 that
+# this image's Python uses, and checks that it is the same); strace is what
 # `gmpscope record` runs.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev strace \
+ && apt-get install -y --no-install-recommends gcc libc6-dev libsqlite3-dev strace \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/gmpscope
