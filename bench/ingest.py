@@ -53,7 +53,8 @@ def run_gmpscope_ingest(trace: Path, db_url: str, data_dir: Path) -> dict[str, A
     res = json.loads(out.splitlines()[-1])
     if not res["created"]:
         raise SystemExit("the database already held this trace: use an empty one")
-    return {"seconds": elapsed, "peak_mb": rusage.ru_maxrss / 1024, **res}
+    return {"seconds": elapsed, "peak_mb": rusage.ru_maxrss / 1024,
+            "user_s": rusage.ru_utime, "system_s": rusage.ru_stime, **res}
 
 
 def _time(fn: Callable[[], object], n: int) -> tuple[float, float]:
@@ -123,6 +124,11 @@ def main() -> None:
             print(f"{name:<28}{r['seconds']:>10.2f}{r['peak_mb']:>10.0f}"
                   f"{size_mb / r['seconds']:>10.1f}")
         print(f"events: {ours['events']:,}, goroutines: {ours['goroutines']:,}")
+        # Two cores: CPU seconds over wall seconds says how far moving work
+        # between threads can still go (docs/ingest.md).
+        print(f"gmpscope CPU, s: user {ours['user_s']:.2f}, system {ours['system_s']:.2f} "
+              f"({(ours['user_s'] + ours['system_s']) / ours['seconds']:.2f} cores busy "
+              "on average)")
         # The loader's own phases (the inserts overlap the derivations: they
         # run on the insert worker), so the parts add up to more than "load".
         phases = ours.get("timings") or {}
