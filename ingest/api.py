@@ -31,6 +31,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from ingest import uploads
+from ingest.chunked import clean_name
 from ingest.config import Settings
 from ingest.frames import FrameStore
 from ingest.load import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
@@ -261,7 +262,8 @@ def _result_json(r: IngestResult) -> dict[str, Any]:
 def _spool_body(dest: Path, limit: int) -> tuple[uploads.Spooled, str]:
     """Stream the request body (raw or the multipart ``file`` field) to ``dest``.
 
-    Returns what was written and the name to give the trace.
+    Returns what was written and the name to give the trace, cleaned as every
+    door cleans it (``clean_name``: a label, never a path).
     """
     uploads.check_declared_length(request.content_length, limit)
     name = request.args.get("name", "")
@@ -278,7 +280,7 @@ def _spool_body(dest: Path, limit: int) -> tuple[uploads.Spooled, str]:
     if spooled.size == 0:
         raise uploads.BadUpload("empty upload: send the trace as the request body or as "
                                 f"the multipart field {uploads.FILE_FIELD!r}")
-    return spooled, name
+    return spooled, clean_name(name)
 
 
 def _answer(result: IngestResult) -> tuple[Response, int]:
