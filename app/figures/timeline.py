@@ -25,6 +25,15 @@ COLORS = {
     "Waiting: GC": "#a99bc9", "Waiting: other": "#8da2bf", "Idle": "#dfe2e8",
     "GC": "#7b4fb3", "STW": "#4b2a7a", "Sweep": "#c3a8e6", "Assist": "#9b6fd0",
 }
+#: Running bars on P and M lanes: a colour per goroutine, as in go tool trace,
+#: so that one goroutine can be followed from P to P or M to M. Greens and
+#: teals only: a bar still reads as Running next to the other states' colours.
+GOROUTINE_COLORS = (
+    "#1b7a43", "#77c58f", "#0f6b5c", "#93b84f", "#2a9d8f", "#a8d8b0",
+    "#3f7f2f", "#56b8a9", "#1f5f3f", "#4cb374", "#6a9f3a", "#8fd3c7",
+)
+#: Legend name of Running bars coloured by goroutine.
+RUNNING_BY_G = "Running (a colour per goroutine)"
 LANE_PX = 18
 #: Longest lane label (start functions can be very long).
 LABEL_CHARS = 48
@@ -36,6 +45,24 @@ def fmt_dur(ns: float) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:.3g} {unit}"
     return f"{ns:.0f} ns"
+
+
+def goroutine_color(g: int) -> str:
+    """The colour of goroutine ``g``'s Running bars on P and M lanes. By id
+    modulo the palette, whose neighbours alternate dark and light: goroutines
+    started one after the other (neighbouring ids) never share a colour."""
+    return GOROUTINE_COLORS[g % len(GOROUTINE_COLORS)]
+
+
+def _bar_colors(data: dict[str, Any], name: str, idx: list[int]) -> str | list[str]:
+    """A category's colour, or per bar for Running on P and M lanes: each
+    single interval its goroutine's colour, merged shapes the category's."""
+    color = COLORS.get(name, "#999999")
+    if name != "Running" or data.get("mode") not in ("p", "m"):
+        return color
+    sh = data["shapes"]
+    return [goroutine_color(sh["g"][i]) if sh["n"][i] == 1 and sh["g"][i] >= 0 else color
+            for i in idx]
 
 
 def _label(text: str, kind: str) -> str:
@@ -85,8 +112,10 @@ def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, An
     for c in sorted(by_cat):
         idx = by_cat[c]
         name = cats[c]
+        colors = _bar_colors(data, name, idx)
         traces.append({
-            "type": "bar", "orientation": "h", "name": name,
+            "type": "bar", "orientation": "h",
+            "name": RUNNING_BY_G if isinstance(colors, list) else name,
             "y": [sh["lane"][i] for i in idx],
             "base": [round(origin + sh["s"][i] / 1e6, 6) for i in idx],
             # At least one pixel wide, or a lone short interval would not show.
@@ -94,7 +123,7 @@ def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, An
             "customdata": [[sh["ref"][i], sh["g"][i], sh["n"][i]] for i in idx],
             "hovertext": [_hover(data, i, labels[sh["lane"][i]]) for i in idx],
             "hovertemplate": "%{hovertext}<extra></extra>",
-            "marker": {"color": COLORS.get(name, "#999999"), "line": {"width": 0}},
+            "marker": {"color": colors, "line": {"width": 0}},
             "width": 0.8,
         })
     ticktext = [_label(t, k) for t, k in zip(labels, lanes["type"], strict=True)]
