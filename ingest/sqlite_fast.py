@@ -1,9 +1,10 @@
-"""Integer rows bound into SQLite by the C extension ``ingest._sqlitebulk``.
+"""Rows bound into SQLite by the C extension ``ingest._sqlitebulk``.
 
-The loader's big tables are all-integer columns in numpy. Through Python's
-sqlite3 module each value becomes an int object bound with the GIL held;
-the extension binds them from the numpy block without the GIL, on the same
-connection and in the same transaction (docs/ingest.md has the numbers).
+The loader's big tables are integer columns in numpy (and a few text ones).
+Through Python's sqlite3 module each value becomes a Python object bound with
+the GIL held; the extension binds them from the numpy buffers without the
+GIL, on the same connection and in the same transaction (docs/ingest.md has
+the numbers).
 :func:`column_inserter` says whether that is possible for a connection and
 returns the inserter, or None, and then callers bind through Python as before.
 """
@@ -69,7 +70,9 @@ def bindable(col: Any) -> bool:
         return True
     values = col.values if isinstance(col, (Gather, Nullable)) else col
     if isinstance(values, np.ndarray) and values.dtype.kind in "iub":
-        return True
+        # uint64 above 2**63 does not fit SQLite's integers: Python's binding
+        # raises for it, as it should.
+        return not (values.dtype.kind == "u" and values.dtype.itemsize == 8)
     if isinstance(col, Nullable) or not isinstance(values, (list, np.ndarray)):
         return False
     if isinstance(values, np.ndarray) and values.dtype != object:
@@ -99,7 +102,7 @@ def _spec(col: Any, a: int, b: int) -> tuple[Any, ...]:
         return None, None, None, col.start + a
     if isinstance(col, Gather):
         index = np.ascontiguousarray(col.index[a:b])
-        if col.values.dtype == object:
+        if col.values.dtype == object:  # (a few distinct texts in practice)
             return None, index, None, 0, col.values.tolist()
         return np.ascontiguousarray(col.values), index, None, 0
     if isinstance(col, Nullable):
@@ -126,7 +129,9 @@ def column_inserter(dbapi_conn: Any) -> Inserter | None:
         return None
     import _sqlite3
 
-    if not ext.handle_ok(dbapi_conn, _sqlite3.__file__, _main_file(dbapi_conn)):
+    module_file = getattr(_sqlite3, "__file__", None)  # None: built into the interpreter
+    if module_file is None or not ext.handle_ok(dbapi_conn, module_file,
+                                                _main_file(dbapi_conn)):
         return None
 
     def insert(table: str, names: Sequence[str], cols: Sequence[Any], a: int, b: int,

@@ -169,3 +169,16 @@ def test_errors_roll_back_and_keep_what_was_stored(
             bulk.insert_columns(conn, _t, {"id": Seq(100), "k": Nullable(
                 np.arange(2), np.array([False, True]))})
     assert _rows(small) == before
+
+
+def test_what_the_binder_takes() -> None:
+    """uint64 (may exceed SQLite's integers), floats and mixed lists go
+    through Python's binding, which raises or converts as it always did."""
+    assert sqlite_fast.bindable(np.arange(3, dtype=np.uint32))
+    assert not sqlite_fast.bindable(np.array([2**63], dtype=np.uint64))
+    assert not sqlite_fast.bindable(np.array([0.5]))
+    assert not sqlite_fast.bindable([1, "x"])
+    assert not sqlite_fast.bindable([2**64])
+    assert not sqlite_fast.bindable([True, None])  # bool is its own type: Python binds it
+    assert sqlite_fast.bindable([None, 2**63 - 1, -2**63])
+    assert sqlite_fast.bindable(Gather(np.array(["a", None], dtype=object), np.array([1, 0])))
