@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from app.figures.timeline import RUNNING_BY_G
 from ingest.db import make_engine
 from ingest.stategraph import state_graph, to_dot, to_mermaid
 from tests.support.server import REPO
@@ -126,7 +127,7 @@ def test_svg_timeline_lanes(data_dir: Path, trace_id: int) -> None:
     assert procs
     for pid in procs:
         assert f"P{pid}" in texts, f"lane P{pid} not in the SVG"
-    assert "Running" in texts
+    assert RUNNING_BY_G in texts  # the legend of the runs, coloured by goroutine
 
 
 def test_png_size(data_dir: Path, trace_id: int) -> None:
