@@ -116,12 +116,25 @@ def figure_image(fig: go.Figure, fmt: str, options: Mapping[str, str] | None = N
     if not Path(path).exists():
         raise ExportError(f"no Chromium at {path} for SVG/PNG export: install Debian's "
                           "chromium (apt-get install chromium) or set BROWSER_PATH")
-    data: Any = kaleido.calc_fig_sync(
-        fig, opts={"format": fmt, "width": width, "height": height, "scale": scale},
-        kopts={"mathjax": False, "path": path})
+    opts = {"format": fmt, "width": width, "height": height, "scale": scale}
+    kopts = {"mathjax": False, "path": path}
+    try:
+        data: Any = kaleido.calc_fig_sync(fig, opts=opts, kopts=kopts)
+    except Exception as e:
+        if not _page_not_ready(e):
+            raise
+        # Kaleido 1.x can run its script in the tab before its page has
+        # loaded ("kaleido_scopes is not defined"; seen once in a loaded CI
+        # run): a fresh browser renders it.
+        data = kaleido.calc_fig_sync(fig, opts=opts, kopts=kopts)
     if isinstance(data, str):
         data = data.encode("utf-8")
     return bytes(data)
+
+
+def _page_not_ready(e: BaseException) -> bool:
+    """Kaleido's error for a render sent before its page's script was there."""
+    return type(e).__name__ == "JavascriptError" and "kaleido_scopes is not defined" in str(e)
 
 
 def figure_html(fig: go.Figure, title: str = "gmpscope") -> bytes:
