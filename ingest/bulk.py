@@ -93,6 +93,10 @@ def insert_arrays(conn: Connection, table: Table, columns: Sequence[str],
     """Insert ``n`` rows given column-wise (see :data:`Col`), in chunks."""
     if conn.dialect.name == "sqlite":
         return _sqlite_arrays(conn, table, columns, cols, n, advance)
+    if conn.dialect.name == "postgresql":
+        if _pg_binary_ok(table, columns, cols):
+            return _pg_copy_binary(conn, table, columns, cols, n, advance)
+        return _pg_copy_columns(conn, table, columns, cols, n, advance)
     k = len(columns)
     for rows, flat in _flat_chunks(cols, k, n):
         insert_rows(conn, table, columns,
@@ -335,6 +339,51 @@ def _pg_copy_rows(conn: Connection, table: Table, columns: Sequence[str],
         cur.close()
     if advance:
         advance(n % _CHUNK)
+    return n
+
+
+def _pg_binary_ok(table: Table, columns: Sequence[str], cols: Sequence[Col]) -> bool:
+    """Whether binary COPY takes these columns: integer columns of the table,
+    given as numpy integers (or ids, constants), without NULLs."""
+    for name, col in zip(columns, cols, strict=True):
+        if not isinstance(table.c[name].type, tuple(_PG_BINARY)):
+            return False
+        if isinstance(col, (int, Seq)):
+            continue
+        if isinstance(col, Nullable) and bool(col.null.any()):
+            return False
+        values = col.values if isinstance(col, (Gather, Nullable)) else col
+        if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
+            return False
+    return True
+
+
+def _pg_copy_columns(conn: Connection, table: Table, columns: Sequence[str],
+                     cols: Sequence[Col], n: int, advance: Advance | None) -> int:
+    """Text ``COPY`` of column-wise rows; NULLs go as NULL (no sentinel to fix
+    with an UPDATE afterwards, which rewrote every row of the table)."""
+    cur = _dbapi(conn).cursor()
+    try:
+        with cur.copy(_copy_sql(table, columns, False)) as cp:
+            for a in range(0, n, _CHUNK):
+                b = min(n, a + _CHUNK)
+                parts: list[list[Any]] = []
+                for col in cols:
+                    if isinstance(col, Nullable):
+                        part = col.values[a:b].tolist()
+                        for i in np.flatnonzero(col.null[a:b]).tolist():
+                            part[i] = None
+                    else:
+                        chunk = _chunk(col, a, b)
+                        part = (chunk.tolist() if isinstance(chunk, np.ndarray)
+                                else [chunk] * (b - a) if isinstance(chunk, int) else list(chunk))
+                    parts.append(part)
+                for row in zip(*parts, strict=True):
+                    cp.write_row(row)
+                if advance:
+                    advance(b - a)
+    finally:
+        cur.close()
     return n
 
 
