@@ -182,3 +182,10 @@ def test_what_the_binder_takes() -> None:
     assert not sqlite_fast.bindable([True, None])  # bool is its own type: Python binds it
     assert sqlite_fast.bindable([None, 2**63 - 1, -2**63])
     assert sqlite_fast.bindable(Gather(np.array(["a", None], dtype=object), np.array([1, 0])))
+
+
+def test_insert_refuses_what_is_not_a_connection() -> None:
+    ext = sqlite_fast._extension()
+    with pytest.raises(TypeError):
+        ext.insert_columns(object(), "INSERT INTO t (a) VALUES (?)", 1,
+                           "INSERT INTO t (a) VALUES (?)", 1, [(np.arange(1), None, None, 0)])

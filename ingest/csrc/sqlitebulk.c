@@ -1,5 +1,6 @@
-/* ingest._sqlitebulk: bind blocks of int64 rows straight into SQLite, on the
- * connection and inside the transaction that Python's sqlite3 module holds.
+/* ingest._sqlitebulk: bind columns of integers (and texts) straight into
+ * SQLite, on the connection and inside the transaction that Python's sqlite3
+ * module holds.
  *
  *   handle_ok(conn, sqlite3_module_path, filename)  -> bool
  *   insert_columns(conn, sql_many, rows_many, sql_one, rows, columns)
@@ -8,8 +9,9 @@
  * value becomes an int object that the sqlite3 module binds with the GIL held
  * (about 0.7 us a row of 10 columns); here the values go from the numpy
  * columns (gathered through an index where the rows are a reordering) to
- * sqlite3_bind_int64 without the GIL (about 0.35 us a row, most of it
- * SQLite's own b-tree work), so the loader's numpy work runs meanwhile.
+ * sqlite3_bind_int64 without the GIL (about 0.45-0.55 us a row, most of it
+ * SQLite's own b-tree work: bench/sqlite_insert.py), so the loader's numpy
+ * work runs meanwhile.
  *
  * The sqlite3 handle is read from the connection object: CPython's
  * pysqlite_Connection starts with the sqlite3 pointer right after the object
@@ -338,6 +340,16 @@ static PyObject *insert_columns(PyObject *self, PyObject *args) {
         return NULL;
     if (per < 1 || per > BATCH_ROWS || n < 0) {
         PyErr_SetString(PyExc_ValueError, "rows per statement must be positive, rows not negative");
+        return NULL;
+    }
+    /* handle_ok() vouched for this connection; still refuse anything that is
+     * not one at all rather than read a pointer out of it. */
+    PyObject *t = connection_type();
+    if (!t) return NULL;
+    int is_conn = PyObject_TypeCheck(conn, (PyTypeObject *)t);
+    Py_DECREF(t);
+    if (!is_conn || !((ConnPrefix *)conn)->db) {
+        PyErr_SetString(PyExc_TypeError, "an open sqlite3.Connection expected");
         return NULL;
     }
     Col *cols;
