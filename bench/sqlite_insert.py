@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,13 +40,30 @@ COLUMNS = ["trace_id", "id", "rid", "start_ts", "seq", "end_ts", "kind", "m", "p
            "stack_id"]
 
 
-def run(directory: Path, label: str, n: int, first_id: int, pure: bool) -> float:
-    """Seconds to insert the rows; ids start at ``first_id``."""
+def insert_rows(conn: Connection, n: int, first_id: int) -> float:
+    """Store a bench trace row and ``n`` interval-like rows (ids from
+    ``first_id``) in ``conn``'s transaction; seconds the rows took."""
     rng = np.random.default_rng(1)
     order = rng.permutation(n).astype(np.int64)
     ts = np.cumsum(rng.integers(1, 1000, n)).astype(np.int64) + 1_900_000_000_000
     rid = rng.integers(0, 166_000, n).astype(np.int64)
     small = rng.integers(0, 40, n).astype(np.int16)
+    conn.execute(models.traces.insert().values(
+        id=1, sha256="0" * 64, name="bench", source="bench", go_version="1.27",
+        family="v2", first_ts=0, last_ts=0, events=0, transitions=0, goroutines=0,
+        procs=0, threads=0, stacks=0, event_counts="{}", status="complete",
+        bytes_lost=0, generations_lost=0, loss_offset=-1, loss_error="",
+        created_at=datetime.now(UTC)))
+    start = time.perf_counter()
+    bulk.insert_int_arrays(conn, models.intervals, COLUMNS, [
+        1, Seq(first_id), Gather(rid, order), Gather(ts, order), order, ts + 500,
+        Gather(small, order), Gather(small, order), Gather(small, order),
+        Gather(rid, order), Gather(small, order)], n)
+    return time.perf_counter() - start
+
+
+def run(directory: Path, label: str, n: int, first_id: int, pure: bool) -> float:
+    """Seconds to insert the rows into a fresh database; ids start at ``first_id``."""
     if pure:
         os.environ[PURE_ENV] = "1"
     else:
@@ -53,18 +71,7 @@ def run(directory: Path, label: str, n: int, first_id: int, pure: bool) -> float
     engine = make_engine(f"sqlite:///{directory / (label.replace(' ', '_') + '.db')}")
     migrate(engine)
     with write_tx(engine, bulk=True) as conn:
-        conn.execute(models.traces.insert().values(
-            id=1, sha256="0" * 64, name="bench", source="bench", go_version="1.27",
-            family="v2", first_ts=0, last_ts=0, events=0, transitions=0, goroutines=0,
-            procs=0, threads=0, stacks=0, event_counts="{}", status="complete",
-            bytes_lost=0, generations_lost=0, loss_offset=-1, loss_error="",
-            created_at=datetime.now(UTC)))
-        start = time.perf_counter()
-        bulk.insert_int_arrays(conn, models.intervals, COLUMNS, [
-            1, Seq(first_id), Gather(rid, order), Gather(ts, order), order, ts + 500,
-            Gather(small, order), Gather(small, order), Gather(small, order),
-            Gather(rid, order), Gather(small, order)], n)
-        seconds = time.perf_counter() - start
+        seconds = insert_rows(conn, n, first_id)
     engine.dispose()
     return seconds
 
