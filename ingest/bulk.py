@@ -4,8 +4,9 @@ SQLite: integer and text columns go to the C binder (ingest/sqlite_fast.py)
 when it can vouch for the connection; otherwise multi-row ``INSERT ...
 VALUES (...),(...)`` statements through the DBAPI cursor, about three times
 faster than ``executemany`` because the statement runs once per few thousand
-rows. PostgreSQL: ``COPY ... FROM STDIN`` through psycopg (binary for the
-all-integer interval rows). Anything else: SQLAlchemy's ``executemany``.
+rows. PostgreSQL: ``COPY ... FROM STDIN`` through psycopg, binary for
+all-integer tables without NULLs, else text with NULL as NULL. Anything else:
+SQLAlchemy's ``executemany``.
 """
 
 from __future__ import annotations
@@ -264,9 +265,8 @@ def insert_columns(conn: Connection, table: Table, cols: dict[str, Col],
 
 def insert_int_arrays(conn: Connection, table: Table, columns: Sequence[str],
                       cols: Sequence[Col], n: int, advance: Advance | None = None) -> int:
-    """Integer columns (no NULL): binary COPY on PostgreSQL, else insert_arrays."""
-    if conn.dialect.name == "postgresql":
-        return _pg_copy_binary(conn, table, columns, cols, n, advance)
+    """Integer columns (no NULL): :func:`insert_arrays`, which takes the binary
+    COPY on PostgreSQL and the C binder on SQLite for them."""
     return insert_arrays(conn, table, columns, cols, n, advance)
 
 
