@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
 from ingest.config import DEFAULT_BUSY_TIMEOUT_MS
@@ -84,9 +84,14 @@ def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.adapters.register_dumper(str, NulSafeStrBinaryDumper)
 
 
+def _in_memory(url: URL) -> bool:
+    """Whether a SQLite URL names an in-memory database (no file, no log)."""
+    return url.database in (None, "", ":memory:")
+
+
 def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
     u = make_url(url)
-    memory = u.database in (None, "", ":memory:")
+    memory = _in_memory(u)
     kwargs: dict[str, Any] = {"echo": echo}
     if memory:
         # One shared connection, or every checkout would see a new empty DB.
@@ -175,8 +180,7 @@ def checkpoint_meanwhile(engine: Engine) -> Iterator[None]:
     loses nothing (the rows are committed in the log, and the next commit's
     automatic checkpoint copies them), so its error is not raised.
     """
-    if engine.dialect.name != "sqlite" or make_url(str(engine.url)).database in (
-            None, "", ":memory:"):
+    if engine.dialect.name != "sqlite" or _in_memory(engine.url):
         yield
         return
 
