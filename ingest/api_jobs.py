@@ -104,7 +104,7 @@ def complete_upload(upload_id: str) -> tuple[Response, int]:
     runner = job_runner(current_app)
 
     def start(s: Session, spool: Path) -> str:
-        job = runner.submit(s.name, spool, s.size, cleanup=lambda: sessions.remove(s.id))
+        job = runner.submit(s.name, spool, s.size, cleanup=lambda: sessions.finish(s.id))
         return job.id
 
     def dead(job_id: str) -> bool:

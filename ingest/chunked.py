@@ -203,8 +203,25 @@ class Sessions:
                 raise Conflict(f"upload already handed to job {meta.job_id}")
             self.remove(upload_id)
 
+    def finish(self, upload_id: str) -> None:
+        """Delete a session's files once its job is done.
+
+        Waits for the session's lock first: a job on a tiny or garbage file can
+        end before ``complete`` (which holds the lock) has saved the job id, and
+        removing the files under it would let that save bring the ``.json`` back
+        as an orphan.
+        """
+        try:
+            f = open(self.spool_path(upload_id), "r+b")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            self.remove(upload_id)
+            return
+        with f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            self.remove(upload_id)
+
     def remove(self, upload_id: str) -> None:
-        """Delete a session's files (the job does this when it is finished)."""
+        """Delete a session's files (the caller holds its lock or it is stale)."""
         self.spool_path(upload_id).unlink(missing_ok=True)
         self._meta_path(upload_id).unlink(missing_ok=True)
 

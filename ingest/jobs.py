@@ -230,6 +230,9 @@ class JobRunner:
         self._update(job, force=True, state="running", stage="hash", started=time.time(),
                      total=job.size)
         warm_id: int | None = None
+        # The end state is published only after the cleanup, so that a client
+        # that sees "done" or "failed" also sees the upload's files gone.
+        outcome: dict[str, Any] = {"state": "failed", "error": "internal error: interrupted"}
         try:
             sha = self._hash(job, path)
             found = find_by_sha(self.engine, sha)
@@ -245,20 +248,20 @@ class JobRunner:
             else:
                 result = found
             job.result = result.as_dict()
-            self._update(job, force=True, state="done", stage="done", trace_id=result.id,
-                         existing=not result.created, done=job.total)
+            outcome = {"state": "done", "stage": "done", "trace_id": result.id,
+                       "existing": not result.created, "done": job.total}
             if result.created:
                 warm_id = result.id
         except IngestError as e:
-            self._update(job, force=True, state="failed", error=str(e))
+            outcome = {"state": "failed", "error": str(e)}
         except Exception as e:  # a bug: say so, keep the traceback in the log
             log.exception("ingest job %s failed", job.id)
-            self._update(job, force=True, state="failed",
-                         error=f"internal error: {type(e).__name__}")
+            outcome = {"state": "failed", "error": f"internal error: {type(e).__name__}"}
         finally:
             if cleanup is not None:
                 with contextlib.suppress(OSError):
                     cleanup()
+            self._update(job, force=True, **outcome)
             job.finished = time.time()
             with self._lock:
                 self._active.pop(job.id, None)
