@@ -59,4 +59,4 @@ bench: test-setup
 	$(BIN)/python bench/decode.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info collectors/gotrace/_v2fast*.so
+	rm -rf $(VENV) build *.egg-info collectors/gotrace/_v2fast*.so ingest/_*.so

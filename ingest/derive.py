@@ -11,6 +11,7 @@ graph's dwell times) is a vectorised reduction over those sorted rows.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ RUNNING = STATE_CODE["Running"]
 WAITING = STATE_CODE["Waiting"]
 SYSCALL = STATE_CODE["Syscall"]
 IDLE = STATE_CODE["Idle"]
+#: Set to 1 to sort with numpy even where the C counting sort applies.
+PURE_ENV = "GMPSCOPE_PURE_ORDER"
 
 
 @dataclass
@@ -44,7 +47,7 @@ class Ordered:
     indexes of group starts (one group per resource id).
     """
 
-    order: I64
+    order: Arr  # int32 below 2**31 transitions, else int64
     end: I64
     first: Arr
     last: Arr
@@ -52,7 +55,38 @@ class Ordered:
 
 
 def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
-    """Sort transitions into intervals; see :class:`Ordered`."""
+    """Sort transitions into intervals; see :class:`Ordered`.
+
+    By counting sort in C (ingest/csrc/intervalorder.c) where it applies, else
+    by numpy's sort (:func:`order_intervals_numpy`): the same result.
+    """
+    fast = _counting_order(tr, last_ts)
+    return fast if fast is not None else order_intervals_numpy(tr, last_ts)
+
+
+def _counting_order(tr: Transitions, last_ts: int) -> Ordered | None:
+    try:
+        from ingest import _intervalorder  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if "1" in (os.environ.get(PURE_ENV), os.environ.get("GMPSCOPE_PURE")):
+        return None
+    if tr.rid.dtype != np.int32 or tr.ts.dtype != np.int64:
+        return None
+    n = len(tr)
+    order = np.empty(n, dtype=np.int32)
+    end = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=bool)
+    last = np.empty(n, dtype=bool)
+    if not _intervalorder.order_intervals(tr.res, tr.rid, tr.ts, int(last_ts), order, end,
+                                          first, last):
+        return None
+    starts = np.flatnonzero(first).astype(np.int64)
+    return Ordered(order=order, end=end, first=first, last=last, starts=starts)
+
+
+def order_intervals_numpy(tr: Transitions, last_ts: int) -> Ordered:
+    """:func:`order_intervals` by numpy's stable sort."""
     n = len(tr)
     key = tr.rid.astype(np.int64)
     if n and int(key.max()) < 2**30 and int(key.min()) >= 0:

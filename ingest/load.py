@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import IntegrityError
@@ -30,20 +30,22 @@ from ingest import models
 from ingest.columns import (
     ParquetDirError,
     Seq,
-    Transitions,
     read_meta,
     read_table,
     read_transitions,
 )
 from ingest.config import Settings
 from ingest.db import checkpoint_meanwhile, write_tx
+from ingest.decoded import Decoded, decode_file_in_memory
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
 from ingest.frames import FrameWriter, Kind
 from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
 from ingest.timings import Timings
-from ingest.transitions_builder import TransitionsBuilder
+
+if TYPE_CHECKING:
+    from ingest.decode_ahead import DecodeAhead
 
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
@@ -137,22 +139,30 @@ def remove_orphan_raw_files(engine: Engine, data_dir: Path, min_age_s: float = 3
 
 def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                       data_dir: Path | None = None, sha256: str | None = None,
-                      progress: Progress | None = None) -> IngestResult:
+                      progress: Progress | None = None,
+                      ahead: DecodeAhead | None = None) -> IngestResult:
     """Decode and load a raw trace file; keep a copy named by its sha256.
 
     ``data_dir`` defaults to the configured one ($GMPSCOPE_DATA). Raises
     BadTraceError for a file that is not a trace (the database is untouched).
+    ``ahead``: this file's decode, started earlier (the CLI starts it before
+    it opens the database).
     """
     from collectors.gotrace.errors import TraceFormatError
     from collectors.gotrace.todir import decode_file_to_dir
 
     path = Path(path)
     ddir = data_dir if data_dir is not None else Settings.from_env().data_dir
+    if ahead is not None and ahead.path != path:
+        ahead.cancel()
+        ahead = None
     if not path.is_file():
         raise BadTraceError(f"{path}: no such file")
-    sha = sha256 or file_sha256(path)
+    sha = (ahead.sha256() if ahead is not None else None) or sha256 or file_sha256(path)
     found = find_by_sha(engine, sha)
     if found is not None:
+        if ahead is not None:
+            ahead.cancel()
         return found
     tmp_root = ddir / "tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)
@@ -162,9 +172,16 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         if progress:
             progress("decode", 0, 1)
         try:
-            with timings.phase("decode"):
-                decoded = _decode_in_memory(path)
-                if decoded is None:
+            if ahead is not None:
+                # Only the wait counts here; the decode itself ran meanwhile.
+                with timings.phase("decode wait"):
+                    decoded = ahead.result()
+                timings.add("decode", ahead.seconds)
+            else:
+                with timings.phase("decode"):
+                    decoded = decode_file_in_memory(path)
+            if decoded is None:
+                with timings.phase("decode"):
                     decode_file_to_dir(path, work / "parquet")
         except TraceFormatError as e:
             raise BadTraceError(f"{name or path.name}: not a readable Go trace: {e}") from None
@@ -277,50 +294,6 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                           source=source, size_bytes=size_bytes, progress=progress,
                           data_dir=data_dir, timings=timings, where=str(directory),
                           started=started)
-
-
-class Decoded:
-    """A decoded trace in memory: meta.json's content, the transitions as
-    compact columns and the other tables as Arrow tables.
-
-    :meth:`take` hands them over and forgets them, so that the loader alone
-    holds them and can drop each as soon as it is done with it.
-    """
-
-    def __init__(self, meta: dict[str, Any], tr: Transitions, events: Any, tstacks: Any,
-                 stacks: Any) -> None:
-        self._parts: tuple[dict[str, Any], Transitions, Any, Any, Any] | None = (
-            meta, tr, events, tstacks, stacks)
-
-    def take(self) -> tuple[dict[str, Any], Transitions, Any, Any, Any]:
-        """(meta, transitions, events, transition_stacks, stacks), once."""
-        if self._parts is None:
-            raise RuntimeError("a decoded trace is loaded once")
-        parts, self._parts = self._parts, None
-        return parts
-
-
-def _decode_in_memory(path: Path) -> Decoded | None:
-    """Decode a Go 1.22+ trace with the C decoder straight into memory (no
-    Parquet written and read back); None when that decoder does not apply.
-    Raises TraceFormatError for a file that is not a trace."""
-    from collectors.gotrace import columnar
-    from collectors.gotrace.errors import TraceFormatError
-    from collectors.gotrace.parquet_out import source_facts
-    from collectors.gotrace.reader import read_header
-
-    data = path.read_bytes()
-    if not data:
-        raise TraceFormatError(-1, "empty file, not a Go trace")
-    _, family = read_header(data)
-    if family != "v2" or not columnar.available():
-        return None
-    builder = TransitionsBuilder()
-    meta, tables = columnar.decode_in_memory(data, builder.add,
-                                             source=source_facts(path, data))
-    del data
-    return Decoded(meta, builder.finish(int(meta["transitions"])), tables["events"],
-                   tables["transition_stacks"], tables["stacks"])
 
 
 def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, source: str,

@@ -66,28 +66,44 @@ class _Bar:
 
 
 def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
-                progress: Any = None) -> Any:
+                progress: Any = None, ahead: Any = None) -> Any:
     """Ingest a raw trace file or a decoded Parquet directory; its IngestResult.
 
-    Raises ingest.load.IngestError for input that is not one.
+    ``ahead``: the file's DecodeAhead, when one was started. Raises
+    ingest.load.IngestError for input that is not one.
     """
     from ingest.load import ingest_trace_file, load_parquet_dir
 
     if path.is_dir():
         return load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir)
-    return ingest_trace_file(engine, path, name, data_dir=data_dir, progress=progress)
+    return ingest_trace_file(engine, path, name, data_dir=data_dir, progress=progress,
+                             ahead=ahead)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ingest.decode_ahead import DecodeAhead
+
+    for path in args.paths:
+        if not path.exists():
+            raise CLIError(f"no such file or directory: {path}", EXIT_BAD_INPUT)
+    # The first trace decodes (C, without the GIL) while the database is
+    # opened below: imports and, on a new database, its schema (docs/ingest.md).
+    first = args.paths[0]
+    ahead = DecodeAhead(first) if first.is_file() and args.attach is None else None
+    try:
+        return _run(args, ahead)
+    finally:
+        if ahead is not None:
+            ahead.cancel()  # a no-op once its result was taken
+
+
+def _run(args: argparse.Namespace, ahead: Any) -> int:
     from ingest.config import Settings
     from ingest.db import make_engine
     from ingest.load import IngestError
     from ingest.poller_load import is_recording_dir
 
     settings = Settings.from_env(db_url=args.db, data_dir=args.data_dir)
-    for path in args.paths:
-        if not path.exists():
-            raise CLIError(f"no such file or directory: {path}", EXIT_BAD_INPUT)
     try:
         engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
     except ValueError as e:
@@ -100,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
                 if is_recording_dir(path) or args.attach is not None:
                     _recording(engine, path, args, settings.data_dir, name)
                     continue
-                res = ingest_path(engine, path, name, settings.data_dir, bar)
+                res = ingest_path(engine, path, name, settings.data_dir, bar,
+                                  ahead if path is args.paths[0] else None)
             except IngestError as e:
                 raise CLIError(str(e), EXIT_BAD_INPUT) from None
             except LookupError as e:

@@ -1,0 +1,80 @@
+"""A decoded trace in memory, straight from the C decoder (no Parquet files).
+
+The loader (:mod:`ingest.load`) takes a :class:`Decoded` apart table by
+table. Heavy imports (numpy, Arrow, the decoder) happen inside the functions,
+so that :mod:`ingest.decode_ahead` can start a decode before anything else
+is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ingest.columns import Transitions
+
+
+class Decoded:
+    """A decoded trace in memory: meta.json's content, the transitions as
+    compact columns and the other tables as Arrow tables.
+
+    :meth:`take` hands them over and forgets them, so that the loader alone
+    holds them and can drop each as soon as it is done with it.
+    """
+
+    def __init__(self, meta: dict[str, Any], tr: Transitions, events: Any, tstacks: Any,
+                 stacks: Any) -> None:
+        self._parts: tuple[dict[str, Any], Transitions, Any, Any, Any] | None = (
+            meta, tr, events, tstacks, stacks)
+
+    def take(self) -> tuple[dict[str, Any], Transitions, Any, Any, Any]:
+        """(meta, transitions, events, transition_stacks, stacks), once."""
+        if self._parts is None:
+            raise RuntimeError("a decoded trace is loaded once")
+        parts, self._parts = self._parts, None
+        return parts
+
+
+def decode_file_in_memory(path: Path) -> Decoded | None:
+    """Decode a Go 1.22+ trace with the C decoder straight into memory (no
+    Parquet written and read back); None when that decoder does not apply.
+    Raises TraceFormatError for a file that is not a trace."""
+    data = path.read_bytes()
+    return decode_bytes(path, data, hashlib.sha256(data).hexdigest())
+
+
+def decode_bytes(path: Path, data: bytes, sha256: str,
+                 cancelled: Callable[[], bool] = lambda: False) -> Decoded | None:
+    """:func:`decode_file_in_memory` of the file's content ``data`` (whose hash is
+    ``sha256``); stops with DecodeCancelled between row groups once
+    ``cancelled()`` is true."""
+    from collectors.gotrace import columnar
+    from collectors.gotrace.errors import TraceFormatError
+    from collectors.gotrace.reader import read_header
+
+    if not data:
+        raise TraceFormatError(-1, "empty file, not a Go trace")
+    _, family = read_header(data)
+    if family != "v2" or not columnar.available():
+        return None
+    from ingest.transitions_builder import TransitionsBuilder
+
+    builder = TransitionsBuilder()
+
+    def add(table: Any) -> None:
+        if cancelled():
+            raise DecodeCancelled(str(path))
+        builder.add(table)
+
+    source = {"name": path.name, "size": len(data), "sha256": sha256}
+    meta, tables = columnar.decode_in_memory(data, add, source=source)
+    del data
+    return Decoded(meta, builder.finish(int(meta["transitions"])), tables["events"],
+                   tables["transition_stacks"], tables["stacks"])
+
+
+class DecodeCancelled(Exception):
+    """A decode ahead was stopped because its result is not needed."""
