@@ -16,7 +16,7 @@ setup: $(VENV)/.installed
 
 # The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder, and
 # ingest/_sqlitebulk, the loader's SQLite binder) are built in place by the editable install; a changed C source rebuilds it.
-CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h ingest/csrc/*.c)
+CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h ingest/csrc/*.c ingest/csrc/*.h)
 
 $(VENV)/.installed: pyproject.toml $(CSRC)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

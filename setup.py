@@ -41,6 +41,17 @@ setup(
         Extension(
             "ingest._intervalorder",
             sources=["ingest/csrc/intervalorder.c"],
+            depends=["ingest/csrc/buffers.h"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
+                                "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+        ),
+        # One-pass reductions of the transitions (ingest/derive.py); optional:
+        # the numpy forms give the same columns without it.
+        Extension(
+            "ingest._summaries",
+            sources=["ingest/csrc/summaries.c"],
+            depends=["ingest/csrc/buffers.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
                                 "-Wno-unused-parameter", "-Wno-missing-field-initializers"],

@@ -35,6 +35,8 @@ SYSCALL = STATE_CODE["Syscall"]
 IDLE = STATE_CODE["Idle"]
 #: Set to 1 to sort with numpy even where the C counting sort applies.
 PURE_ENV = "GMPSCOPE_PURE_ORDER"
+#: Set to 1 to reduce with numpy even where the C reductions apply.
+PURE_SUMMARIES_ENV = "GMPSCOPE_PURE_SUMMARIES"
 
 
 @dataclass
@@ -131,28 +133,52 @@ def _group_sum(values: Arr, starts: I64) -> I64:
     return np.add.reduceat(values.astype(np.int64, copy=False), starts)
 
 
-def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
-                       tstack_of: dict[int, int]) -> tuple[Columns, Columns]:
-    """Columns of ``goroutines`` and ``procs`` (without trace_id).
+#: States whose time is summed per goroutine and proc.
+SUMMED_STATES = (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE)
 
-    A goroutine's creation is its first transition out of NotExist: its time
-    is ``created_ts``, the goroutine in whose context it happened is the
-    parent, and its transition stack (transition_stacks.parquet) names the
-    start function (innermost frame). ``ended_ts`` is its last transition
-    to NotExist. Time in each state sums the goroutine's intervals.
-    """
+
+def _c_summaries(tr: Transitions, o: Ordered) -> Any:
+    """The C reductions (ingest/csrc/summaries.c) when they apply, else None."""
+    if "1" in (os.environ.get(PURE_SUMMARIES_ENV), os.environ.get("GMPSCOPE_PURE")):
+        return None
+    try:
+        from ingest import _summaries  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if (o.order.dtype != np.int32 or tr.ts.dtype != np.int64 or tr.m.dtype != np.int32
+            or tr.res.dtype != np.int8 or tr.frm.dtype != np.int8 or tr.to.dtype != np.int8):
+        return None
+    return _summaries
+
+
+def run_sums(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:
+    """Per resource run (``o.starts``): ns in each of SUMMED_STATES, the row
+    (of the interval order) that created it (int64 max: none), and when it
+    last ended (-1: never)."""
+    c = _c_summaries(tr, o)
+    if c is None:
+        return run_sums_numpy(tr, o)
+    groups = len(o.starts)
+    sums = np.empty((groups, len(SUMMED_STATES)), np.int64)
+    created = np.empty(groups, np.int64)
+    ended = np.empty(groups, np.int64)
+    c.resource_sums(o.order, o.end, o.starts, tr.ts, tr.frm, tr.to, bytes(SUMMED_STATES),
+                    NOT_EXIST, sums, created, ended)
+    created[created < 0] = np.iinfo(np.int64).max
+    return {st: sums[:, j] for j, st in enumerate(SUMMED_STATES)}, created, ended
+
+
+def run_sums_numpy(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:
+    """:func:`run_sums` in numpy."""
     order, starts = o.order, o.starts
     n = len(order)
-    if n == 0:
-        return {}, {}
     ts_s = tr.ts[order]
     to_s = tr.to[order]
     dur = o.end - ts_s
     lasts = np.append(starts[1:], n) - 1
-    res = tr.res[order[starts]]
     sums = {}
     masked = np.empty_like(dur)
-    for st in (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE):
+    for st in SUMMED_STATES:
         np.multiply(dur, to_s == st, out=masked)  # no second full-size temporary
         sums[st] = _group_sum(masked, starts)
     del dur, masked
@@ -173,11 +199,31 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
         kk = np.maximum(k, 0)
         ok = (k >= 0) & (died[kk] >= starts)
         ended[ok] = ts_s[died[kk[ok]]]
-    del born, died
+    return sums, created_idx, ended
+
+
+def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
+                       tstack_of: dict[int, int]) -> tuple[Columns, Columns]:
+    """Columns of ``goroutines`` and ``procs`` (without trace_id).
+
+    A goroutine's creation is its first transition out of NotExist: its time
+    is ``created_ts``, the goroutine in whose context it happened is the
+    parent, and its transition stack (transition_stacks.parquet) names the
+    start function (innermost frame). ``ended_ts`` is its last transition
+    to NotExist. Time in each state sums the goroutine's intervals.
+    """
+    order, starts = o.order, o.starts
+    n = len(order)
+    if n == 0:
+        return {}, {}
+    lasts = np.append(starts[1:], n) - 1
+    res = tr.res[order[starts]]
+    sums, created_idx, ended = run_sums(tr, o)
+    big = np.iinfo(np.int64).max
     base = {
         "rid": tr.rid[order[starts]].astype(np.int64),
-        "first_ts": ts_s[starts],
-        "last_ts": ts_s[lasts],
+        "first_ts": tr.ts[order[starts]],
+        "last_ts": tr.ts[order[lasts]],
         "final": tr.to[order[lasts]],
         "transitions": lasts - starts + 1,
     }
@@ -191,7 +237,7 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     cidx = created_idx[g]
     has_c = cidx != big
     cseq = np.where(has_c, order[np.minimum(cidx, n - 1)], 0)
-    created = np.where(has_c, ts_s[np.minimum(cidx, n - 1)], -1)
+    created = np.where(has_c, tr.ts[order[np.minimum(cidx, n - 1)]], -1)
     parent = np.where(has_c, tr.g[cseq].astype(np.int64), -1)
     start_stack = [tstack_of.get(q) if c else None
                    for q, c in zip(cseq.tolist(), has_c.tolist(), strict=True)]
@@ -240,23 +286,7 @@ def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Colu
     """Columns of ``threads``, from the M context of transitions and other
     events: the time an M ran a goroutine or sat in a syscall with one sums
     the goroutine intervals that its transitions began."""
-    n = len(tr)
-    by_m = np.argsort(tr.m, kind="stable")
-    m_sorted = tr.m[by_m]
-    skip = int(np.searchsorted(m_sorted, 0))  # -1: no thread
-    by_m, m_sorted = by_m[skip:], m_sorted[skip:]
-    bounds = np.flatnonzero(np.diff(m_sorted)) + 1
-    starts = np.concatenate([[0], bounds]).astype(np.int64) if len(by_m) else bounds
-    uniq = m_sorted[starts].astype(np.int64)
-    ends = np.append(starts[1:], len(by_m)) - 1 if len(by_m) else starts
-    # Transitions are in time order, so the first and last of each group in
-    # the stable sort are the thread's first and last transitions.
-    first = tr.ts[by_m[starts]] if len(by_m) else np.zeros(0, dtype=np.int64)
-    last = tr.ts[by_m[ends]] if len(by_m) else np.zeros(0, dtype=np.int64)
-    ntrans = (ends - starts + 1) if len(by_m) else np.zeros(0, dtype=np.int64)
-    group = np.full(n, -1, dtype=np.int32)
-    group[by_m] = np.repeat(np.arange(len(uniq), dtype=np.int32), ntrans)
-    del by_m, m_sorted
+    uniq, first, last, ntrans, run_u, sys_u, nsys_u = thread_sums(tr, o)
     # Other events' threads (few rows): merge their times in.
     ev_has = ev_m >= 0
     extra_m = ev_m[ev_has].astype(np.int64)
@@ -273,6 +303,45 @@ def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Colu
         epos = np.searchsorted(all_m, extra_m)
         np.minimum.at(f, epos, extra_ts)
         np.maximum.at(la, epos, extra_ts)
+    run = np.zeros(k, dtype=np.int64)
+    sys_ = np.zeros(k, dtype=np.int64)
+    nsys = np.zeros(k, dtype=np.int64)
+    run[pos], sys_[pos], nsys[pos] = run_u, sys_u, nsys_u
+    return {"m": all_m, "first_ts": f, "last_ts": la, "transitions": cnt,
+            "running_ns": run, "syscall_ns": sys_, "syscalls": nsys}
+
+
+def thread_sums(tr: Transitions, o: Ordered) -> tuple[I64, ...]:
+    """Per thread that made transitions, by id: (m, first ts, last ts,
+    transitions, Running ns, Syscall ns, syscalls), the sums over the
+    goroutine intervals whose transition the thread made."""
+    c = _c_summaries(tr, o)
+    if c is None:
+        return thread_sums_numpy(tr, o)
+    cols = c.thread_sums(tr.m, tr.ts, tr.res, tr.to, o.order, o.end, GOROUTINE, RUNNING,
+                         SYSCALL)
+    return tuple(np.frombuffer(col, dtype=np.int64) for col in cols)
+
+
+def thread_sums_numpy(tr: Transitions, o: Ordered) -> tuple[I64, ...]:
+    """:func:`thread_sums` in numpy."""
+    n = len(tr)
+    by_m = np.argsort(tr.m, kind="stable")
+    m_sorted = tr.m[by_m]
+    skip = int(np.searchsorted(m_sorted, 0))  # -1: no thread
+    by_m, m_sorted = by_m[skip:], m_sorted[skip:]
+    bounds = np.flatnonzero(np.diff(m_sorted)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64) if len(by_m) else bounds
+    uniq = m_sorted[starts].astype(np.int64)
+    ends = np.append(starts[1:], len(by_m)) - 1 if len(by_m) else starts
+    # Transitions are in time order, so the first and last of each group in
+    # the stable sort are the thread's first and last transitions.
+    first = tr.ts[by_m[starts]] if len(by_m) else np.zeros(0, dtype=np.int64)
+    last = tr.ts[by_m[ends]] if len(by_m) else np.zeros(0, dtype=np.int64)
+    ntrans = ((ends - starts + 1) if len(by_m) else np.zeros(0, dtype=np.int64)).astype(np.int64)
+    group = np.full(n, -1, dtype=np.int32)
+    group[by_m] = np.repeat(np.arange(len(uniq), dtype=np.int32), ntrans)
+    del by_m, m_sorted
     order = o.order
     st_s = tr.to[order]
     gsel = tr.res[order] == GOROUTINE
@@ -284,14 +353,9 @@ def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Colu
         dur = (o.end[idx] - tr.ts[order[idx]])[ok]
         sums[state] = (np.bincount(grp[ok], weights=dur, minlength=len(uniq)),
                        np.bincount(grp[ok], minlength=len(uniq)))
-    run = np.zeros(k, dtype=np.int64)
-    sys_ = np.zeros(k, dtype=np.int64)
-    nsys = np.zeros(k, dtype=np.int64)
-    run[pos] = np.rint(sums[RUNNING][0]).astype(np.int64)
-    sys_[pos] = np.rint(sums[SYSCALL][0]).astype(np.int64)
-    nsys[pos] = sums[SYSCALL][1]
-    return {"m": all_m, "first_ts": f, "last_ts": la, "transitions": cnt,
-            "running_ns": run, "syscall_ns": sys_, "syscalls": nsys}
+    return (uniq, first.astype(np.int64), last.astype(np.int64), ntrans,
+            np.rint(sums[RUNNING][0]).astype(np.int64),
+            np.rint(sums[SYSCALL][0]).astype(np.int64), sums[SYSCALL][1].astype(np.int64))
 
 
 def syscalls(tr: Transitions, o: Ordered) -> Columns:
@@ -466,6 +530,22 @@ def state_edges(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
     time since the resource's previous transition; the first transition of a
     resource in the trace has no known dwell (counted, not measured).
     """
+    c = _c_summaries(tr, o)
+    if c is None:
+        return state_edges_numpy(tr, o)
+    out: list[tuple[Any, ...]] = []
+    for code, cnt, measured, total, p50, p99, top in c.state_edges(
+            o.order, o.first, tr.ts, tr.res, tr.frm, tr.to):
+        rest, to = divmod(code, 8)
+        res, frm = divmod(rest, 8)
+        mean = total / measured if measured else None
+        out.append((RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to], cnt, measured,
+                    mean, p50, p99, top))
+    return out
+
+
+def state_edges_numpy(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
+    """:func:`state_edges` in numpy."""
     order = o.order
     n = len(order)
     if n == 0:

@@ -1,0 +1,505 @@
+/* Per-resource, per-thread and per-edge reductions of a trace's transitions
+ * (ingest/derive.py), each one pass over the interval order without the
+ * trace-length temporaries their numpy forms need.
+ *
+ * resource_sums(order, end, starts, ts, frm, to, states, not_exist, sums, created, ended)
+ *     Per resource run g (rows starts[g] .. starts[g+1]-1 of the interval
+ *     order): the ns spent in each state of the bytes `states` (sums, G rows
+ *     of len(states)), the first row entered from not_exist (created, -1:
+ *     none) and the ts of the last row entering not_exist (ended, -1: none).
+ * thread_sums(m, ts, res, to, order, end, goroutine, running, syscall)
+ *     -> (ms, first_ts, last_ts, transitions, running_ns, syscall_ns, syscalls)
+ *     as bytearrays of int64, one item per distinct thread (m >= 0), by m.
+ *     first/last: the ts of the thread's first and last transition (row
+ *     order); the sums cover the goroutine Running and Syscall intervals
+ *     whose transition was on that thread.
+ * state_edges(order, first, ts, res, frm, to)
+ *     -> [(code, count, dwell_count, dwell_sum, p50, p99, max)] per edge code
+ *     (resource*64 + from*8 + to) present, by code; dwell is the time since
+ *     the resource's previous row (none for its first row; negative ones are
+ *     not measured); p50/p99 are nearest-rank quantiles (None when no dwell).
+ *
+ * Sums wrap like numpy's int64 arithmetic (they are done unsigned here).
+ */
+#include "buffers.h"
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define NCODES 128 /* 2 resources x 8 from-states x 8 to-states */
+/* Rows fetched ahead in the gathers through the interval order: those are
+ * cache misses, and prefetching halves the time of a pass. */
+#define AHEAD 16
+#define FETCH_AHEAD(order, k, norder, nrows, ...)                         \
+    do {                                                                  \
+        if ((k) + AHEAD < (norder)) {                                     \
+            int32_t a_ = (order)[(k) + AHEAD];                            \
+            if (a_ >= 0 && a_ < (nrows)) {                                \
+                const void *p_[] = {__VA_ARGS__};                         \
+                for (size_t i_ = 0; i_ < sizeof p_ / sizeof *p_; i_++)    \
+                    __builtin_prefetch((const char *)p_[i_]);             \
+            }                                                             \
+        }                                                                 \
+    } while (0)
+
+/* ------------------------------------------------------------ resources */
+
+static PyObject *resource_sums(PyObject *self, PyObject *args)
+{
+    PyObject *o[10];
+    const char *states;
+    Py_ssize_t nstates;
+    int not_exist;
+    if (!PyArg_ParseTuple(args, "OOOOOOy#iOOO:resource_sums", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &states, &nstates, &not_exist, &o[6], &o[7], &o[8]))
+        return NULL;
+    static const char *names[9] = {"order", "end", "starts", "ts", "frm", "to", "sums",
+                                   "created", "ended"};
+    static const char *formats[9] = {"i", "lq", "lq", "lq", "b", "b", "lq", "lq", "lq"};
+    static const Py_ssize_t sizes[9] = {4, 8, 8, 8, 1, 1, 8, 8, 8};
+    Buf b[9];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 9; i++) {
+        if (buf_get(o[i], &b[i], i >= 6, formats[i], sizes[i], names[i]) < 0) {
+            buf_release(b, 9);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = buf_items(&b[0]), groups = buf_items(&b[2]), ntr = buf_items(&b[3]);
+    if (buf_items(&b[1]) != n || buf_items(&b[4]) != ntr || buf_items(&b[5]) != ntr ||
+        buf_items(&b[6]) != groups * nstates || buf_items(&b[7]) != groups ||
+        buf_items(&b[8]) != groups || nstates > 16) {
+        PyErr_SetString(PyExc_ValueError, "resource_sums: arrays of mismatched lengths");
+        buf_release(b, 9);
+        return NULL;
+    }
+    const int32_t *order = b[0].b.buf;
+    const int64_t *end = b[1].b.buf, *starts = b[2].b.buf, *ts = b[3].b.buf;
+    const int8_t *frm = b[4].b.buf, *to = b[5].b.buf;
+    uint64_t *sums = b[6].b.buf;
+    int64_t *created = b[7].b.buf, *ended = b[8].b.buf;
+    int slot[256];
+    for (int s = 0; s < 256; s++)
+        slot[s] = -1;
+    for (Py_ssize_t j = 0; j < nstates; j++)
+        slot[(uint8_t)states[j]] = (int)j;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t g = 0; g < groups && !bad; g++) {
+        int64_t lo = starts[g], hi = g + 1 < groups ? starts[g + 1] : n;
+        if (lo < 0 || hi > n || lo > hi) {
+            bad = 1;
+            break;
+        }
+        uint64_t *row = sums + g * nstates;
+        memset(row, 0, (size_t)nstates * sizeof *row);
+        created[g] = -1;
+        ended[g] = -1;
+        for (int64_t k = lo; k < hi; k++) {
+            FETCH_AHEAD(order, k, n, ntr, &ts[a_], &frm[a_], &to[a_]);
+            int32_t q = order[k];
+            if (q < 0 || q >= ntr) {
+                bad = 1;
+                break;
+            }
+            int s = slot[(uint8_t)to[q]];
+            if (s >= 0)
+                row[s] += (uint64_t)end[k] - (uint64_t)ts[q];
+            if (created[g] < 0 && frm[q] == not_exist)
+                created[g] = k;
+            if (to[q] == not_exist)
+                ended[g] = ts[q];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    buf_release(b, 9);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "resource_sums: a row or run out of range");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------------- threads */
+
+typedef struct {
+    int64_t m, first, last, transitions, running, syscall, syscalls;
+    int used;
+} Thread;
+
+typedef struct {
+    Thread *t;
+    size_t cap, n;
+} Threads;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* The slot of thread m, made when new; NULL when out of memory. */
+static Thread *thread_of(Threads *h, int64_t m)
+{
+    if (2 * (h->n + 1) > h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 64;
+        Thread *t = calloc(cap, sizeof *t);
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < h->cap; i++) {
+            if (!h->t[i].used)
+                continue;
+            size_t j = mix((uint64_t)h->t[i].m) & (cap - 1);
+            while (t[j].used)
+                j = (j + 1) & (cap - 1);
+            t[j] = h->t[i];
+        }
+        free(h->t);
+        h->t = t;
+        h->cap = cap;
+    }
+    size_t j = mix((uint64_t)m) & (h->cap - 1);
+    while (h->t[j].used && h->t[j].m != m)
+        j = (j + 1) & (h->cap - 1);
+    if (!h->t[j].used) {
+        memset(&h->t[j], 0, sizeof h->t[j]);
+        h->t[j].used = 1;
+        h->t[j].m = m;
+        h->n++;
+    }
+    return &h->t[j];
+}
+
+static int by_m(const void *a, const void *b)
+{
+    int64_t x = ((const Thread *)a)->m, y = ((const Thread *)b)->m;
+    return (x > y) - (x < y);
+}
+
+static PyObject *column(const Thread *t, size_t n, size_t offset)
+{
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
+    if (!out)
+        return NULL;
+    int64_t *v = (int64_t *)PyByteArray_AS_STRING(out);
+    for (size_t i = 0; i < n; i++)
+        memcpy(&v[i], (const char *)&t[i] + offset, sizeof(int64_t));
+    return out;
+}
+
+static PyObject *thread_sums(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    int goroutine, running, syscall;
+    if (!PyArg_ParseTuple(args, "OOOOOOiii:thread_sums", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &goroutine, &running, &syscall))
+        return NULL;
+    static const char *names[6] = {"m", "ts", "res", "to", "order", "end"};
+    static const char *formats[6] = {"i", "lq", "b", "b", "i", "lq"};
+    static const Py_ssize_t sizes[6] = {4, 8, 1, 1, 4, 8};
+    Buf b[6];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 6; i++) {
+        if (buf_get(o[i], &b[i], 0, formats[i], sizes[i], names[i]) < 0) {
+            buf_release(b, 6);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = buf_items(&b[0]);
+    for (int i = 1; i < 6; i++) {
+        if (buf_items(&b[i]) != n) {
+            PyErr_Format(PyExc_ValueError, "thread_sums: %s has %zd items, m %zd", names[i],
+                         buf_items(&b[i]), n);
+            buf_release(b, 6);
+            return NULL;
+        }
+    }
+    const int32_t *m = b[0].b.buf, *order = b[4].b.buf;
+    const int64_t *ts = b[1].b.buf, *end = b[5].b.buf;
+    const int8_t *res = b[2].b.buf, *to = b[3].b.buf;
+    Threads h = {NULL, 0, 0};
+    int err = 0; /* 1: no memory, 2: a row out of range */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !err; i++) {
+        if (m[i] < 0)
+            continue;
+        Thread *t = thread_of(&h, m[i]);
+        if (!t) {
+            err = 1;
+            break;
+        }
+        if (t->transitions == 0)
+            t->first = ts[i];
+        t->last = ts[i];
+        t->transitions++;
+    }
+    for (Py_ssize_t k = 0; k < n && !err; k++) {
+        FETCH_AHEAD(order, k, n, n, &ts[a_], &res[a_], &to[a_], &m[a_]);
+        int32_t q = order[k];
+        if (q < 0 || q >= n) {
+            err = 2;
+            break;
+        }
+        if (res[q] != goroutine || m[q] < 0 || (to[q] != running && to[q] != syscall))
+            continue;
+        Thread *t = thread_of(&h, m[q]); /* already there: never allocates */
+        uint64_t d = (uint64_t)end[k] - (uint64_t)ts[q];
+        if (to[q] == running) {
+            t->running = (int64_t)((uint64_t)t->running + d);
+        } else {
+            t->syscall = (int64_t)((uint64_t)t->syscall + d);
+            t->syscalls++;
+        }
+    }
+    if (!err) {
+        size_t k = 0;
+        for (size_t i = 0; i < h.cap; i++)
+            if (h.t[i].used)
+                h.t[k++] = h.t[i];
+        if (k)
+            qsort(h.t, k, sizeof *h.t, by_m);
+    }
+    Py_END_ALLOW_THREADS
+    buf_release(b, 6);
+    if (err) {
+        free(h.t);
+        if (err == 1)
+            return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, "thread_sums: a row out of range");
+        return NULL;
+    }
+    size_t offsets[7] = {offsetof(Thread, m), offsetof(Thread, first), offsetof(Thread, last),
+                         offsetof(Thread, transitions), offsetof(Thread, running),
+                         offsetof(Thread, syscall), offsetof(Thread, syscalls)};
+    PyObject *out = PyTuple_New(7);
+    for (int i = 0; out && i < 7; i++) {
+        PyObject *c = column(h.t, h.n, offsets[i]);
+        if (!c) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(out, i, c);
+    }
+    free(h.t);
+    return out;
+}
+
+/* ---------------------------------------------------------------- edges */
+
+static void swap64(int64_t *a, int64_t *b)
+{
+    int64_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearrange v[0..n) so that v[k] is the k-th smallest (0-based), smaller or
+ * equal ones before it (Hoare selection, median-of-three pivots). */
+static void select_kth(int64_t *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (hi > lo) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < v[lo])
+            swap64(&v[mid], &v[lo]);
+        if (v[hi] < v[lo])
+            swap64(&v[hi], &v[lo]);
+        if (v[hi] < v[mid])
+            swap64(&v[hi], &v[mid]);
+        int64_t pivot = v[mid];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                swap64(&v[i], &v[j]);
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+/* The nearest-rank q-quantile's 0-based index among n sorted values. */
+static size_t rank_of(double q, size_t n)
+{
+    double c = ceil(q * (double)n);
+    size_t k = c < 1 ? 1 : (size_t)c;
+    return k - 1;
+}
+
+static PyObject *u128(unsigned __int128 v)
+{
+    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(v >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)v);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *up = hi && shift ? PyNumber_Lshift(hi, shift) : NULL;
+    PyObject *out = up && lo ? PyNumber_Add(up, lo) : NULL;
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(shift);
+    Py_XDECREF(up);
+    return out;
+}
+
+static PyObject *state_edges(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO:state_edges", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5]))
+        return NULL;
+    static const char *names[6] = {"order", "first", "ts", "res", "frm", "to"};
+    static const char *formats[6] = {"i", "?", "lq", "b", "b", "b"};
+    static const Py_ssize_t sizes[6] = {4, 1, 8, 1, 1, 1};
+    Buf b[6];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 6; i++) {
+        if (buf_get(o[i], &b[i], 0, formats[i], sizes[i], names[i]) < 0) {
+            buf_release(b, 6);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = buf_items(&b[0]);
+    for (int i = 1; i < 6; i++) {
+        if (buf_items(&b[i]) != n) {
+            PyErr_Format(PyExc_ValueError, "state_edges: %s has %zd items, order %zd",
+                         names[i], buf_items(&b[i]), n);
+            buf_release(b, 6);
+            return NULL;
+        }
+    }
+    const int32_t *order = b[0].b.buf;
+    const uint8_t *first = b[1].b.buf;
+    const int64_t *ts = b[2].b.buf;
+    const int8_t *res = b[3].b.buf, *frm = b[4].b.buf, *to = b[5].b.buf;
+    int64_t count[NCODES] = {0}, measured[NCODES] = {0}, at[NCODES + 1] = {0};
+    int64_t top[NCODES];
+    unsigned __int128 sum[NCODES];
+    memset(sum, 0, sizeof sum);
+    int64_t *dwell = NULL;
+    int err = 0; /* 1: no memory, 2: out of range */
+    int64_t p50[NCODES], p99[NCODES];
+    Py_BEGIN_ALLOW_THREADS
+    /* Pass 1: counts per code; pass 2: the measured dwells grouped by code. */
+    for (int pass = 0; pass < 2 && !err; pass++) {
+        int64_t prev = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            FETCH_AHEAD(order, k, n, n, &ts[a_], &res[a_], &frm[a_], &to[a_]);
+            int32_t q = order[k];
+            if (q < 0 || q >= n || res[q] < 0 || res[q] > 1 || frm[q] < 0 || frm[q] > 7 ||
+                to[q] < 0 || to[q] > 7) {
+                err = 2;
+                break;
+            }
+            int code = (res[q] * 8 + frm[q]) * 8 + to[q];
+            int64_t t = ts[q];
+            int64_t d = (k == 0 || first[k]) ? -1 : t - prev;
+            prev = t;
+            if (pass == 0) {
+                count[code]++;
+                if (d >= 0)
+                    measured[code]++;
+            } else if (d >= 0) {
+                dwell[at[code]++] = d;
+            }
+        }
+        if (pass == 0 && !err) {
+            int64_t total = 0;
+            for (int c = 0; c < NCODES; c++) {
+                at[c] = total;
+                total += measured[c];
+            }
+            dwell = malloc((size_t)(total ? total : 1) * sizeof *dwell);
+            if (!dwell)
+                err = 1;
+        }
+    }
+    if (!err) {
+        int64_t startc = 0;
+        for (int c = 0; c < NCODES; c++) {
+            int64_t *v = dwell + startc;
+            size_t len = (size_t)measured[c];
+            startc += measured[c];
+            top[c] = -1;
+            if (!len)
+                continue;
+            for (size_t i = 0; i < len; i++) {
+                sum[c] += (uint64_t)v[i];
+                if (v[i] > top[c])
+                    top[c] = v[i];
+            }
+            size_t k99 = rank_of(0.99, len), k50 = rank_of(0.5, len);
+            select_kth(v, len, k99);
+            p99[c] = v[k99];
+            select_kth(v, k99 + 1, k50); /* the smaller ones sit before k99 */
+            p50[c] = v[k50];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(dwell);
+    buf_release(b, 6);
+    if (err == 1)
+        return PyErr_NoMemory();
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, "state_edges: a row or state out of range");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    for (int c = 0; out && c < NCODES; c++) {
+        if (!count[c])
+            continue;
+        PyObject *row;
+        if (measured[c]) {
+            /* The sum of up to 2**31 values below 2**63 fits 94 bits. */
+            PyObject *s = u128(sum[c]);
+            row = s ? Py_BuildValue("(iLLNLLL)", c, (long long)count[c],
+                                    (long long)measured[c], s, (long long)p50[c],
+                                    (long long)p99[c], (long long)top[c])
+                    : NULL;
+        } else {
+            row = Py_BuildValue("(iLiOOOO)", c, (long long)count[c], 0, Py_None, Py_None,
+                                Py_None, Py_None);
+        }
+        if (!row || PyList_Append(out, row) < 0) {
+            Py_XDECREF(row);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(row);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"resource_sums", resource_sums, METH_VARARGS,
+     "Per resource run: ns per state, the creating row and the end (see the module doc)."},
+    {"thread_sums", thread_sums, METH_VARARGS,
+     "Per thread: first/last ts, transitions, Running and Syscall ns, syscalls."},
+    {"state_edges", state_edges, METH_VARARGS,
+     "Per edge code: count, dwell count, sum, p50, p99 and max."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_summaries",
+    "Reductions of a trace's transitions in one pass each (see ingest/derive.py).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__summaries(void)
+{
+    return PyModule_Create(&module);
+}
