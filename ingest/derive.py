@@ -368,36 +368,13 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
     by sysmon or stolen: the proc's Running->Idle by another M, whose time
     and M are reported when found within the syscall).
     """
-    order = o.order
-    n = len(order)
-    res_s = tr.res[order]
-    to_s = tr.to[order]
-    sel = np.flatnonzero((res_s == GOROUTINE) & (to_s == SYSCALL))
-    del res_s
-    if len(sel) == 0:
+    rows = syscall_rows(tr, o)
+    if rows is None:
         return {}
-    has_next = ~o.last[sel]
-    nxt = np.minimum(sel + 1, n - 1)
-    next_state = np.where(has_next, to_s[nxt], -1)
-    del to_s
-    seq = order[sel]
-    p_entry = tr.p[seq].astype(np.int64)
-    p_after = tr.p[order[nxt]].astype(np.int64)
-    p_lost = has_next & ((next_state != RUNNING) | (p_after != p_entry))
+    sel, next_state, p_entry, p_lost, stolen_ts, stolen_m = rows
+    seq = o.order[sel]
     start = tr.ts[seq]
     end = o.end[sel]
-    stolen_ts = np.full(len(sel), -1, dtype=np.int64)
-    stolen_m = np.full(len(sel), -1, dtype=np.int64)
-    for p, (sts, sms) in _proc_steals(tr, o).items():
-        cand = np.flatnonzero(p_lost & (p_entry == p))
-        if len(cand) == 0:
-            continue
-        j = np.searchsorted(sts, start[cand], side="left")
-        ok = j < len(sts)
-        jj = np.minimum(j, len(sts) - 1)
-        ok &= sts[jj] <= end[cand]
-        stolen_ts[cand[ok]] = sts[jj[ok]]
-        stolen_m[cand[ok]] = sms[jj[ok]]
     outcome = np.full(len(sel), "other", dtype=object)
     for st, name in ((RUNNING, "returned"), (RUNNABLE, "blocked"), (WAITING, "blocked"),
                      (NOT_EXIST, "exited"), (-1, "unfinished")):
@@ -418,6 +395,58 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         "stack_id": Gather(tr.stack, seq),
         "interval_row": sel,
     }
+
+
+def syscall_rows(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
+    """The goroutine Syscall intervals (None: there are none) as (interval
+    rows, next state entered (-1: none), P at entry, whether the P was lost,
+    when and by which M it was stolen (-1: not found)); see :func:`syscalls`."""
+    c = _c_summaries(tr, o)
+    if c is None or tr.p.dtype != np.int32 or tr.rid.dtype != np.int32:
+        return syscall_rows_numpy(tr, o)
+    sel, nxt, p_entry, p_lost, stolen_ts, stolen_m = c.syscall_rows(
+        o.order, o.end, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid, tr.p, tr.m,
+        bytes((GOROUTINE, PROC, SYSCALL, RUNNING, IDLE)))
+    if not len(sel):
+        return None
+    return (np.frombuffer(sel, np.int64), np.frombuffer(nxt, np.int8),
+            np.frombuffer(p_entry, np.int64), np.frombuffer(p_lost, np.bool_),
+            np.frombuffer(stolen_ts, np.int64), np.frombuffer(stolen_m, np.int64))
+
+
+def syscall_rows_numpy(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
+    """:func:`syscall_rows` in numpy."""
+    order = o.order
+    n = len(order)
+    res_s = tr.res[order]
+    to_s = tr.to[order]
+    sel = np.flatnonzero((res_s == GOROUTINE) & (to_s == SYSCALL))
+    del res_s
+    if len(sel) == 0:
+        return None
+    has_next = ~o.last[sel]
+    nxt = np.minimum(sel + 1, n - 1)
+    next_state = np.where(has_next, to_s[nxt], -1).astype(np.int8)
+    del to_s
+    seq = order[sel]
+    p_entry = tr.p[seq].astype(np.int64)
+    p_after = tr.p[order[nxt]].astype(np.int64)
+    p_lost = has_next & ((next_state != RUNNING) | (p_after != p_entry))
+    start = tr.ts[seq]
+    end = o.end[sel]
+    stolen_ts = np.full(len(sel), -1, dtype=np.int64)
+    stolen_m = np.full(len(sel), -1, dtype=np.int64)
+    for p, (sts, sms) in _proc_steals(tr, o).items():
+        cand = np.flatnonzero(p_lost & (p_entry == p))
+        if len(cand) == 0:
+            continue
+        j = np.searchsorted(sts, start[cand], side="left")
+        ok = j < len(sts)
+        jj = np.minimum(j, len(sts) - 1)
+        ok &= sts[jj] <= end[cand]
+        stolen_ts[cand[ok]] = sts[jj[ok]]
+        stolen_m[cand[ok]] = sms[jj[ok]]
+    return sel.astype(np.int64), next_state, p_entry, p_lost, stolen_ts, stolen_m
 
 
 def _nullable(a: Arr, none: int = -1) -> Nullable:

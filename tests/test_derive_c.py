@@ -124,6 +124,19 @@ def test_thread_sums_equal_numpy(decoded: tuple[Transitions, int]) -> None:
         assert np.array_equal(a, b), name
 
 
+def test_syscall_rows_equal_numpy(decoded: tuple[Transitions, int]) -> None:
+    tr, last_ts = decoded
+    o = derive.order_intervals(tr, last_ts)
+    got, want = derive.syscall_rows(tr, o), derive.syscall_rows_numpy(tr, o)
+    assert (got is None) == (want is None)
+    if got is None or want is None:
+        return
+    for name, a, b in zip(("rows", "next_state", "p_entry", "p_lost", "stolen_ts",
+                           "stolen_m"), got, want, strict=True):
+        assert a.dtype == b.dtype, name
+        assert np.array_equal(a, b), name
+
+
 def test_state_edges_equal_numpy(decoded: tuple[Transitions, int]) -> None:
     tr, last_ts = decoded
     o = derive.order_intervals(tr, last_ts)
@@ -171,6 +184,10 @@ def test_reductions_refuse_rows_out_of_range(decoded: tuple[Transitions, int]) -
     bad[len(bad) // 2] = len(bad) + 5
     with pytest.raises(ValueError, match="out of range"):
         _summaries.state_edges(bad, o.first, tr.ts, tr.res, tr.frm, tr.to)
+    with pytest.raises(ValueError, match="out of range"):
+        _summaries.syscall_rows(bad, o.end, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid,
+                                tr.p, tr.m, bytes((0, 1, derive.SYSCALL, derive.RUNNING,
+                                                   derive.IDLE)))
     with pytest.raises(ValueError, match="out of range"):
         _summaries.thread_sums(tr.m, tr.ts, tr.res, tr.to, bad, o.end, 0, derive.RUNNING,
                                derive.SYSCALL)

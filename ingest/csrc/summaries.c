@@ -19,6 +19,16 @@
  *     the resource's previous row (none for its first row; negative ones are
  *     not measured); p50/p99 are nearest-rank quantiles (None when no dwell).
  *
+ * syscall_rows(order, end, last, ts, res, frm, to, p, m, codes)
+ *     -> (rows, next_state, p_entry, p_lost, stolen_ts, stolen_m) as
+ *     bytearrays (int64, int8, int64, bool, int64, int64), one item per
+ *     goroutine Syscall interval, by interval row. codes = bytes(goroutine,
+ *     proc, syscall, running, idle). next_state: the state the goroutine's
+ *     next row enters (-1: none); p_lost: that is not Running on the P it
+ *     entered the syscall with; stolen: the first Running->Idle of that P by
+ *     another M than the one that last made it Running, within the syscall
+ *     (-1: none).
+ *
  * Sums wrap like numpy's int64 arithmetic (they are done unsigned here).
  */
 #include "buffers.h"
@@ -483,11 +493,190 @@ static PyObject *state_edges(PyObject *self, PyObject *args)
     return out;
 }
 
+/* ------------------------------------------------------------- syscalls */
+
+typedef struct {
+    int64_t ts, m;
+} Steal;
+
+static PyObject *new_bytes(size_t n, size_t item, void **data)
+{
+    PyObject *o = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * item));
+    if (o)
+        *data = PyByteArray_AS_STRING(o);
+    return o;
+}
+
+/* Whether interval row k (a proc's) is a steal: Running->Idle made by
+ * another M than the one whose row just before made the proc Running. */
+static int is_steal(Py_ssize_t k, const int32_t *order, const uint8_t *last,
+                    const int8_t *res, const int8_t *frm, const int8_t *to, const int32_t *mm,
+                    int8_t proc, int8_t running, int8_t idle)
+{
+    if (k == 0 || last[k - 1])
+        return 0;
+    int32_t q = order[k], prev = order[k - 1];
+    return res[q] == proc && frm[q] == running && to[q] == idle && to[prev] == running &&
+           mm[prev] >= 0 && mm[q] != mm[prev];
+}
+
+static PyObject *syscall_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[10];
+    const char *codes;
+    Py_ssize_t ncodes;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOy#:syscall_rows", &o[0], &o[1], &o[2], &o[3],
+                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &codes, &ncodes))
+        return NULL;
+    if (ncodes != 5) {
+        PyErr_SetString(PyExc_ValueError, "syscall_rows: codes must be 5 bytes");
+        return NULL;
+    }
+    const int8_t goroutine = codes[0], proc = codes[1], syscall = codes[2], running = codes[3],
+                 idle = codes[4];
+    static const char *names[10] = {"order", "end", "last", "ts", "res", "frm", "to",
+                                    "rid", "p", "m"};
+    static const char *formats[10] = {"i", "lq", "?", "lq", "b", "b", "b", "i", "i", "i"};
+    static const Py_ssize_t sizes[10] = {4, 8, 1, 8, 1, 1, 1, 4, 4, 4};
+    Buf b[10];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 10; i++) {
+        if (buf_get(o[i], &b[i], 0, formats[i], sizes[i], names[i]) < 0) {
+            buf_release(b, 10);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = buf_items(&b[0]);
+    for (int i = 1; i < 10; i++) {
+        if (buf_items(&b[i]) != n) {
+            PyErr_Format(PyExc_ValueError, "syscall_rows: %s has %zd items, order %zd",
+                         names[i], buf_items(&b[i]), n);
+            buf_release(b, 10);
+            return NULL;
+        }
+    }
+    const int32_t *order = b[0].b.buf, *rid = b[7].b.buf, *pp = b[8].b.buf, *mm = b[9].b.buf;
+    const int64_t *end = b[1].b.buf, *ts = b[3].b.buf;
+    const uint8_t *last = b[2].b.buf;
+    const int8_t *res = b[4].b.buf, *frm = b[5].b.buf, *to = b[6].b.buf;
+    /* Pass 1: count the syscalls and the steals, and the top proc id that
+     * has steals (steals are looked up by proc id). */
+    size_t nsys = 0, nsteal = 0;
+    int64_t top = -1;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int32_t q = order[k];
+        if (q < 0 || q >= n) {
+            bad = 1;
+            break;
+        }
+    }
+    for (Py_ssize_t k = 0; k < n && !bad; k++) {
+        FETCH_AHEAD(order, k, n, n, &res[a_], &frm[a_], &to[a_]);
+        int32_t q = order[k];
+        if (res[q] == goroutine && to[q] == syscall) {
+            nsys++;
+        } else if (is_steal(k, order, last, res, frm, to, mm, proc, running, idle) &&
+                   rid[q] >= 0) {
+            nsteal++;
+            if (rid[q] > top)
+                top = rid[q];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        buf_release(b, 10);
+        PyErr_SetString(PyExc_ValueError, "syscall_rows: a row out of range");
+        return NULL;
+    }
+    void *d[6] = {NULL};
+    PyObject *out[6] = {new_bytes(nsys, 8, &d[0]), new_bytes(nsys, 1, &d[1]),
+                        new_bytes(nsys, 8, &d[2]), new_bytes(nsys, 1, &d[3]),
+                        new_bytes(nsys, 8, &d[4]), new_bytes(nsys, 8, &d[5])};
+    Steal *steals = malloc((nsteal ? nsteal : 1) * sizeof *steals);
+    /* Proc r's steals: steals[from[r] .. from[r + 1]), by time. */
+    size_t *from = calloc((size_t)(top + 2), sizeof *from);
+    int err = !steals || !from;
+    for (int i = 0; i < 6; i++)
+        err |= out[i] == NULL;
+    if (err) {
+        for (int i = 0; i < 6; i++)
+            Py_XDECREF(out[i]);
+        free(steals);
+        free(from);
+        buf_release(b, 10);
+        return PyErr_NoMemory();
+    }
+    int64_t *rows = d[0], *p_entry = d[2], *stolen_ts = d[4], *stolen_m = d[5];
+    int8_t *next_state = d[1];
+    uint8_t *p_lost = d[3];
+    Py_BEGIN_ALLOW_THREADS
+    /* Proc rows come by (proc id, time): the steals come out in that order. */
+    size_t w = 0;
+    for (Py_ssize_t k = 1; k < n; k++) {
+        int32_t q = order[k];
+        if (is_steal(k, order, last, res, frm, to, mm, proc, running, idle) && rid[q] >= 0) {
+            steals[w].ts = ts[q];
+            steals[w].m = mm[q];
+            w++;
+            from[rid[q] + 1]++;
+        }
+    }
+    for (int64_t r = 0; r <= top; r++)
+        from[r + 1] += from[r];
+    size_t i = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        FETCH_AHEAD(order, k, n, n, &res[a_], &to[a_]);
+        int32_t q = order[k];
+        if (res[q] != goroutine || to[q] != syscall)
+            continue;
+        int has_next = !last[k];
+        int32_t nq = has_next ? order[k + 1] : q;
+        rows[i] = k;
+        next_state[i] = has_next ? to[nq] : -1;
+        p_entry[i] = pp[q];
+        p_lost[i] = has_next && (to[nq] != running || pp[nq] != pp[q]);
+        stolen_ts[i] = stolen_m[i] = -1;
+        if (p_lost[i] && pp[q] >= 0 && pp[q] <= top) {
+            /* The first steal of that proc at or after the syscall's start. */
+            size_t lo = from[pp[q]], hi = from[pp[q] + 1];
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (steals[mid].ts < ts[q])
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < from[pp[q] + 1] && steals[lo].ts <= end[k]) {
+                stolen_ts[i] = steals[lo].ts;
+                stolen_m[i] = steals[lo].m;
+            }
+        }
+        i++;
+    }
+    Py_END_ALLOW_THREADS
+    free(steals);
+    free(from);
+    buf_release(b, 10);
+    PyObject *tuple = PyTuple_New(6);
+    if (!tuple) {
+        for (int j = 0; j < 6; j++)
+            Py_DECREF(out[j]);
+        return NULL;
+    }
+    for (int j = 0; j < 6; j++)
+        PyTuple_SET_ITEM(tuple, j, out[j]);
+    return tuple;
+}
+
 static PyMethodDef methods[] = {
     {"resource_sums", resource_sums, METH_VARARGS,
      "Per resource run: ns per state, the creating row and the end (see the module doc)."},
     {"thread_sums", thread_sums, METH_VARARGS,
      "Per thread: first/last ts, transitions, Running and Syscall ns, syscalls."},
+    {"syscall_rows", syscall_rows, METH_VARARGS,
+     "Per goroutine syscall: its row, next state, P, whether the P was lost, the steal."},
     {"state_edges", state_edges, METH_VARARGS,
      "Per edge code: count, dwell count, sum, p50, p99 and max."},
     {NULL, NULL, 0, NULL},
