@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -134,20 +135,25 @@ def build_index(ls: LaneSet) -> LaneSet:
         if bool(same_lane.any()):
             return ls  # overlapping rows: reduced row by row instead
     del same_lane
-    dur = ls.end - ls.start
+    cats = np.unique(ls.cat).astype(np.int64)
+    cum = np.zeros((n + 1, max(len(cats), 1)), np.int64)
+    # The durations go into the last column of cum, the other columns are
+    # masked copies of it, then each is summed in place: no temporary of the
+    # lane set's length besides one mask.
+    last = cum[1:, -1]
+    np.subtract(ls.end, ls.start, out=last)
     pad = -n % BLOCK
     full = n - n % BLOCK
-    block_max = dur[:full].reshape(-1, BLOCK).max(axis=1) if full else np.zeros(0, np.int64)
+    block_max = last[:full].reshape(-1, BLOCK).max(axis=1) if full else np.zeros(0, np.int64)
     if pad:
-        block_max = np.r_[block_max, dur[full:].max()]
-    cats = np.unique(ls.cat).astype(np.int64)
-    cum = np.zeros((n + 1, len(cats)), np.int64)
-    part = np.empty_like(dur)
-    for j, c in enumerate(cats):
-        np.multiply(dur, ls.cat == c, out=part)
-        np.cumsum(part, out=cum[1:, j])
-    del part, dur
-    ls.index = LaneSetIndex(block_max.astype(np.int64), cats, cum)
+        block_max = np.r_[block_max, last[full:].max()]
+    for j, c in enumerate(cats[:-1]):
+        np.multiply(last, ls.cat == c, out=cum[1:, j])
+    if len(cats):
+        last *= ls.cat == cats[-1]
+    for j in range(len(cats)):
+        np.cumsum(cum[1:, j], out=cum[1:, j])
+    ls.index = LaneSetIndex(block_max.astype(np.int64), cats, cum[:, :len(cats)])
     return ls
 
 
@@ -212,6 +218,18 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
     if not len(key):
         z = np.zeros(0, np.int64)
         return z, z, z, z
+    code, uniq = _lane_codes(key)
+    by_time = np.argsort(start)
+    order = by_time[np.argsort(code[by_time], kind="stable")]
+    del by_time
+    counts = np.bincount(code, minlength=len(uniq)).astype(np.int64)
+    hi = np.cumsum(counts)
+    return order.astype(np.int64, copy=False), uniq, hi - counts, hi
+
+
+def _lane_codes(key: I64) -> tuple[npt.NDArray[np.signedinteger[Any]], I64]:
+    """(code per row, lane ids): the rank of each row's key among the distinct
+    keys, in as few bits as they need."""
     low, high = int(key.min()), int(key.max())
     if high - low < 2**15:
         # Lane ids are small (procs, threads): the code is the id's offset,
@@ -223,15 +241,9 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
             remap = np.zeros(high - low + 1, np.int16)
             remap[present] = np.arange(len(present), dtype=np.int16)
             code = remap[code]
-    else:
-        uniq = np.unique(key)
-        code = np.searchsorted(uniq, key).astype(np.int32)
-    by_time = np.argsort(start)
-    order = by_time[np.argsort(code[by_time], kind="stable")]
-    del by_time
-    counts = np.bincount(code, minlength=len(uniq)).astype(np.int64)
-    hi = np.cumsum(counts)
-    return order.astype(np.int64, copy=False), uniq.astype(np.int64), hi - counts, hi
+        return code, uniq.astype(np.int64)
+    uniq = np.unique(key)
+    return np.searchsorted(uniq, key).astype(np.int32), uniq.astype(np.int64)
 
 
 def _proc_rows(frames: TraceFrames) -> I64:
@@ -257,8 +269,14 @@ def p_lanes(frames: TraceFrames) -> LaneSet:
         ref = np.concatenate([np.arange(len(runs), dtype=np.int64) * REF_SOURCES + SRC_RUN,
                               idle.astype(np.int64) * REF_SOURCES + SRC_INTERVAL])
         order, ids, lo, hi = _group_sorted(key, start)
-        return build_index(LaneSet(ids, lo, hi, start[order], end[order], cat[order],
-                                   ref[order]))
+        del key
+        # One column reordered at a time: one copy in memory, not four.
+        start = start[order]
+        end = end[order]
+        cat = cat[order]
+        ref = ref[order]
+        del order
+        return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))
     return cached(frames, "p_lanes", build, persist=(LaneSet, LaneSetIndex))
 
 
@@ -270,15 +288,26 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
         rows = np.flatnonzero((frames.resource == models.GOROUTINE)
                               & ((st == models.RUNNING) | (st == models.SYSCALL))
                               & (iv["m"] >= 0))
-        order, ids, lo, hi = _group_sorted(iv["m"][rows], iv["start_ts"][rows])
+        if len(rows):
+            # _group_sorted's steps, each input dropped once used.
+            code, ids = _lane_codes(iv["m"][rows])
+            order = np.argsort(iv["start_ts"][rows])
+            order = order[np.argsort(code[order], kind="stable")]
+            counts = np.bincount(code, minlength=len(ids)).astype(np.int64)
+            del code
+            hi = np.cumsum(counts)
+            lo = hi - counts
+        else:
+            order, ids, lo, hi = _group_sorted(rows, rows)
         rows = rows[order]
         del order
-        cat = np.where(st[rows] == models.SYSCALL, CAT["Syscall"], CAT["Running"]).astype(np.int8)
-        ref = rows.astype(np.int64)
+        cat = np.where(st[rows] == models.SYSCALL, np.int8(CAT["Syscall"]),
+                       np.int8(CAT["Running"]))
+        start, end = iv["start_ts"][rows], iv["end_ts"][rows]
+        ref = rows  # the rows become the refs in place: one array fewer
         ref *= REF_SOURCES
         ref += SRC_INTERVAL
-        return build_index(LaneSet(ids, lo, hi, iv["start_ts"][rows], iv["end_ts"][rows], cat,
-                                   ref))
+        return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))
     return cached(frames, "m_lanes", build, persist=(LaneSet, LaneSetIndex))
 
 
