@@ -74,10 +74,11 @@ def test_states_integrate_to_state_time(loaded: Loaded, name: str) -> None:
             "SELECT COALESCE(SUM(running_ns), 0), COALESCE(SUM(syscall_ns), 0) FROM threads "
             "WHERE trace_id = :t"), {"t": tid}).one()
     # threads.running_ns/syscall_ns sum the goroutine intervals begun on each M.
+    # (PostgreSQL's SUM is a Decimal: compared as the float it is.)
     assert float(np.dot(data["threads"]["Running"], widths)) == pytest.approx(
-        running_ns[0], rel=1e-9, abs=1e-3)
+        float(running_ns[0]), rel=1e-9, abs=1e-3)
     assert float(np.dot(data["threads"]["Syscall"], widths)) == pytest.approx(
-        running_ns[1], rel=1e-9, abs=1e-3)
+        float(running_ns[1]), rel=1e-9, abs=1e-3)
 
 
 def test_bin_edges_cover_the_trace() -> None:
