@@ -355,6 +355,23 @@ class FrameWriter:
             return None
         return final
 
+    def add_derived(self, key: str, value: Any) -> bool:
+        """Store a derived value (ingest.derived_cache) with the frames being
+        written, as ``cached(frames, key, ...)`` would persist it; it moves
+        with them at :meth:`finish`. False when it could not be written (it
+        is only a cache: built again when first needed)."""
+        from ingest.derived_cache import DERIVED_VERSION, save_value
+
+        if self.error is not None or self._stopped:
+            return False
+        d = self.staging / f"derived-v{DERIVED_VERSION}"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            save_value(d / key, value)
+        except OSError:
+            return False
+        return True
+
     def abort(self) -> None:
         import shutil
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -42,10 +43,13 @@ from ingest.frames import FrameWriter, Kind
 from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
+from ingest.timeline_lanes import GOROUTINE_TABLE_STEP
 from ingest.timings import Timings
 
 if TYPE_CHECKING:
     from ingest.decode_ahead import DecodeAhead
+
+log = logging.getLogger(__name__)
 
 #: progress(stage, done, total): called as work advances (rows for "load").
 Progress = Callable[[str, int, int], None]
@@ -326,6 +330,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     counts: dict[str, int] = {}
     frames = FrameWriter(data_dir, background=True) if data_dir is not None else None
     kinds: dict[int, Kind] = {}
+    goroutine_cols: dict[str, Any] = {}
+    early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit
     try:
         with write_tx(engine, bulk=True) as conn:
             if conn.dialect.name == "postgresql":
@@ -348,6 +354,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                     first = tables.bases.get(table_name)
                     if first is not None:
                         cols = {"id": Seq(first), **cols}
+                    if table_name == "goroutines":
+                        goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
                     if table_name == "transition_counts":
                         kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
                             cols["kind"], cols["resource"], cols["from_state"],
@@ -364,6 +372,18 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                                           tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
+                if frames is not None and goroutine_cols:
+                    # While the worker stores the intervals: the timeline's
+                    # goroutine table, from the columns at hand (not the database).
+                    with timings.phase("goroutine table"):
+                        try:
+                            if _stage_goroutine_table(frames, goroutine_cols,
+                                                      tables.ordered.end,
+                                                      tables.bases["intervals"]):
+                                early.add(GOROUTINE_TABLE_STEP)
+                        except Exception:  # noqa: BLE001 - a cache never fails a load
+                            log.exception("goroutine table not staged; built after the commit")
+                del goroutine_cols
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
                 goroutines=counts["goroutines"], procs=counts["procs"],
                 threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
@@ -396,7 +416,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
             if frame_dir is not None:
                 del tr, tables  # the loader's arrays go before the views' are built
                 with timings.phase("lanes"):
-                    _precompute_views(engine, frame_dir)
+                    _precompute_views(engine, frame_dir, skip=early)
     if progress:
         progress("load", total, total)
     timings.add("load", time.perf_counter() - started)
@@ -405,16 +425,43 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                         created=True, timings=timings.as_dict())
 
 
-def _precompute_views(engine: Engine, frame_dir: Path) -> None:
+#: Columns of the goroutines table the timeline's goroutine table is made of.
+_GOROUTINE_TABLE_COLUMNS = ("goid", "start_function", "first_interval", "last_interval",
+                            "first_ts", "last_ts", "final_state")
+
+
+def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], end: Any,
+                           interval_base: int) -> bool:
+    """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
+    goroutines' derived columns, stored with the frames being written."""
+    import numpy as np
+
+    from ingest.timeline_lanes import goroutines_of
+
+    goids = np.asarray(cols["goid"], np.int64)
+    lo = np.asarray(cols["first_interval"], np.int64) - interval_base
+    last = np.asarray(cols["last_interval"], np.int64) - interval_base
+    gone = np.asarray(cols["final_state"]) == "NotExist"
+    alive_hi = np.where(gone, np.asarray(cols["last_ts"], np.int64), end[last])
+    table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
+                          np.asarray(cols["first_ts"], np.int64), alive_hi)
+    return frames.add_derived("goroutines", table)
+
+
+def _precompute_views(engine: Engine, frame_dir: Path,
+                      skip: Collection[int] = ()) -> None:
     """Build the timeline's lane sets of a trace just stored (a cache: when
-    this fails the first view builds them)."""
+    this fails the first view builds them); ``skip``: the indexes in
+    precompute_steps of those already built."""
     from ingest.frames import read_frames
     from ingest.timeline_lanes import precompute_steps
 
     # Each lane set from freshly mapped frames, dropped after: the columns a
     # step reads stay mapped (and counted in the process's memory) only
     # while it runs.
-    for step in precompute_steps(engine):
+    for i, step in enumerate(precompute_steps(engine)):
+        if i in skip:
+            continue
         give_back_free_memory()
         frames = read_frames(frame_dir)
         if frames is None:

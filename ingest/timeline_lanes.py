@@ -353,26 +353,7 @@ def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
                 rows = cur.fetchall()
             finally:
                 cur.close()
-        code_of: dict[str, int] = {}
-        sql_code = np.fromiter((code_of.setdefault(fn or "", len(code_of)) for _, fn in rows),
-                               dtype=np.int64, count=len(rows))
         sql_goid = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        pos = np.searchsorted(sql_goid, idx.g_ids)
-        pos_c = np.minimum(pos, max(len(sql_goid) - 1, 0))
-        found = (pos < len(sql_goid)) & (sql_goid[pos_c] == idx.g_ids) if len(rows) else \
-            np.zeros(len(idx.g_ids), dtype=bool)
-        unknown = code_of.setdefault("", len(code_of))
-        raw = np.where(found, sql_code[pos_c], unknown) if len(rows) else \
-            np.full(len(idx.g_ids), unknown, np.int64)
-        first_names = list(code_of)
-        counts = np.bincount(raw, minlength=len(first_names))
-        # Groups by goroutine count (desc), unknown start function last.
-        rank = sorted(range(len(first_names)), key=lambda c: (
-            counts[c] == 0, first_names[c] == "", -int(counts[c]), first_names[c]))
-        names = [first_names[c] for c in rank]
-        remap = np.empty(len(first_names), np.int64)
-        remap[rank] = np.arange(len(rank))
-        group = remap[raw]
         iv = frames.intervals
         start, end = iv["start_ts"], iv["end_ts"]
         n = len(idx.g_ids)
@@ -383,8 +364,37 @@ def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
             alive_hi = np.where(gone, start[last], end[last]).astype(np.int64)
         else:
             alive_lo = alive_hi = np.zeros(0, np.int64)
-        return Goroutines(idx.g_ids, group, names, alive_lo, alive_hi, idx.g_lo, idx.g_hi)
+        return goroutines_of(idx.g_ids, sql_goid, [fn for _, fn in rows], idx.g_lo, idx.g_hi,
+                             alive_lo, alive_hi)
     return cached(frames, "goroutines", build, persist=(Goroutines,))
+
+
+def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None], lo: I64, hi: I64,
+                  alive_lo: I64, alive_hi: I64) -> Goroutines:
+    """The goroutine table of the goroutines ``goids`` (ascending; their rows
+    ``lo:hi`` of the intervals, alive from ``alive_lo`` to ``alive_hi``), given
+    the start function of each goroutine in ``fn_goids`` (ascending)."""
+    code_of: dict[str, int] = {}
+    sql_code = np.fromiter((code_of.setdefault(fn or "", len(code_of)) for fn in functions),
+                           dtype=np.int64, count=len(functions))
+    pos = np.searchsorted(fn_goids, goids)
+    pos_c = np.minimum(pos, max(len(fn_goids) - 1, 0))
+    found = (pos < len(fn_goids)) & (fn_goids[pos_c] == goids) if len(functions) else \
+        np.zeros(len(goids), dtype=bool)
+    unknown = code_of.setdefault("", len(code_of))
+    raw = np.where(found, sql_code[pos_c], unknown) if len(functions) else \
+        np.full(len(goids), unknown, np.int64)
+    first_names = list(code_of)
+    counts = np.bincount(raw, minlength=len(first_names))
+    # Groups by goroutine count (desc), unknown start function last.
+    rank = sorted(range(len(first_names)), key=lambda c: (
+        counts[c] == 0, first_names[c] == "", -int(counts[c]), first_names[c]))
+    names = [first_names[c] for c in rank]
+    remap = np.empty(len(first_names), np.int64)
+    remap[rank] = np.arange(len(rank))
+    return Goroutines(np.asarray(goids, np.int64), remap[raw], names,
+                      np.asarray(alive_lo, np.int64), np.asarray(alive_hi, np.int64),
+                      np.asarray(lo, np.int64), np.asarray(hi, np.int64))
 
 
 @dataclass
@@ -419,6 +429,11 @@ def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
         return Ranges(LaneSet(ids, lo, hi, start[order], end[order], cat.astype(np.int8),
                               ref.astype(np.int64)), rid, g)
     return cached(frames, "ranges", build, persist=(Ranges, LaneSet, LaneSetIndex))
+
+
+#: Index in :func:`precompute_steps` of the goroutine table (the loader
+#: builds it from memory before its commit).
+GOROUTINE_TABLE_STEP = 2
 
 
 def precompute_steps(engine: Engine) -> list[Callable[[TraceFrames], object]]:
