@@ -4,8 +4,10 @@
 (on a new database: creating) the schema, single-threaded Python work; the C
 decoder releases the GIL while it decodes. Started first, the decode overlaps
 that set-up instead of following it. Only the standard library is imported
-here, so starting one costs the caller nothing; the thread imports the
-decoder itself.
+here; the thread imports the decoder and what it needs, and the caller waits
+for those imports (:meth:`DecodeAhead.wait_imports`) before it imports anything
+itself: two threads importing the same packages at once can see each other's
+modules half initialised (CPython breaks import-lock cycles that way).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class DecodeAhead:
         #: Seconds the thread spent reading, hashing and decoding.
         self.seconds = 0.0
         self._sha: str | None = None
+        self._imported = threading.Event()
         self._hashed = threading.Event()
         self._cancelled = threading.Event()
         self._decoded: Decoded | None = None
@@ -45,17 +48,27 @@ class DecodeAhead:
     def _run(self) -> None:
         start = time.perf_counter()
         try:
+            try:
+                from ingest.decoded import decode_bytes, import_decoder
+
+                import_decoder()
+            finally:
+                self._imported.set()
             data = self.path.read_bytes()
             self._sha = hashlib.sha256(data).hexdigest()
             self._hashed.set()
-            from ingest.decoded import decode_bytes
-
             self._decoded = decode_bytes(self.path, data, self._sha, self._cancelled.is_set)
         except BaseException as e:  # noqa: BLE001 - handed to result()
             self._error = e
         finally:
+            self._imported.set()
             self._hashed.set()
             self.seconds = time.perf_counter() - start
+
+    def wait_imports(self) -> None:
+        """Wait until the thread has imported the decoder and its dependencies
+        (the caller may import the same packages after that)."""
+        self._imported.wait()
 
     def sha256(self) -> str | None:
         """The file's sha256; None when it could not be read (result() says why)."""

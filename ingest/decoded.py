@@ -76,5 +76,13 @@ def decode_bytes(path: Path, data: bytes, sha256: str,
                    tables["transition_stacks"], tables["stacks"])
 
 
+def import_decoder() -> None:
+    """Import what :func:`decode_bytes` needs (numpy, Arrow, the decoder, the
+    transitions' builder and the models it takes its codes from)."""
+    import collectors.gotrace.columnar  # noqa: F401
+    import collectors.gotrace.reader  # noqa: F401
+    import ingest.transitions_builder  # noqa: F401
+
+
 class DecodeCancelled(Exception):
     """A decode ahead was stopped because its result is not needed."""

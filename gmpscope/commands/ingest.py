@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     # opened below: imports and, on a new database, its schema (docs/ingest.md).
     first = args.paths[0]
     ahead = DecodeAhead(first) if first.is_file() and args.attach is None else None
+    if ahead is not None:
+        ahead.wait_imports()  # see ingest/decode_ahead.py: never two importers at once
     try:
         return _run(args, ahead)
     finally:
