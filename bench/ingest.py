@@ -1,13 +1,18 @@
 """Ingest benchmark: `gmpscope ingest` against `go tool trace`, side by side in one run.
 
     python bench/ingest.py [--trace FILE] [--size-mb 20] [--db URL] [--queries 50]
+                           [--repeat N]
 
 Uses the same trace as bench/decode.py (generated once and cached when --trace is
 not given) and the same way of measuring `go tool trace` (wall time until its
 viewer is ready, peak RSS then). gmpscope is measured as a user runs it: the whole
-`python -m gmpscope ingest TRACE` process (decode to Parquet, load, derived
-intervals), wall time until exit and peak RSS from wait4. The database is a fresh
-SQLite file unless --db names another (it must be empty).
+`python -m gmpscope ingest TRACE` process (decode, load, derived intervals,
+the views' lane sets), wall time until exit and peak RSS from wait4. The database
+is a fresh SQLite file unless --db names another (it must be empty).
+
+With --repeat N (SQLite only), the two tools run N times each, alternately, each
+gmpscope run on a fresh database; it prints every run and the medians, and the
+ratios of the medians: on a shared machine one pair of runs can be 30% off.
 
 Then it times the queries the views need, on the ingested trace, in this process:
 one goroutine's intervals in a 10 ms window (the busiest goroutine), every proc in
@@ -104,20 +109,53 @@ def query_latencies(db_url: str, trace_id: int, n: int) -> list[tuple[str, float
     return out
 
 
+def repeated(trace: Path, tmp: Path, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both tools ``n`` times, alternately; the last gmpscope run (its database
+    is left at tmp/bench.db for the queries) and go's, with the medians of
+    seconds and peak MB in place of that run's."""
+    import shutil
+
+    runs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for i in range(n):
+        shutil.rmtree(tmp / "data", ignore_errors=True)  # a fresh database each run
+        for f in tmp.glob("bench.db*"):
+            f.unlink()
+        ours = run_gmpscope_ingest(trace, f"sqlite:///{tmp / 'bench.db'}", tmp / "data")
+        go = run_go_tool_trace(trace)
+        runs.append((ours, go))
+        print(f"run {i + 1}: gmpscope {ours['seconds']:.2f} s {ours['peak_mb']:.0f} MB, "
+              f"go tool trace {go['seconds']:.2f} s {go['peak_mb']:.0f} MB "
+              f"(time ratio {go['seconds'] / ours['seconds']:.2f}x)", flush=True)
+    ours, go = dict(runs[-1][0]), dict(runs[-1][1])
+    for key in ("seconds", "peak_mb", "user_s", "system_s"):
+        ours[key] = statistics.median(r[0][key] for r in runs)
+    for key in ("seconds", "peak_mb"):
+        go[key] = statistics.median(r[1][key] for r in runs)
+    print(f"medians of {n} runs each:")
+    return ours, go
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--trace", type=Path, help="trace to ingest (default: generate one)")
     ap.add_argument("--size-mb", type=float, default=20.0)
     ap.add_argument("--db", help="database URL (default: a fresh SQLite file)")
     ap.add_argument("--queries", type=int, default=50, help="runs of each query")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each tool, alternately (SQLite only); medians printed")
     args = ap.parse_args()
+    if args.repeat < 1 or (args.repeat > 1 and args.db):
+        raise SystemExit("--repeat needs a positive count and the default SQLite database")
     trace = args.trace or make_large_trace(args.size_mb)
     size_mb = trace.stat().st_size / 1e6
     print(f"trace: {trace} ({size_mb:.1f} MB)")
     with tempfile.TemporaryDirectory(prefix="gmpscope-bench-") as tmp:
         db_url = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
-        ours = run_gmpscope_ingest(trace, db_url, Path(tmp) / "data")
-        go = run_go_tool_trace(trace)
+        if args.repeat > 1:
+            ours, go = repeated(trace, Path(tmp), args.repeat)
+        else:
+            ours = run_gmpscope_ingest(trace, db_url, Path(tmp) / "data")
+            go = run_go_tool_trace(trace)
         print(f"{'tool':<28}{'seconds':>10}{'peak MB':>10}{'MB/s':>10}")
         for name, r in (("gmpscope ingest (SQLite)" if not args.db else "gmpscope ingest",
                          ours), ("go tool trace (ready)", go)):
