@@ -151,9 +151,26 @@ static uint64_t mix(uint64_t x)
     return x;
 }
 
+/* The slot of thread m, or NULL when it has none. */
+static Thread *find_thread(const Threads *h, int64_t m)
+{
+    if (!h->cap)
+        return NULL;
+    size_t j = mix((uint64_t)m) & (h->cap - 1);
+    while (h->t[j].used) {
+        if (h->t[j].m == m)
+            return &h->t[j];
+        j = (j + 1) & (h->cap - 1);
+    }
+    return NULL;
+}
+
 /* The slot of thread m, made when new; NULL when out of memory. */
 static Thread *thread_of(Threads *h, int64_t m)
 {
+    Thread *found = find_thread(h, m);
+    if (found)
+        return found;
     if (2 * (h->n + 1) > h->cap) {
         size_t cap = h->cap ? 2 * h->cap : 64;
         Thread *t = calloc(cap, sizeof *t);
@@ -255,7 +272,11 @@ static PyObject *thread_sums(PyObject *self, PyObject *args)
         }
         if (res[q] != goroutine || m[q] < 0 || (to[q] != running && to[q] != syscall))
             continue;
-        Thread *t = thread_of(&h, m[q]); /* already there: never allocates */
+        Thread *t = find_thread(&h, m[q]); /* every m >= 0 got a slot above */
+        if (!t) {
+            err = 2;
+            break;
+        }
         uint64_t d = (uint64_t)end[k] - (uint64_t)ts[q];
         if (to[q] == running) {
             t->running = (int64_t)((uint64_t)t->running + d);
