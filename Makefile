@@ -14,8 +14,10 @@ PORT ?= 8050
 
 setup: $(VENV)/.installed
 
-# The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder, and
-# ingest/_sqlitebulk, the loader's SQLite binder) are built in place by the editable install; a changed C source rebuilds it.
+# The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder;
+# ingest/_intervalorder and ingest/_summaries, the loader's interval order and
+# reductions; ingest/_sqlitebulk, its SQLite binder, where SQLite's headers are)
+# are built in place by the editable install; a changed C source rebuilds them.
 CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h ingest/csrc/*.c ingest/csrc/*.h)
 
 $(VENV)/.installed: pyproject.toml $(CSRC)
@@ -40,6 +42,7 @@ test-setup: setup
 	$(BIN)/python -m tools.gotoolchains ensure
 	$(BIN)/python -m tools.postgres start
 	$(BIN)/python -m tools.system_packages ensure
+	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench

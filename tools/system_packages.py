@@ -4,7 +4,9 @@
 
 - ``chromium`` (``/usr/bin/chromium``): the browser tests (Playwright drives it)
   and the SVG/PNG exports (Kaleido drives it);
-- ``strace``: the poller collector's syscall tracing.
+- ``strace``: the poller collector's syscall tracing;
+- ``libsqlite3-dev`` (``sqlite3.h``): the loader's SQLite binder (an optional C
+  extension, built only where the header is; the tests check both ways of loading).
 
 A missing one is installed with ``apt-get install -y`` when running as root
 (``apt-get update`` first when the package lists are missing or stale); otherwise
@@ -23,6 +25,7 @@ from pathlib import Path
 PACKAGES = {
     "chromium": "/usr/bin/chromium",
     "strace": "strace",
+    "libsqlite3-dev": "/usr/include/sqlite3.h",
 }
 
 
