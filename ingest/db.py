@@ -206,6 +206,11 @@ def migrate(engine: Engine) -> str | None:
     Safe to call from several processes at once: on SQLite the upgrade runs in
     one IMMEDIATE transaction, on PostgreSQL under an advisory lock.
     """
+    # Fast path without Alembic (importing it and reading its scripts is most of
+    # a CLI command's start-up): the database is already at the newest revision.
+    newest = newest_revision()
+    if newest is not None and current_version(engine) == newest:
+        return newest
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
@@ -214,7 +219,7 @@ def migrate(engine: Engine) -> str | None:
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     head = ScriptDirectory.from_config(cfg).get_current_head()
-    # Fast path: already at head (the common case), checked without a write lock.
+    # Already at head by Alembic's own reading (without a write lock).
     with engine.connect() as conn:
         if MigrationContext.configure(conn).get_current_revision() == head:
             return head
@@ -225,6 +230,28 @@ def migrate(engine: Engine) -> str | None:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
     return head
+
+
+#: Where the Alembic revisions are: ``NNNN_<what>.py`` with revision "NNNN",
+#: each revising the one before (tests/test_ingest_db.py checks both).
+VERSIONS_DIR = Path(__file__).parent / "migrations" / "versions"
+
+
+def newest_revision() -> str | None:
+    """The newest revision, read from the versions directory's file names."""
+    names = sorted(p.name for p in VERSIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    return names[-1][:4] if names else None
+
+
+def current_version(engine: Engine) -> str | None:
+    """The revision recorded in the database (its alembic_version row); None
+    when there is none (a new database) or it cannot be read."""
+    try:
+        with engine.connect() as conn:
+            value = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    except Exception:  # noqa: BLE001 - no table yet, or no answer: Alembic decides
+        return None
+    return None if value is None else str(value)
 
 
 def current_revision(engine: Engine) -> str | None:
