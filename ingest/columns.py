@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from ingest.models import RESOURCE_CODE, STATE_CODE
+from ingest.codes import RESOURCE_CODE, STATE_CODE
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]

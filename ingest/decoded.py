@@ -77,8 +77,11 @@ def decode_bytes(path: Path, data: bytes, sha256: str,
 
 
 def import_decoder() -> None:
-    """Import what :func:`decode_bytes` needs (numpy, Arrow, the decoder, the
-    transitions' builder and the models it takes its codes from)."""
+    """Import what :func:`decode_bytes` needs (numpy, Arrow and its compute
+    functions, which a decode would import on first use, the decoder, the
+    transitions' builder): SQLAlchemy is not among them."""
+    import pyarrow.compute  # type: ignore[import-untyped]  # noqa: F401
+
     import collectors.gotrace.columnar  # noqa: F401
     import collectors.gotrace.reader  # noqa: F401
     import ingest.transitions_builder  # noqa: F401

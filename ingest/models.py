@@ -41,18 +41,19 @@ from sqlalchemy import (
     Text,
 )
 
+from ingest import codes
+
 metadata = MetaData()
 
-#: State codes used in memory while deriving (the database stores names).
-STATE_NAMES = ("Undetermined", "NotExist", "Runnable", "Running", "Waiting", "Syscall", "Idle")
-STATE_CODE = {name: code for code, name in enumerate(STATE_NAMES)}
-RUNNING = STATE_CODE["Running"]
-SYSCALL = STATE_CODE["Syscall"]
-#: Resource codes used in memory while deriving.
-RESOURCE_NAMES = ("goroutine", "proc")
-RESOURCE_CODE = {name: code for code, name in enumerate(RESOURCE_NAMES)}
-GOROUTINE = RESOURCE_CODE["goroutine"]
-PROC = RESOURCE_CODE["proc"]
+# The states' and resources' codes (ingest/codes.py), where the models' users look.
+STATE_NAMES = codes.STATE_NAMES
+STATE_CODE = codes.STATE_CODE
+RUNNING = codes.RUNNING
+SYSCALL = codes.SYSCALL
+RESOURCE_NAMES = codes.RESOURCE_NAMES
+RESOURCE_CODE = codes.RESOURCE_CODE
+GOROUTINE = codes.GOROUTINE
+PROC = codes.PROC
 
 
 def _trace_fk() -> Column[int]:

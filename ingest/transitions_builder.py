@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from ingest.codes import RESOURCE_CODE, STATE_CODE
 from ingest.columns import ParquetDirError, Transitions, chunk_codes, fits_int32
-from ingest.models import RESOURCE_CODE, STATE_CODE
 
 Arr = npt.NDArray[Any]
 

@@ -86,3 +86,24 @@ def test_a_stored_trace_is_found_without_waiting_for_the_decode(tmp_path: Path) 
     again, other = cli(TRACE, OLD)
     assert again["id"] == first["id"] and not again["created"] and again["timings"] == {}
     assert other["created"] and other["id"] != first["id"]
+
+
+def test_the_decode_thread_imports_nothing_the_cli_imports_meanwhile() -> None:
+    """The CLI imports SQLAlchemy and the rest while the decode runs, so the
+    decoder's imports (done before, ingest.decoded.import_decoder) must not
+    include SQLAlchemy, and a decode must import nothing more."""
+    code = """
+import hashlib, sys
+from pathlib import Path
+import ingest.decoded as d
+d.import_decoder()
+assert "sqlalchemy" not in sys.modules, "the decoder's imports pull in SQLAlchemy"
+before = set(sys.modules)
+data = Path(sys.argv[1]).read_bytes()
+d.decode_bytes(Path(sys.argv[1]), data, hashlib.sha256(data).hexdigest())
+print(sorted(set(sys.modules) - before))
+"""
+    r = subprocess.run([sys.executable, "-c", code, str(TRACE)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
