@@ -54,10 +54,10 @@ class DecodeAhead:
                 import_decoder()
             finally:
                 self._imported.set()
-            data = self.path.read_bytes()
-            self._sha = hashlib.sha256(data).hexdigest()
+            content = [self.path.read_bytes()]
+            self._sha = hashlib.sha256(content[0]).hexdigest()
             self._hashed.set()
-            self._decoded = decode_bytes(self.path, data, self._sha, self._cancelled.is_set)
+            self._decoded = decode_bytes(self.path, content, self._sha, self._cancelled.is_set)
         except BaseException as e:  # noqa: BLE001 - handed to result()
             self._error = e
         finally:

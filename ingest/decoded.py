@@ -42,19 +42,21 @@ def decode_file_in_memory(path: Path) -> Decoded | None:
     """Decode a Go 1.22+ trace with the C decoder straight into memory (no
     Parquet written and read back); None when that decoder does not apply.
     Raises TraceFormatError for a file that is not a trace."""
-    data = path.read_bytes()
-    return decode_bytes(path, data, hashlib.sha256(data).hexdigest())
+    content = [path.read_bytes()]
+    return decode_bytes(path, content, hashlib.sha256(content[0]).hexdigest())
 
 
-def decode_bytes(path: Path, data: bytes, sha256: str,
+def decode_bytes(path: Path, content: list[bytes], sha256: str,
                  cancelled: Callable[[], bool] = lambda: False) -> Decoded | None:
-    """:func:`decode_file_in_memory` of the file's content ``data`` (whose hash is
-    ``sha256``); stops with DecodeCancelled between row groups once
-    ``cancelled()`` is true."""
+    """:func:`decode_file_in_memory` of the file's content, the one item of
+    ``content`` (whose hash is ``sha256``), which it takes out: the raw bytes
+    are freed as soon as they are decoded, before the columns are joined.
+    Stops with DecodeCancelled between row groups once ``cancelled()`` is true."""
     from collectors.gotrace import columnar
     from collectors.gotrace.errors import TraceFormatError
     from collectors.gotrace.reader import read_header
 
+    data = content.pop()
     if not data:
         raise TraceFormatError(-1, "empty file, not a Go trace")
     _, family = read_header(data)

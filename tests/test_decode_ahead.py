@@ -62,9 +62,8 @@ def test_loader_maps_its_error_and_stores_nothing(tmp_path: Path) -> None:
 
 
 def test_cancel_stops_between_row_groups() -> None:
-    data = TRACE.read_bytes()
     with pytest.raises(DecodeCancelled):
-        decode_bytes(TRACE, data, "x" * 64, cancelled=lambda: True)
+        decode_bytes(TRACE, [TRACE.read_bytes()], "x" * 64, cancelled=lambda: True)
     ahead = DecodeAhead(TRACE)
     ahead.cancel()
     assert ahead.result() is None  # nothing kept, nothing raised
@@ -100,7 +99,7 @@ d.import_decoder()
 assert "sqlalchemy" not in sys.modules, "the decoder's imports pull in SQLAlchemy"
 before = set(sys.modules)
 data = Path(sys.argv[1]).read_bytes()
-d.decode_bytes(Path(sys.argv[1]), data, hashlib.sha256(data).hexdigest())
+d.decode_bytes(Path(sys.argv[1]), [data], hashlib.sha256(data).hexdigest())
 print(sorted(set(sys.modules) - before))
 """
     r = subprocess.run([sys.executable, "-c", code, str(TRACE)], cwd=ROOT, capture_output=True,
