@@ -143,11 +143,30 @@ typedef struct {
     uint8_t *nulls;
 } Batch;
 
+/* Rows fetched ahead in a gather (the index is read in order, the values
+ * at random: prefetching them keeps more misses in flight). */
+#define AHEAD 16
+
 static void fill_batch(const Col *cols, int k, Py_ssize_t row, Py_ssize_t nrows, Batch *b) {
     for (int j = 0; j < k; j++) {
         const Col *c = &cols[j];
         int64_t *out = b->vals + (size_t)j * BATCH_ROWS;
         uint8_t *nul = b->nulls + (size_t)j * BATCH_ROWS;
+        if (c->have_values && c->have_index && !c->texts) {
+            Py_ssize_t end = row + nrows, n_index = c->index.len / c->index.itemsize;
+            Py_ssize_t n_values = c->values.len / c->values.itemsize;
+            for (Py_ssize_t r = 0; r < nrows; r++) {
+                Py_ssize_t a = row + r + AHEAD;
+                if (a < end && a < n_index) {
+                    Py_ssize_t i = (Py_ssize_t)read_int(c->index.buf, c->index.itemsize,
+                                                        c->ikind, a);
+                    if (i >= 0 && i < n_values)
+                        __builtin_prefetch((const char *)c->values.buf + i * c->values.itemsize);
+                }
+                nul[r] = !col_value(c, row + r, &out[r]);
+            }
+            continue;
+        }
         for (Py_ssize_t r = 0; r < nrows; r++) nul[r] = !col_value(c, row + r, &out[r]);
     }
 }
