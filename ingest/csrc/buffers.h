@@ -44,4 +44,38 @@ static inline Py_ssize_t buf_items(const Buf *buf)
     return buf->b.len / buf->b.itemsize;
 }
 
+/* buf_get for each of the n objects o[i] (writable from index writable_from
+ * on), with names, formats and item sizes by index; on failure every buffer
+ * got so far is released and -1 returned with the error set. */
+static inline int buf_get_all(PyObject *const *o, Buf *bufs, int n, int writable_from,
+                              const char *const *names, const char *const *formats,
+                              const Py_ssize_t *sizes)
+{
+    memset(bufs, 0, (size_t)n * sizeof *bufs);
+    for (int i = 0; i < n; i++) {
+        if (buf_get(o[i], &bufs[i], i >= writable_from, formats[i], sizes[i], names[i]) < 0) {
+            buf_release(bufs, n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ValueError (in function fn), with every buffer released, unless all n
+ * buffers hold as many items as the first; its item count otherwise. */
+static inline Py_ssize_t buf_same_items(Buf *bufs, int n, const char *const *names,
+                                        const char *fn)
+{
+    Py_ssize_t items = buf_items(&bufs[0]);
+    for (int i = 1; i < n; i++) {
+        if (buf_items(&bufs[i]) != items) {
+            PyErr_Format(PyExc_ValueError, "%s: %s has %zd items, %s %zd", fn, names[i],
+                         buf_items(&bufs[i]), names[0], items);
+            buf_release(bufs, n);
+            return -1;
+        }
+    }
+    return items;
+}
+
 #endif

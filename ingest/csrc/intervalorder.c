@@ -67,26 +67,15 @@ static PyObject *order_intervals(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOLOOOO:order_intervals", &o[0], &o[1], &o[2], &last_ts,
                           &o[3], &o[4], &o[5], &o[6]))
         return NULL;
-    Buf b[7];
-    memset(b, 0, sizeof b);
     static const char *names[7] = {"res", "rid", "ts", "order", "end", "first", "last"};
     static const char *formats[7] = {"b", "i", "lq", "i", "lq", "?", "?"};
     static const Py_ssize_t sizes[7] = {1, 4, 8, 4, 8, 1, 1};
-    for (int i = 0; i < 7; i++) {
-        if (buf_get(o[i], &b[i], i >= 3, formats[i], sizes[i], names[i]) < 0) {
-            buf_release(b, 7);
-            return NULL;
-        }
-    }
-    Py_ssize_t n = b[0].b.len;
-    for (int i = 1; i < 7; i++) {
-        if (b[i].b.len / sizes[i] != n) {
-            PyErr_Format(PyExc_ValueError, "%s: %zd items, res has %zd", names[i],
-                         b[i].b.len / sizes[i], n);
-            buf_release(b, 7);
-            return NULL;
-        }
-    }
+    Buf b[7];
+    if (buf_get_all(o, b, 7, 3, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 7, names, "order_intervals");
+    if (n < 0)
+        return NULL;
     if (n >= INT32_MAX) {
         buf_release(b, 7);
         Py_RETURN_FALSE;

@@ -69,13 +69,8 @@ static PyObject *resource_sums(PyObject *self, PyObject *args)
     static const char *formats[9] = {"i", "lq", "lq", "lq", "b", "b", "lq", "lq", "lq"};
     static const Py_ssize_t sizes[9] = {4, 8, 8, 8, 1, 1, 8, 8, 8};
     Buf b[9];
-    memset(b, 0, sizeof b);
-    for (int i = 0; i < 9; i++) {
-        if (buf_get(o[i], &b[i], i >= 6, formats[i], sizes[i], names[i]) < 0) {
-            buf_release(b, 9);
-            return NULL;
-        }
-    }
+    if (buf_get_all(o, b, 9, 6, names, formats, sizes) < 0)
+        return NULL;
     Py_ssize_t n = buf_items(&b[0]), groups = buf_items(&b[2]), ntr = buf_items(&b[3]);
     if (buf_items(&b[1]) != n || buf_items(&b[4]) != ntr || buf_items(&b[5]) != ntr ||
         buf_items(&b[6]) != groups * nstates || buf_items(&b[7]) != groups ||
@@ -228,22 +223,11 @@ static PyObject *thread_sums(PyObject *self, PyObject *args)
     static const char *formats[6] = {"i", "lq", "b", "b", "i", "lq"};
     static const Py_ssize_t sizes[6] = {4, 8, 1, 1, 4, 8};
     Buf b[6];
-    memset(b, 0, sizeof b);
-    for (int i = 0; i < 6; i++) {
-        if (buf_get(o[i], &b[i], 0, formats[i], sizes[i], names[i]) < 0) {
-            buf_release(b, 6);
-            return NULL;
-        }
-    }
-    Py_ssize_t n = buf_items(&b[0]);
-    for (int i = 1; i < 6; i++) {
-        if (buf_items(&b[i]) != n) {
-            PyErr_Format(PyExc_ValueError, "thread_sums: %s has %zd items, m %zd", names[i],
-                         buf_items(&b[i]), n);
-            buf_release(b, 6);
-            return NULL;
-        }
-    }
+    if (buf_get_all(o, b, 6, 6, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 6, names, "thread_sums");
+    if (n < 0)
+        return NULL;
     const int32_t *m = b[0].b.buf, *order = b[4].b.buf;
     const int64_t *ts = b[1].b.buf, *end = b[5].b.buf;
     const int8_t *res = b[2].b.buf, *to = b[3].b.buf;
@@ -396,22 +380,11 @@ static PyObject *state_edges(PyObject *self, PyObject *args)
     static const char *formats[6] = {"i", "?", "lq", "b", "b", "b"};
     static const Py_ssize_t sizes[6] = {4, 1, 8, 1, 1, 1};
     Buf b[6];
-    memset(b, 0, sizeof b);
-    for (int i = 0; i < 6; i++) {
-        if (buf_get(o[i], &b[i], 0, formats[i], sizes[i], names[i]) < 0) {
-            buf_release(b, 6);
-            return NULL;
-        }
-    }
-    Py_ssize_t n = buf_items(&b[0]);
-    for (int i = 1; i < 6; i++) {
-        if (buf_items(&b[i]) != n) {
-            PyErr_Format(PyExc_ValueError, "state_edges: %s has %zd items, order %zd",
-                         names[i], buf_items(&b[i]), n);
-            buf_release(b, 6);
-            return NULL;
-        }
-    }
+    if (buf_get_all(o, b, 6, 6, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 6, names, "state_edges");
+    if (n < 0)
+        return NULL;
     const int32_t *order = b[0].b.buf;
     const uint8_t *first = b[1].b.buf;
     const int64_t *ts = b[2].b.buf;
@@ -560,22 +533,11 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     static const char *formats[10] = {"i", "lq", "?", "lq", "b", "b", "b", "i", "i", "i"};
     static const Py_ssize_t sizes[10] = {4, 8, 1, 8, 1, 1, 1, 4, 4, 4};
     Buf b[10];
-    memset(b, 0, sizeof b);
-    for (int i = 0; i < 10; i++) {
-        if (buf_get(o[i], &b[i], 0, formats[i], sizes[i], names[i]) < 0) {
-            buf_release(b, 10);
-            return NULL;
-        }
-    }
-    Py_ssize_t n = buf_items(&b[0]);
-    for (int i = 1; i < 10; i++) {
-        if (buf_items(&b[i]) != n) {
-            PyErr_Format(PyExc_ValueError, "syscall_rows: %s has %zd items, order %zd",
-                         names[i], buf_items(&b[i]), n);
-            buf_release(b, 10);
-            return NULL;
-        }
-    }
+    if (buf_get_all(o, b, 10, 10, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 10, names, "syscall_rows");
+    if (n < 0)
+        return NULL;
     const int32_t *order = b[0].b.buf, *rid = b[7].b.buf, *pp = b[8].b.buf, *mm = b[9].b.buf;
     const int64_t *end = b[1].b.buf, *ts = b[3].b.buf;
     const uint8_t *last = b[2].b.buf;
