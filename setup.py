@@ -12,6 +12,10 @@ from glob import glob
 
 from setuptools import Extension, find_packages, setup
 
+#: Every extension's flags (the decoder adds -fno-strict-aliasing).
+C_FLAGS = ["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
+                 "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+
 setup(
     packages=[*find_packages(include=["gmpscope*", "collectors*", "ingest*", "app*"]),
               "gmpscope_static"],
@@ -21,9 +25,7 @@ setup(
             "collectors.gotrace._v2fast",
             sources=sorted(glob("collectors/gotrace/csrc/*.c")),
             depends=sorted(glob("collectors/gotrace/csrc/*.h")),
-            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
-                                "-Wno-unused-parameter",
-                                "-Wno-missing-field-initializers", "-fno-strict-aliasing"],
+            extra_compile_args=[*C_FLAGS, "-fno-strict-aliasing"],
         ),
         # Binds the loader's integer rows into SQLite without Python objects
         # (ingest/sqlite_fast.py). Optional: without SQLite's headers the
@@ -33,8 +35,7 @@ setup(
             sources=["ingest/csrc/sqlitebulk.c"],
             libraries=["sqlite3"],
             optional=True,
-            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
-                                "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+            extra_compile_args=C_FLAGS,
         ),
         # The interval order by counting sort (ingest/derive.py); optional:
         # numpy's sort gives the same order without it.
@@ -43,8 +44,7 @@ setup(
             sources=["ingest/csrc/intervalorder.c"],
             depends=["ingest/csrc/buffers.h"],
             optional=True,
-            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
-                                "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+            extra_compile_args=C_FLAGS,
         ),
         # One-pass reductions of the transitions (ingest/derive.py); optional:
         # the numpy forms give the same columns without it.
@@ -53,8 +53,7 @@ setup(
             sources=["ingest/csrc/summaries.c"],
             depends=["ingest/csrc/buffers.h"],
             optional=True,
-            extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
-                                "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+            extra_compile_args=C_FLAGS,
         ),
     ],
 )
