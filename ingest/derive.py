@@ -11,7 +11,6 @@ graph's dwell times) is a vectorised reduction over those sorted rows.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.columns import Gather, Nullable, Transitions
+from ingest.extensions import optional_extension
 from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
 
 I64 = npt.NDArray[np.int64]
@@ -67,21 +67,15 @@ def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
 
 
 def _counting_order(tr: Transitions, last_ts: int) -> Ordered | None:
-    try:
-        from ingest import _intervalorder  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    if "1" in (os.environ.get(PURE_ENV), os.environ.get("GMPSCOPE_PURE")):
-        return None
-    if tr.rid.dtype != np.int32 or tr.ts.dtype != np.int64:
+    c = optional_extension("_intervalorder", PURE_ENV)
+    if c is None or tr.rid.dtype != np.int32 or tr.ts.dtype != np.int64:
         return None
     n = len(tr)
     order = np.empty(n, dtype=np.int32)
     end = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=bool)
     last = np.empty(n, dtype=bool)
-    if not _intervalorder.order_intervals(tr.res, tr.rid, tr.ts, int(last_ts), order, end,
-                                          first, last):
+    if not c.order_intervals(tr.res, tr.rid, tr.ts, int(last_ts), order, end, first, last):
         return None
     starts = np.flatnonzero(first).astype(np.int64)
     return Ordered(order=order, end=end, first=first, last=last, starts=starts)
@@ -139,16 +133,11 @@ SUMMED_STATES = (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE)
 
 def _c_summaries(tr: Transitions, o: Ordered) -> Any:
     """The C reductions (ingest/csrc/summaries.c) when they apply, else None."""
-    if "1" in (os.environ.get(PURE_SUMMARIES_ENV), os.environ.get("GMPSCOPE_PURE")):
-        return None
-    try:
-        from ingest import _summaries  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    if (o.order.dtype != np.int32 or tr.ts.dtype != np.int64 or tr.m.dtype != np.int32
+    c = optional_extension("_summaries", PURE_SUMMARIES_ENV)
+    if c is None or (o.order.dtype != np.int32 or tr.ts.dtype != np.int64 or tr.m.dtype != np.int32
             or tr.res.dtype != np.int8 or tr.frm.dtype != np.int8 or tr.to.dtype != np.int8):
         return None
-    return _summaries
+    return c
 
 
 def run_sums(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:

@@ -11,7 +11,6 @@ returns the inserter, or None, and then callers bind through Python as before.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ingest.columns import Gather, Nullable, Seq
+from ingest.extensions import optional_extension
 
 #: Rows per multi-row statement (bench/sqlite_insert.py's rows, best of two:
 #: 64 rows 0.428 us a row, 256 0.417, 1024 0.422; from C, one row a
@@ -33,13 +33,7 @@ Inserter = Callable[[str, Sequence[str], Sequence[Any], int, int, dict[str, int]
 
 
 def _extension() -> Any | None:
-    if os.environ.get(PURE_ENV) == "1" or os.environ.get("GMPSCOPE_PURE") == "1":
-        return None
-    try:
-        from ingest import _sqlitebulk  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _sqlitebulk
+    return optional_extension("_sqlitebulk", PURE_ENV)
 
 
 def _main_file(dbapi_conn: sqlite3.Connection) -> str:
