@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -218,18 +217,6 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
     if not len(key):
         z = np.zeros(0, np.int64)
         return z, z, z, z
-    code, uniq = _lane_codes(key)
-    by_time = np.argsort(start)
-    order = by_time[np.argsort(code[by_time], kind="stable")]
-    del by_time
-    counts = np.bincount(code, minlength=len(uniq)).astype(np.int64)
-    hi = np.cumsum(counts)
-    return order.astype(np.int64, copy=False), uniq, hi - counts, hi
-
-
-def _lane_codes(key: I64) -> tuple[npt.NDArray[np.signedinteger[Any]], I64]:
-    """(code per row, lane ids): the rank of each row's key among the distinct
-    keys, in as few bits as they need."""
     low, high = int(key.min()), int(key.max())
     if high - low < 2**15:
         # Lane ids are small (procs, threads): the code is the id's offset,
@@ -241,9 +228,15 @@ def _lane_codes(key: I64) -> tuple[npt.NDArray[np.signedinteger[Any]], I64]:
             remap = np.zeros(high - low + 1, np.int16)
             remap[present] = np.arange(len(present), dtype=np.int16)
             code = remap[code]
-        return code, uniq.astype(np.int64)
-    uniq = np.unique(key)
-    return np.searchsorted(uniq, key).astype(np.int32), uniq.astype(np.int64)
+    else:
+        uniq = np.unique(key)
+        code = np.searchsorted(uniq, key).astype(np.int32)
+    by_time = np.argsort(start)
+    order = by_time[np.argsort(code[by_time], kind="stable")]
+    del by_time
+    counts = np.bincount(code, minlength=len(uniq)).astype(np.int64)
+    hi = np.cumsum(counts)
+    return order.astype(np.int64, copy=False), uniq.astype(np.int64), hi - counts, hi
 
 
 def _proc_rows(frames: TraceFrames) -> I64:
@@ -288,17 +281,7 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
         rows = np.flatnonzero((frames.resource == models.GOROUTINE)
                               & ((st == models.RUNNING) | (st == models.SYSCALL))
                               & (iv["m"] >= 0))
-        if len(rows):
-            # _group_sorted's steps, each input dropped once used.
-            code, ids = _lane_codes(iv["m"][rows])
-            order = np.argsort(iv["start_ts"][rows])
-            order = order[np.argsort(code[order], kind="stable")]
-            counts = np.bincount(code, minlength=len(ids)).astype(np.int64)
-            del code
-            hi = np.cumsum(counts)
-            lo = hi - counts
-        else:
-            order, ids, lo, hi = _group_sorted(rows, rows)
+        order, ids, lo, hi = _group_sorted(iv["m"][rows], iv["start_ts"][rows])
         rows = rows[order]
         del order
         cat = np.where(st[rows] == models.SYSCALL, np.int8(CAT["Syscall"]),
