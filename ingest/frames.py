@@ -35,16 +35,67 @@ I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
 
 #: Bumped whenever the file layout changes; older files are rebuilt.
-LAYOUT_VERSION = "2"
+LAYOUT_VERSION = "3"
 _FETCH = 200_000
 
-#: Columns copied per table, all int64 (booleans as 0/1).
+#: Columns copied per table (booleans as 0/1, NULL as -1).
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "intervals": ("rid", "start_ts", "end_ts", "kind", "m", "p", "g", "stack_id", "seq"),
     "proc_runs": ("p", "start_ts", "end_ts", "g", "m", "seq"),
     "syscalls": ("goid", "start_ts", "end_ts", "duration_ns", "m", "p", "start_known",
                  "p_lost", "stolen_ts", "stolen_by_m", "stack_id", "seq"),
 }
+
+
+#: Nanosecond times: always int64 (a narrower time column would overflow in
+#: the views' arithmetic with times). The other columns (ids, codes, flags)
+#: are stored in the narrowest integer type that holds their values, but no
+#: narrower than listed here (int32 by default), so that the views can add
+#: and compare them with small numbers without overflowing.
+TIME_COLUMNS = frozenset({"start_ts", "end_ts", "duration_ns", "stolen_ts"})
+NARROWEST: dict[str, type[np.signedinteger[Any]]] = {
+    "kind": np.int16, "start_known": np.int8, "p_lost": np.int8}
+
+
+def column_dtype(name: str, lo: int, hi: int) -> np.dtype[Any]:
+    """The stored type of frame column ``name`` whose values lie in lo..hi.
+
+    Ids and flags take 4 bytes or less instead of 8: the 20 MB benchmark
+    trace's frames are 40% smaller, and every byte written to a new file
+    costs time (docs/ingest.md).
+    """
+    if name in TIME_COLUMNS:
+        return np.dtype(np.int64)
+    floor = np.dtype(NARROWEST.get(name, np.int32)).itemsize
+    for t in (np.int8, np.int16, np.int32):
+        info = np.iinfo(t)
+        if info.bits // 8 >= floor and info.min <= lo and hi <= info.max:
+            return np.dtype(t)
+    return np.dtype(np.int64)
+
+
+def _bounds(col: Any, n: int) -> tuple[int, int]:
+    """(min, max) of a column's n values (a superset's for a Gather), -1 for NULL."""
+    from ingest.columns import Gather, Nullable, Seq
+
+    if n == 0:
+        return 0, 0
+    if isinstance(col, Seq):
+        return col.start, col.start + n - 1
+    if isinstance(col, Gather):
+        values = col.values
+    elif isinstance(col, Nullable):
+        lo, hi = _bounds(col.values, len(col.values))
+        return min(lo, -1), max(hi, -1)
+    else:
+        values = col
+    if isinstance(values, list):
+        ints = [-1 if v is None else int(v) for v in values]
+        return min(ints), max(ints)
+    values = np.asarray(values)
+    if values.dtype == np.bool_:
+        return 0, 1
+    return int(values.min()), int(values.max())
 
 
 class TraceNotFound(LookupError):
@@ -63,11 +114,12 @@ class Kind:
 
 @dataclass
 class Table:
-    """One table's columns as int64 numpy arrays of equal length."""
+    """One table's columns as integer numpy arrays of equal length: times
+    int64, ids and flags narrower (:func:`column_dtype`)."""
 
-    columns: dict[str, I64]
+    columns: dict[str, Arr]
 
-    def __getitem__(self, name: str) -> I64:
+    def __getitem__(self, name: str) -> Arr:
         return self.columns[name]
 
     def __len__(self) -> int:
@@ -137,7 +189,7 @@ class TraceFrames:
         return {code: k.reason for code, k in self.kinds.items()}
 
 
-def _lanes(rid: I64, base: int) -> Lanes:
+def _lanes(rid: Arr, base: int) -> Lanes:
     if not len(rid):
         return Lanes(np.zeros(0, np.int64), np.zeros(1, np.int64))
     starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
@@ -235,20 +287,22 @@ def _column_chunk(col: Any, a: int, b: int) -> Arr:
 
 
 def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
-    """Write one int64 column of ``n`` rows (a numpy array or an ingest.columns
-    Gather/Nullable/Seq) to ``d/<table>.<name>.npy``, 1M rows at a time.
+    """Write one column of ``n`` rows (a numpy array or an ingest.columns
+    Gather/Nullable/Seq) to ``d/<table>.<name>.npy`` in its stored type
+    (:func:`column_dtype`), 1M rows at a time.
 
     Plain writes, not a writable memory map: on a full disk a write returns
     ENOSPC, where a store into a mapped page would kill the process (SIGBUS).
     """
+    dtype = column_dtype(name, *_bounds(col, n))
     with open(d / f"{table}.{name}.npy", "wb") as f:
         np.lib.format.write_array_header_1_0(
-            f, {"descr": np.dtype(np.int64).str, "fortran_order": False, "shape": (n,)})
+            f, {"descr": dtype.str, "fortran_order": False, "shape": (n,)})
         step = 1 << 20
         for a in range(0, n, step):
             b = min(n, a + step)
             # The array's own buffer: tobytes() would copy it once more.
-            f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=np.int64).data)
+            f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=dtype).data)
 
 
 def _write_facts(d: Path, facts: dict[str, Any]) -> None:
@@ -349,6 +403,9 @@ class FrameWriter:
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(self.staging, final)
+            for older in final.parent.glob(f"{trace_id}-{sha256[:16]}-v*"):
+                if older != final:  # another layout's copy of the same trace
+                    shutil.rmtree(older, ignore_errors=True)
         except OSError:
             # Only a cache (a full disk, say): the views rebuild it.
             self.abort()

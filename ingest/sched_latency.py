@@ -110,7 +110,8 @@ def _latency_samples(frames: TraceFrames) -> Samples:
         spell_end[:-1] = runnable[:-1] & ~(runnable[1:] & ~last[:-1])
         spell_end[-1] = runnable[-1]
     return Samples(goid=lanes.ids[lane].astype(np.int64), runnable_ts=iv["start_ts"][idx],
-                   running_ts=iv["start_ts"][nxt], p=iv["p"][nxt], m=iv["m"][nxt],
+                   running_ts=iv["start_ts"][nxt], p=iv["p"][nxt].astype(np.int64),
+                   m=iv["m"][nxt].astype(np.int64),
                    cause=_cause_of_kinds(frames)[kind[idx]],
                    censored=int(cens.sum()), pending=int((spell_end & ~followed).sum()))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,13 @@ RANGE_LANES = (("gc", "GC"), ("stw", "STW"), ("sweep", "Sweep"), ("assist", "Ass
 #: ``ref`` of a shape: row * REF_SOURCES + source, so one int finds a row again.
 SRC_INTERVAL, SRC_RUN, SRC_RANGE = 0, 1, 2
 REF_SOURCES = 4
+
+
+def ref_dtype(frames: TraceFrames) -> type[np.signedinteger[Any]]:
+    """int32 when every row's ref fits (half the bytes of the stored lane
+    sets' largest column), else int64."""
+    rows = max(len(frames.intervals), len(frames.proc_runs))
+    return np.int32 if rows * REF_SOURCES < 2**31 else np.int64
 
 
 def waiting_category(reason: str) -> int:
@@ -95,7 +103,7 @@ class LaneSet:
     start: I64
     end: I64
     cat: I8
-    ref: I64
+    ref: npt.NDArray[np.signedinteger[Any]]  # int32 when it fits (ref_dtype)
     index: LaneSetIndex | None = None
 
 
@@ -259,8 +267,9 @@ def p_lanes(frames: TraceFrames) -> LaneSet:
         end = np.concatenate([runs["end_ts"], iv["end_ts"][idle]])
         cat = np.concatenate([np.full(len(runs), CAT["Running"], np.int8),
                               np.full(len(idle), CAT["Idle"], np.int8)])
-        ref = np.concatenate([np.arange(len(runs), dtype=np.int64) * REF_SOURCES + SRC_RUN,
-                              idle.astype(np.int64) * REF_SOURCES + SRC_INTERVAL])
+        rt = ref_dtype(frames)
+        ref = np.concatenate([np.arange(len(runs), dtype=rt) * REF_SOURCES + SRC_RUN,
+                              idle.astype(rt) * REF_SOURCES + SRC_INTERVAL])
         order, ids, lo, hi = _group_sorted(key, start)
         del key
         # One column reordered at a time: one copy in memory, not four.
@@ -287,7 +296,8 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
         cat = np.where(st[rows] == models.SYSCALL, np.int8(CAT["Syscall"]),
                        np.int8(CAT["Running"]))
         start, end = iv["start_ts"][rows], iv["end_ts"][rows]
-        ref = rows  # the rows become the refs in place: one array fewer
+        ref = rows.astype(ref_dtype(frames))  # the refs in place: one array, not two
+        del rows
         ref *= REF_SOURCES
         ref += SRC_INTERVAL
         return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))

@@ -142,3 +142,52 @@ def test_background_writer_failure_only_drops_the_cache(tmp_path: Path) -> None:
     assert w.finish(1, "ab" * 32, 0, 10, {0: Kind("goroutine", "Running", "Idle", "")}) is None
     assert isinstance(w.error, OSError)
     assert (tmp_path / "frames").read_text() == "not a directory"
+
+
+def test_ids_and_flags_stored_narrow_times_int64(store: FrameStore) -> None:
+    res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
+    frames = store.get(res.id)
+    assert frames.intervals["start_ts"].dtype == np.int64
+    assert frames.syscalls["stolen_ts"].dtype == np.int64
+    assert frames.intervals["g"].dtype == np.int32, "goroutine ids of a sample fit 32 bits"
+    assert frames.intervals["kind"].dtype == np.int16
+    assert frames.syscalls["p_lost"].dtype == np.int8
+
+
+def test_column_dtype_keeps_every_value() -> None:
+    from ingest.frames import column_dtype
+
+    assert column_dtype("g", -1, 2**31 - 1) == np.int32
+    assert column_dtype("g", -1, 2**31) == np.int64, "a goroutine id past 32 bits"
+    assert column_dtype("kind", 0, 40) == np.int16
+    assert column_dtype("kind", 0, 40_000) == np.int32
+    assert column_dtype("p_lost", 0, 1) == np.int8
+    assert column_dtype("start_ts", 0, 5) == np.int64, "times are never narrowed"
+
+
+def test_written_columns_round_trip(tmp_path: Path) -> None:
+    from ingest.columns import Gather, Nullable, Seq
+    from ingest.frames import write_column
+
+    big = np.array([5, 2**40, -1, 7], dtype=np.int64)
+    cases = {
+        "plain": (np.array([3, -1, 2**31 - 1], dtype=np.int64), [3, -1, 2**31 - 1], np.int32),
+        "gather": (Gather(big, np.array([0, 3, 2])), [5, 7, -1], np.int64),
+        "nullable": (Nullable(np.array([4, 9]), np.array([False, True])), [4, -1], np.int32),
+        "seq": (Seq(2**31 - 2), [2**31 - 2, 2**31 - 1, 2**31], np.int64),
+        "list": ([1, None, 3], [1, -1, 3], np.int32),
+    }
+    for name, (col, want, dtype) in cases.items():
+        write_column(tmp_path, "t", "g", col, len(want))
+        got = np.load(tmp_path / "t.g.npy")
+        assert got.dtype == dtype, name
+        assert got.tolist() == want, name
+
+
+def test_older_layout_copy_removed_when_the_new_one_is_written(store: FrameStore) -> None:
+    res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
+    (new,) = (store.data_dir / "frames").glob(f"{res.id}-*")
+    old = new.with_name(new.name.rsplit("-v", 1)[0] + "-v2")
+    new.rename(old)  # as an older gmpscope left it
+    store.get(res.id)
+    assert [p.name for p in (store.data_dir / "frames").glob(f"{res.id}-*")] == [new.name]

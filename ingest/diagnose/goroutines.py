@@ -50,7 +50,7 @@ class GoroutineLeak:
         rows = last_rows[idx]
         stk = f.intervals["stack_id"][rows]
         kind = f.intervals["kind"][rows]
-        key = stk * 4096 + kind  # kinds are small codes
+        key = stk.astype(np.int64) * 4096 + kind  # kinds are small codes; stack ids int32 in frames
         groups, inv = np.unique(key, return_inverse=True)
         inv = inv.reshape(-1)
         cnt = np.bincount(inv, minlength=len(groups))
