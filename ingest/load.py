@@ -314,8 +314,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     # Derived tables are computed one at a time inside the transaction and
     # dropped once written, so memory holds one of them at a time.
     try:
-        with timings.phase("order"):
-            tables = derived_tables(tr, meta, events, tstacks, stacks)
+        tables = derived_tables(tr, meta, events, tstacks, stacks, timings)
     except (KeyError, IndexError, ValueError) as e:
         raise BadParquetError(f"{where}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks

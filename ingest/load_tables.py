@@ -17,6 +17,7 @@ from sqlalchemy import Connection, func, select
 from ingest import derive, eventrows, models
 from ingest.bulk import column_length, insert_columns, insert_int_arrays
 from ingest.columns import Gather, Nullable, Transitions
+from ingest.timings import Timings
 
 
 class DerivedTables:
@@ -28,24 +29,53 @@ class DerivedTables:
     """
 
     def __init__(self, tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
-                 stacks: Any) -> None:
+                 stacks: Any, timings: Timings | None = None) -> None:
         self.tr = tr
-        self.ordered = derive.order_intervals(tr, int(meta["last_ts"]))
+        self.last_ts = int(meta["last_ts"])
         self.events = events
         self.tstacks = tstacks
         self.stacks = stacks
+        self.timings = timings or Timings()
         self.bases: dict[str, int] = {}
+        self._ordered: derive.Ordered | None = None
+
+    @property
+    def ordered(self) -> derive.Ordered:
+        """The transitions sorted into intervals (made when first needed)."""
+        if self._ordered is None:
+            with self.timings.phase("order"):
+                self._ordered = derive.order_intervals(self.tr, self.last_ts)
+        return self._ordered
 
     def __iter__(self) -> Iterator[tuple[str, derive.Columns]]:
-        tr, o, events, stacks = self.tr, self.ordered, self.events, self.stacks
+        # The tables made from the events and stacks alone come first: the
+        # insert worker stores them while the transitions are sorted and
+        # summarised here, instead of waiting for the first summary.
+        tr, events, stacks = self.tr, self.events, self.stacks
         ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
         tstack_of = dict(zip(self.tstacks.column("row").to_pylist(),
                              self.tstacks.column("stack_id").to_pylist(), strict=True))
+        yield "transition_stacks", {"seq": list(tstack_of), "stack_id": list(tstack_of.values())}
         sid = stacks.column("stack_id").to_numpy()
         depth = stacks.column("depth").to_numpy()
         top = np.flatnonzero(depth == 0)
         funcs = stacks.column("function").take(top).to_pylist()
         stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
+        yield "stacks", {
+            "stack_id": sid, "depth": depth,
+            "function": stacks.column("function").to_pylist(),
+            "file": stacks.column("file").to_pylist(),
+            "line": stacks.column("line").to_numpy(),
+            # PCs above 2**63 wrap to negative, like task ids.
+            "pc": stacks.column("pc").to_numpy().astype(np.int64)}
+        del sid, depth, top, funcs
+        yield "ranges", eventrows.ranges(events)
+        yield "tasks", eventrows.tasks(events)
+        yield "regions", eventrows.regions(events)
+        yield "logs", eventrows.logs(events)
+        yield "metrics", eventrows.metrics(events)
+        yield "other_events", eventrows.other_events(events)
+        o = self.ordered
         kinds, kind_of = derive.transition_kinds(tr)
         yield "transition_counts", _cols(
             ("kind", "resource", "from_state", "to_state", "reason", "count"), kinds)
@@ -70,20 +100,6 @@ class DerivedTables:
         yield "state_edges", _cols(
             ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
              "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
-        yield "transition_stacks", {"seq": list(tstack_of), "stack_id": list(tstack_of.values())}
-        yield "stacks", {
-            "stack_id": sid, "depth": depth,
-            "function": stacks.column("function").to_pylist(),
-            "file": stacks.column("file").to_pylist(),
-            "line": stacks.column("line").to_numpy(),
-            # PCs above 2**63 wrap to negative, like task ids.
-            "pc": stacks.column("pc").to_numpy().astype(np.int64)}
-        yield "ranges", eventrows.ranges(events)
-        yield "tasks", eventrows.tasks(events)
-        yield "regions", eventrows.regions(events)
-        yield "logs", eventrows.logs(events)
-        yield "metrics", eventrows.metrics(events)
-        yield "other_events", eventrows.other_events(events)
         # Interval rows in (resource, id, time) order: each resource's rows
         # get consecutive ids; columns are gathered chunk by chunk (no
         # reordered copy of the trace in memory).
@@ -133,8 +149,8 @@ def next_id(conn: Connection, table: Any) -> int:
 
 
 def derived_tables(tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
-                    stacks: Any) -> DerivedTables:
-    return DerivedTables(tr, meta, events, tstacks, stacks)
+                    stacks: Any, timings: Timings | None = None) -> DerivedTables:
+    return DerivedTables(tr, meta, events, tstacks, stacks, timings)
 
 
 
