@@ -75,17 +75,28 @@ class DerivedTables:
         yield "logs", eventrows.logs(events)
         yield "metrics", eventrows.metrics(events)
         yield "other_events", eventrows.other_events(events)
+        # What the transitions' tables need of the events; the Arrow tables go.
+        ev_m, ev_ts = events.column("m").to_numpy(), events.column("ts").to_numpy()
+        del events, stacks
+        self.events = self.stacks = self.tstacks = None
         o = self.ordered
         kinds, kind_of = derive.transition_kinds(tr)
         yield "transition_counts", _cols(
             ("kind", "resource", "from_state", "to_state", "reason", "count"), kinds)
         gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_of)
+        del stack_functions, tstack_of
         for cols in (gor, prc):
             if cols:
                 cols["first_interval"] = cols["first_interval"] + ibase
                 cols["last_interval"] = cols["last_interval"] + ibase
         yield "goroutines", gor
         del gor
+        # The state graph's edges next, while the worker stores the goroutines:
+        # their temporaries (every dwell time) then meet no big table waiting
+        # to be stored (measured: the load's peak 14 MB lower).
+        yield "state_edges", _cols(
+            ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
+             "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
         runs = derive.proc_runs(tr, o)
         if prc:
             lo, hi = derive.run_ranges(runs["p"], prc["pid"])
@@ -94,12 +105,11 @@ class DerivedTables:
         yield "procs", prc
         yield "proc_runs", runs
         del runs
-        yield "threads", derive.thread_summaries(tr, o, events.column("m").to_numpy(),
-                                                 events.column("ts").to_numpy())
+        # A small one between the two big ones: the worker stores the proc
+        # runs meanwhile, and their columns go before the syscalls' come.
+        yield "threads", derive.thread_summaries(tr, o, ev_m, ev_ts)
+        del ev_m, ev_ts
         yield "syscalls", derive.syscalls(tr, o)
-        yield "state_edges", _cols(
-            ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
-             "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
         # Interval rows in (resource, id, time) order: each resource's rows
         # get consecutive ids; columns are gathered chunk by chunk (no
         # reordered copy of the trace in memory).
