@@ -192,7 +192,7 @@ def run_sums_numpy(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I6
 
 
 def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
-                       tstack_of: dict[int, int]) -> tuple[Columns, Columns]:
+                       tstack_seq: Arr, tstack_id: Arr) -> tuple[Columns, Columns]:
     """Columns of ``goroutines`` and ``procs`` (without trace_id).
 
     A goroutine's creation is its first transition out of NotExist: its time
@@ -228,12 +228,16 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     cseq = np.where(has_c, order[np.minimum(cidx, n - 1)], 0)
     created = np.where(has_c, tr.ts[order[np.minimum(cidx, n - 1)]], -1)
     parent = np.where(has_c, tr.g[cseq].astype(np.int64), -1)
-    start_stack = [tstack_of.get(q) if c else None
-                   for q, c in zip(cseq.tolist(), has_c.tolist(), strict=True)]
+    # The creation's stack: the transition stack of the creating transition
+    # (tstack_seq is sorted), NULL when it has none.
+    at = np.minimum(np.searchsorted(tstack_seq, cseq), max(len(tstack_seq) - 1, 0))
+    found = has_c & (tstack_seq[at] == cseq) if len(tstack_seq) else np.zeros_like(has_c)
+    start_stack = np.where(found, tstack_id[at] if len(tstack_id) else 0, -1)
     gor: Columns = {
         "goid": gb["rid"],
-        "start_function": [None if s is None else stack_functions.get(s) for s in start_stack],
-        "start_stack_id": start_stack,
+        "start_function": [stack_functions.get(s) if f else None
+                           for s, f in zip(start_stack.tolist(), found.tolist(), strict=True)],
+        "start_stack_id": Nullable(start_stack, ~found),
         "created_ts": _nullable(created),
         "ended_ts": _nullable(ended[g]),
         "parent_goid": _nullable(parent),
@@ -362,18 +366,18 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         return {}
     sel, next_state, p_entry, p_lost, stolen_ts, stolen_m = rows
     seq = o.order[sel]
-    start = tr.ts[seq]
-    end = o.end[sel]
     outcome = np.full(len(sel), "other", dtype=object)
     for st, name in ((RUNNING, "returned"), (RUNNABLE, "blocked"), (WAITING, "blocked"),
                      (NOT_EXIST, "exited"), (-1, "unfinished")):
         outcome[next_state == st] = name
     return {
         "goid": Gather(tr.rid, seq),
-        "start_ts": start,
+        # Times gathered when stored (only the frames keep them: in SQL a
+        # syscall is its interval's row); the duration is made once.
+        "start_ts": Gather(tr.ts, seq),
         "seq": seq,
-        "end_ts": end,
-        "duration_ns": end - start,
+        "end_ts": Gather(o.end, sel),
+        "duration_ns": o.end[sel] - tr.ts[seq],
         "m": Gather(tr.m, seq),
         "p": p_entry,
         "start_known": tr.frm[seq] != UNDETERMINED,
@@ -449,9 +453,12 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     order: the answer to "which G ran on P3 at t". ``interval_row`` is the
     run's interval as a row of the interval order (``o.order``)."""
     order = o.order
-    sel = np.flatnonzero((tr.res[order] == GOROUTINE) & (tr.to[order] == RUNNING))
+    # Row numbers in the type of the order's (int32 below 2**31 rows): half
+    # the bytes of flatnonzero's int64 for every run held until stored.
+    sel = np.flatnonzero((tr.res[order] == GOROUTINE) & (tr.to[order] == RUNNING)) \
+        .astype(order.dtype)
     seq = order[sel]
-    p = tr.p[seq].astype(np.int64)
+    p = tr.p[seq]
     keep = p >= 0
     sel, seq, p = sel[keep], seq[keep], p[keep]
     by_p = np.lexsort((tr.ts[seq], p))
@@ -505,7 +512,14 @@ def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
     nr = max(len(tr.reasons), 1)
     top = 2 * 8 * 8 * nr
     wide = np.int64 if top >= 2**31 else np.int32
-    code = ((tr.res.astype(wide) * 8 + tr.frm) * 8 + tr.to) * nr + tr.reason
+    # In place: one temporary array of the trace's length, not two.
+    code: npt.NDArray[np.signedinteger[Any]] = tr.res.astype(wide)
+    code *= 8
+    code += tr.frm
+    code *= 8
+    code += tr.to
+    code *= nr
+    code += tr.reason
     if top <= 1 << 22:
         # The codes' range is small (a few thousand kinds at most in practice):
         # count them in one pass and number them through a lookup table, rather

@@ -53,9 +53,8 @@ class DerivedTables:
         # summarised here, instead of waiting for the first summary.
         tr, events, stacks = self.tr, self.events, self.stacks
         ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
-        tstack_of = dict(zip(self.tstacks.column("row").to_pylist(),
-                             self.tstacks.column("stack_id").to_pylist(), strict=True))
-        yield "transition_stacks", {"seq": list(tstack_of), "stack_id": list(tstack_of.values())}
+        tstack_seq, tstack_id = transition_stacks(self.tstacks)
+        yield "transition_stacks", {"seq": tstack_seq, "stack_id": tstack_id}
         sid = stacks.column("stack_id").to_numpy()
         depth = stacks.column("depth").to_numpy()
         top = np.flatnonzero(depth == 0)
@@ -83,8 +82,8 @@ class DerivedTables:
         kinds, kind_of = derive.transition_kinds(tr)
         yield "transition_counts", _cols(
             ("kind", "resource", "from_state", "to_state", "reason", "count"), kinds)
-        gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_of)
-        del stack_functions, tstack_of
+        gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_seq, tstack_id)
+        del stack_functions, tstack_seq, tstack_id
         for cols in (gor, prc):
             if cols:
                 cols["first_interval"] = cols["first_interval"] + ibase
@@ -121,6 +120,19 @@ class DerivedTables:
             "stack_id": Gather(tr.stack, order)}
 
 
+def transition_stacks(tstacks: Any) -> tuple[Any, Any]:
+    """(seq, stack_id) of transition_stacks as int64 arrays sorted by seq, one
+    row per seq (the last one given wins)."""
+    seq = tstacks.column("row").to_numpy().astype(np.int64)
+    sid = tstacks.column("stack_id").to_numpy().astype(np.int64)
+    if len(seq) > 1 and not bool((seq[1:] > seq[:-1]).all()):
+        by_seq = np.argsort(seq, kind="stable")
+        seq, sid = seq[by_seq], sid[by_seq]
+        last = np.r_[seq[1:] != seq[:-1], True]
+        seq, sid = seq[last], sid[last]
+    return seq, sid
+
+
 def store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.Columns,
                  n: int, first: int | None, interval_base: int,
                  advance: Callable[[int], None]) -> None:
@@ -135,7 +147,8 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.C
     if table_name in _INTERVAL_VIEWS:
         # Stored as the interval each row is, plus what only this table has.
         table, keep = _INTERVAL_VIEWS[table_name]
-        cols = {"id": cols["id"], "interval_id": cols["interval_row"] + interval_base,
+        cols = {"id": cols["id"],
+                "interval_id": np.asarray(cols["interval_row"], np.int64) + interval_base,
                 **{c: cols[c] for c in keep}}
         insert_columns(conn, table, cols, {"trace_id": trace_id}, advance)
         return
