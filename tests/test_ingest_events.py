@@ -95,3 +95,22 @@ def test_tasks_regions_logs_metrics(loaded: Loaded, decoded: dict[str, Path],
     metrics = _rows(engine, models.metrics, tid)
     assert sorted((r.seq, r.name, r.value) for r in metrics) == [
         (e["seq"], e["name"], e["value"]) for e in ev if e["kind"] == "Metric"]
+
+
+def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
+    import pyarrow as pa
+
+    from ingest.eventrows import metrics
+
+    events = pa.table({
+        "seq": [1, 2, 3], "kind": ["Metric", "Sync", "Metric"], "ts": [5, 6, 7],
+        "name": ["/gc/heap/goal:bytes", None, None],
+        "value": pa.array([2**64 - 1, None, None], pa.uint64()),
+        "value_str": [None, None, "x"]})
+    got = metrics(events)
+    assert got["seq"].tolist() == [1, 3] and got["ts"].tolist() == [5, 7]
+    assert got["name"].tolist() == ["/gc/heap/goal:bytes", ""]
+    assert got["value"].values[0] == -1, "2**64-1 as a signed 64-bit integer"
+    assert got["value"].null.tolist() == [False, True]
+    assert got["value_str"] == [None, "x"]
+    assert len(metrics(events.slice(0, 0))["seq"]) == 0
