@@ -46,6 +46,15 @@ setup(
             optional=True,
             extra_compile_args=C_FLAGS,
         ),
+        # Row groups into the loader's compact columns without giving up the
+        # GIL (ingest/transitions_builder.py); optional: numpy does the same.
+        Extension(
+            "ingest._columnappend",
+            sources=["ingest/csrc/columnappend.c"],
+            depends=["ingest/csrc/buffers.h"],
+            optional=True,
+            extra_compile_args=C_FLAGS,
+        ),
         # One-pass reductions of the transitions (ingest/derive.py); optional:
         # the numpy forms give the same columns without it.
         Extension(

@@ -106,19 +106,27 @@ def fits_int32(a: Arr) -> bool:
     return not len(a) or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31)
 
 
+def dictionary_lut(dictionary: pa.Array, name: str, table: dict[str, int],
+                   grow: bool) -> Arr:
+    """int16 code from ``table`` of each string of an Arrow dictionary (the
+    table extended with new strings when ``grow``; null counts as "")."""
+    names = ["" if v is None else v for v in dictionary.to_pylist()]
+    if grow:
+        for v in names:
+            table.setdefault(v, len(table))
+    try:
+        lut: Arr = np.array([table[v] for v in names] or [0], dtype=np.int16)
+    except KeyError as e:
+        raise ParquetDirError(f"transitions.parquet: unknown {name} {e.args[0]!r}") from None
+    return lut
+
+
 def chunk_codes(chunk: pa.Array, name: str, table: dict[str, int], grow: bool) -> Arr:
     """One chunk of a string column of transitions as int16 codes from ``table``
     (extended with new strings when ``grow``; null counts as "")."""
     if not pa.types.is_dictionary(chunk.type):
         chunk = chunk.dictionary_encode()
-    names = ["" if v is None else v for v in chunk.dictionary.to_pylist()]
-    if grow:
-        for v in names:
-            table.setdefault(v, len(table))
-    try:
-        lut = np.array([table[v] for v in names] or [0], dtype=np.int16)
-    except KeyError as e:
-        raise ParquetDirError(f"transitions.parquet: unknown {name} {e.args[0]!r}") from None
+    lut = dictionary_lut(chunk.dictionary, name, table, grow)
     if chunk.null_count and not grow:
         raise ParquetDirError(f"transitions.parquet: null {name}")
     idx = chunk.indices.fill_null(0).to_numpy() if chunk.null_count else \

@@ -16,10 +16,13 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from ingest.codes import RESOURCE_CODE, STATE_CODE
-from ingest.columns import ParquetDirError, Transitions, chunk_codes, fits_int32
+from ingest.columns import ParquetDirError, Transitions, chunk_codes, dictionary_lut, fits_int32
+from ingest.extensions import optional_extension
 
 Arr = npt.NDArray[Any]
 
+#: Set to 1 for the numpy form of the row groups' copy (tests compare the two).
+PURE_ENV = "GMPSCOPE_PURE_APPEND"
 _INTS = ("ts", "id", "m", "p", "g", "stack_id")
 _CODES = {"resource": RESOURCE_CODE, "from_state": STATE_CODE, "to_state": STATE_CODE}
 
@@ -34,6 +37,7 @@ class TransitionsBuilder:
         self._codes: dict[str, list[Arr]] = {name: [] for name in (*_CODES, "reason")}
         self._reasons: dict[str, int] = {}
         self.rows = 0
+        self._c = optional_extension("_columnappend", PURE_ENV)
 
     def add(self, table: pa.Table) -> None:
         """Keep one row group (its Arrow buffers are not held)."""
@@ -41,20 +45,46 @@ class TransitionsBuilder:
             col = table.column(name)
             if col.null_count:
                 raise ParquetDirError(f"transitions: null {name}")
-            a = np.asarray(col.to_numpy(), dtype=np.int64)
-            if name != "ts" and name not in self._wide and fits_int32(a):
-                a = a.astype(np.int32)
-            else:
-                if name != "ts":
-                    self._wide.add(name)
-                a = a.copy()  # not a view of the decoder's buffer
-            self._ints[name].append(a)
+            for chunk in col.chunks:  # no nulls: views of the decoder's buffers
+                self._ints[name].append(self._int_part(name, chunk.to_numpy()))
         for name, codes in _CODES.items():
             for chunk in table.column(name).chunks:
-                self._codes[name].append(chunk_codes(chunk, name, codes, False).astype(np.int8))
+                self._codes[name].append(self._code_part(chunk, name, codes, False, np.int8))
         for chunk in table.column("reason").chunks:
-            self._codes["reason"].append(chunk_codes(chunk, "reason", self._reasons, True))
+            self._codes["reason"].append(
+                self._code_part(chunk, "reason", self._reasons, True, np.int16))
         self.rows += table.num_rows
+
+    def _int_part(self, name: str, src: Arr) -> Arr:
+        """A row group's int64 column in 32 bits while the whole column fits,
+        never a view of the decoder's buffer."""
+        narrow = name != "ts" and name not in self._wide
+        if self._c is not None and src.dtype == np.int64:
+            if narrow:
+                out = np.empty(len(src), np.int32)
+                if self._c.narrow_into(src, out):
+                    return out
+                self._wide.add(name)
+            out = np.empty(len(src), np.int64)
+            self._c.narrow_into(src, out)
+            return out
+        a = np.asarray(src, dtype=np.int64)
+        if narrow and fits_int32(a):
+            return a.astype(np.int32)
+        if name != "ts":
+            self._wide.add(name)
+        return a.copy()
+
+    def _code_part(self, chunk: pa.Array, name: str, table: dict[str, int], grow: bool,
+                   small: type[np.signedinteger[Any]]) -> Arr:
+        """A row group's string column as codes from ``table`` (chunk_codes)."""
+        if (self._c is None or chunk.null_count or not pa.types.is_dictionary(chunk.type)
+                or chunk.indices.type != pa.int32()):
+            return chunk_codes(chunk, name, table, grow).astype(small)
+        lut = dictionary_lut(chunk.dictionary, name, table, grow).astype(small)
+        out = np.empty(len(chunk), small)
+        self._c.codes_into(chunk.indices.to_numpy(), lut, out)
+        return out
 
     def finish(self, expected_rows: int) -> Transitions:
         """The columns; raises ParquetDirError when they disagree with meta.json."""

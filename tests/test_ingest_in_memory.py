@@ -57,12 +57,18 @@ def test_in_memory_ingest_equals_the_parquet_path(trace: Path, tmp_path: Path) -
 
 
 @pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
-def test_builder_equals_read_transitions(tmp_path: Path) -> None:
-    trace = SAMPLES[0]
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+@pytest.mark.parametrize("pure", [False, True], ids=["C copy", "numpy copy"])
+@pytest.mark.parametrize("trace", V2[:4] + SAMPLES[:2], ids=lambda p: p.name)
+def test_builder_equals_read_transitions(trace: Path, pure: bool, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.setenv("GMPSCOPE_PURE_APPEND", "1")
     d = tmp_path / "parquet"
     meta = decode_file_to_dir(trace, d)
     want = read_transitions(d)
     b = TransitionsBuilder()
+    assert (b._c is None) == pure
     columnar.decode_in_memory(trace.read_bytes(), b.add)
     got = b.finish(int(meta["transitions"]))
     assert got.reasons == want.reasons
@@ -76,3 +82,48 @@ def _sha(path: Path) -> str:
     from ingest.load import file_sha256
 
     return file_sha256(path)
+
+
+def test_row_group_copy_keeps_wide_values_and_rejects_bad_indices() -> None:
+    from ingest import _columnappend as c  # type: ignore[attr-defined]
+
+    src = np.array([1, -1, 2**31 - 1, -(2**31)], np.int64)
+    out32 = np.empty(4, np.int32)
+    assert c.narrow_into(src, out32) and out32.tolist() == src.tolist()
+    wide = np.array([5, 2**31], np.int64)
+    assert not c.narrow_into(wide, np.empty(2, np.int32)), "2**31 does not fit int32"
+    out64 = np.empty(2, np.int64)
+    assert c.narrow_into(wide, out64) and out64.tolist() == [5, 2**31]
+    lut = np.array([7, -3], np.int8)
+    dst = np.empty(3, np.int8)
+    c.codes_into(np.array([1, 0, 1], np.int32), lut, dst)
+    assert dst.tolist() == [-3, 7, -3]
+    with pytest.raises(ValueError, match="outside"):
+        c.codes_into(np.array([2], np.int32), lut, np.empty(1, np.int8))
+    with pytest.raises(ValueError):
+        c.narrow_into(src, np.empty(3, np.int32))
+
+
+def test_builder_widens_a_column_whose_later_row_group_leaves_int32() -> None:
+    import pyarrow as pa
+
+    def group(g: list[int]) -> pa.Table:
+        n = len(g)
+        states = pa.array(["Running"] * n).dictionary_encode()
+        return pa.table({
+            "ts": pa.array(range(n), pa.int64()), "id": pa.array([1] * n, pa.int64()),
+            "m": pa.array([0] * n, pa.int64()), "p": pa.array([0] * n, pa.int64()),
+            "g": pa.array(g, pa.int64()), "stack_id": pa.array([0] * n, pa.int64()),
+            "resource": pa.array(["goroutine"] * n).dictionary_encode(),
+            "from_state": states, "to_state": states,
+            "reason": pa.array([""] * n).dictionary_encode()})
+
+    for pure in (False, True):
+        b = TransitionsBuilder()
+        if pure:
+            b._c = None
+        b.add(group([1, 2]))
+        b.add(group([2**40]))
+        tr = b.finish(3)
+        assert tr.g.dtype == np.int64 and tr.g.tolist() == [1, 2, 2**40], pure
+        assert tr.rid.dtype == np.int32
