@@ -86,7 +86,10 @@ def import_decoder() -> None:
 
     import collectors.gotrace.columnar  # noqa: F401
     import collectors.gotrace.reader  # noqa: F401
-    import ingest.transitions_builder  # noqa: F401
+    from ingest.extensions import optional_extension
+    from ingest.transitions_builder import PURE_ENV
+
+    optional_extension("_columnappend", PURE_ENV)  # the builder's row-group copy
 
 
 class DecodeCancelled(Exception):
