@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest import derive
+from ingest import derive, derive_numpy
 from ingest.columns import Transitions, read_transitions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def test_counting_sort_equals_numpy(decoded: tuple[Transitions, int]) -> None:
     tr, last_ts = decoded
     fast = derive._counting_order(tr, last_ts)
     assert fast is not None, "the C sort applies to every trace Go writes"
-    assert_same_order(fast, derive.order_intervals_numpy(tr, last_ts))
+    assert_same_order(fast, derive_numpy.order_intervals_numpy(tr, last_ts))
 
 
 @pytest.mark.parametrize("change", ["negative id", "sparse ids", "third resource"])
@@ -62,7 +62,7 @@ def test_ids_outside_the_scheme_fall_back_to_numpy(decoded: tuple[Transitions, i
     assert derive._counting_order(odd, last_ts) is None
     if change != "third resource":  # the numpy sort's own range
         assert_same_order(derive.order_intervals(odd, last_ts),
-                          derive.order_intervals_numpy(odd, last_ts))
+                          derive_numpy.order_intervals_numpy(odd, last_ts))
 
 
 def test_empty_and_one_row(decoded: tuple[Transitions, int]) -> None:
@@ -72,7 +72,7 @@ def test_empty_and_one_row(decoded: tuple[Transitions, int]) -> None:
                                           for f in dataclasses.fields(tr) if f.name != "reasons"})
         fast = derive._counting_order(part, last_ts)
         assert fast is not None
-        assert_same_order(fast, derive.order_intervals_numpy(part, last_ts))
+        assert_same_order(fast, derive_numpy.order_intervals_numpy(part, last_ts))
 
 
 def test_wrong_buffers_are_refused() -> None:
@@ -106,7 +106,7 @@ def test_run_sums_equal_numpy(decoded: tuple[Transitions, int]) -> None:
     o = derive.order_intervals(tr, last_ts)
     assert derive._c_summaries(tr, o) is not None
     sums, created, ended = derive.run_sums(tr, o)
-    want_sums, want_created, want_ended = derive.run_sums_numpy(tr, o)
+    want_sums, want_created, want_ended = derive_numpy.run_sums_numpy(tr, o)
     assert set(sums) == set(want_sums)
     for st in sums:
         assert np.array_equal(sums[st], want_sums[st]), st
@@ -116,7 +116,7 @@ def test_run_sums_equal_numpy(decoded: tuple[Transitions, int]) -> None:
 def test_thread_sums_equal_numpy(decoded: tuple[Transitions, int]) -> None:
     tr, last_ts = decoded
     o = derive.order_intervals(tr, last_ts)
-    got, want = derive.thread_sums(tr, o), derive.thread_sums_numpy(tr, o)
+    got, want = derive.thread_sums(tr, o), derive_numpy.thread_sums_numpy(tr, o)
     assert len(got) == len(want) == 7
     for name, a, b in zip(("m", "first", "last", "transitions", "running", "syscall",
                            "syscalls"), got, want, strict=True):
@@ -127,7 +127,7 @@ def test_thread_sums_equal_numpy(decoded: tuple[Transitions, int]) -> None:
 def test_syscall_rows_equal_numpy(decoded: tuple[Transitions, int]) -> None:
     tr, last_ts = decoded
     o = derive.order_intervals(tr, last_ts)
-    got, want = derive.syscall_rows(tr, o), derive.syscall_rows_numpy(tr, o)
+    got, want = derive.syscall_rows(tr, o), derive_numpy.syscall_rows_numpy(tr, o)
     assert (got is None) == (want is None)
     if got is None or want is None:
         return
@@ -140,7 +140,7 @@ def test_syscall_rows_equal_numpy(decoded: tuple[Transitions, int]) -> None:
 def test_state_edges_equal_numpy(decoded: tuple[Transitions, int]) -> None:
     tr, last_ts = decoded
     o = derive.order_intervals(tr, last_ts)
-    got, want = derive.state_edges(tr, o), derive.state_edges_numpy(tr, o)
+    got, want = derive.state_edges(tr, o), derive_numpy.state_edges_numpy(tr, o)
     assert [r[:5] + r[6:] for r in got] == [r[:5] + r[6:] for r in want]
     for a, b in zip(got, want, strict=True):
         assert (a[5] is None) == (b[5] is None)
@@ -166,7 +166,7 @@ def test_quantiles_of_ties_and_extremes(n: int) -> None:
     o = derive.order_intervals(tr, int(ts[-1]))
     got = derive.state_edges(tr, o)
     assert [r[:5] + r[6:] for r in got] == [r[:5] + r[6:]
-                                             for r in derive.state_edges_numpy(tr, o)]
+                                             for r in derive_numpy.state_edges_numpy(tr, o)]
     for row in got:
         edge_dwells = np.sort(dwell[(to[1:] == derive.STATE_CODE[row[2]])
                                     & (frm[1:] == derive.STATE_CODE[row[1]])])
