@@ -38,8 +38,9 @@ from ingest.columns import (
 from ingest.config import Settings
 from ingest.db import checkpoint_meanwhile, write_tx
 from ingest.decoded import Decoded, decode_file_in_memory
+from ingest.frame_writer import FrameWriter
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
-from ingest.frames import FrameWriter, Kind
+from ingest.frames import Kind
 from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory

@@ -134,7 +134,8 @@ def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore)
 def test_background_writer_failure_only_drops_the_cache(tmp_path: Path) -> None:
     # The frames directory cannot be made (a file is in the way): the loader's
     # background writer records the error, finish() says None, nothing stays.
-    from ingest.frames import FrameWriter, Kind
+    from ingest.frame_writer import FrameWriter
+    from ingest.frames import Kind
 
     (tmp_path / "frames").write_text("not a directory")
     w = FrameWriter(tmp_path, background=True)
@@ -155,7 +156,7 @@ def test_ids_and_flags_stored_narrow_times_int64(store: FrameStore) -> None:
 
 
 def test_column_dtype_keeps_every_value() -> None:
-    from ingest.frames import column_dtype
+    from ingest.frame_writer import column_dtype
 
     assert column_dtype("g", -1, 2**31 - 1) == np.int32
     assert column_dtype("g", -1, 2**31) == np.int64, "a goroutine id past 32 bits"
@@ -167,7 +168,7 @@ def test_column_dtype_keeps_every_value() -> None:
 
 def test_written_columns_round_trip(tmp_path: Path) -> None:
     from ingest.columns import Gather, Nullable, Seq
-    from ingest.frames import write_column
+    from ingest.frame_writer import write_column
 
     big = np.array([5, 2**40, -1, 7], dtype=np.int64)
     cases = {
