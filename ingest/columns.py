@@ -75,6 +75,14 @@ class Transitions:
     def __len__(self) -> int:
         return len(self.ts)
 
+    def release(self, *names: str) -> None:
+        """Free columns no reader needs any more: each becomes an empty
+        array of its type (so that a late reader fails on lengths instead of
+        reading stale data)."""
+        for name in names:
+            col = getattr(self, name)
+            setattr(self, name, np.zeros(0, dtype=col.dtype))
+
 
 def read_meta(directory: Path) -> dict[str, Any]:
     """meta.json, after checking that every file of the contract is there."""

@@ -11,7 +11,7 @@ graph's dwell times) is a vectorised reduction over those sorted rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,16 +44,52 @@ class Ordered:
     """Transitions in interval order (resource, id, Go's order).
 
     ``order[k]`` is the seq (row in transitions.parquet) of sorted row k;
-    ``end[k]`` the end of the interval it begins; ``first``/``last``
-    (bool) mark the first and last row of each resource id; ``starts`` the
-    indexes of group starts (one group per resource id).
+    ``first``/``last`` (bool) mark the first and last row of each resource
+    id; ``starts`` the indexes of group starts (one group per resource id).
+    ``end[k]``, the end of the interval row k begins (the next row's ts in
+    the same resource, else ``last_ts``; never before its own ts), is made
+    when first asked for: the C reductions compute the ends they need, so a
+    load holds no array of them (8 bytes a transition) while it derives.
     """
 
     order: Arr  # int32 below 2**31 transitions, else int64
-    end: I64
     first: Arr
     last: Arr
     starts: I64
+    ts: I64  # the transitions' ts (the trace's own array, not a copy)
+    last_ts: int
+    _end: I64 | None = field(default=None, repr=False)
+
+    @property
+    def end(self) -> I64:
+        if self._end is None:
+            self._end = _interval_ends(self)
+        return self._end
+
+    def ends_of(self, rows: Arr) -> I64:
+        """``end[rows]``, without making ``end`` when it is not made yet."""
+        if self._end is not None:
+            return self._end[rows]
+        start = self.ts[self.order[rows]]
+        after = self.ts[self.order[np.minimum(rows + 1, max(len(self.order) - 1, 0))]]
+        out: I64 = np.where(self.last[rows], np.int64(self.last_ts), after)
+        np.maximum(out, start, out=out)
+        return out
+
+
+def _interval_ends(o: Ordered) -> I64:
+    c = optional_extension("_intervalorder", PURE_ENV)
+    end = np.empty(len(o.order), dtype=np.int64)
+    if c is not None and o.order.dtype == np.int32 and o.ts.dtype == np.int64:
+        c.interval_ends(o.order, o.ts, o.last, int(o.last_ts), end)
+        return end
+    n = len(o.order)
+    ts_s = o.ts[o.order]
+    if n:
+        end[:-1] = ts_s[1:]
+    end[o.last] = o.last_ts
+    np.maximum(end, ts_s, out=end)
+    return end
 
 
 def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
@@ -76,13 +112,13 @@ def _counting_order(tr: Transitions, last_ts: int) -> Ordered | None:
         return None
     n = len(tr)
     order = np.empty(n, dtype=np.int32)
-    end = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=bool)
     last = np.empty(n, dtype=bool)
-    if not c.order_intervals(tr.res, tr.rid, tr.ts, int(last_ts), order, end, first, last):
+    if not c.order_intervals(tr.res, tr.rid, order, first, last):
         return None
     starts = np.flatnonzero(first).astype(np.int64)
-    return Ordered(order=order, end=end, first=first, last=last, starts=starts)
+    return Ordered(order=order, first=first, last=last, starts=starts, ts=tr.ts,
+                   last_ts=int(last_ts))
 
 
 #: States whose time is summed per goroutine and proc.
@@ -111,7 +147,7 @@ def run_sums(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:
     sums = np.empty((groups, len(SUMMED_STATES)), np.int64)
     created = np.empty(groups, np.int64)
     ended = np.empty(groups, np.int64)
-    c.resource_sums(o.order, o.end, o.starts, tr.ts, tr.frm, tr.to, bytes(SUMMED_STATES),
+    c.resource_sums(o.order, o.last_ts, o.starts, tr.ts, tr.frm, tr.to, bytes(SUMMED_STATES),
                     NOT_EXIST, sums, created, ended)
     created[created < 0] = np.iinfo(np.int64).max
     return {st: sums[:, j] for j, st in enumerate(SUMMED_STATES)}, created, ended
@@ -239,8 +275,8 @@ def thread_sums(tr: Transitions, o: Ordered) -> tuple[I64, ...]:
         from ingest.derive_numpy import thread_sums_numpy  # it imports this module
 
         return thread_sums_numpy(tr, o)
-    cols = c.thread_sums(tr.m, tr.ts, tr.res, tr.to, o.order, o.end, GOROUTINE, RUNNING,
-                         SYSCALL)
+    cols = c.thread_sums(tr.m, tr.ts, tr.res, tr.to, o.order, o.last, o.last_ts, GOROUTINE,
+                         RUNNING, SYSCALL)
     return tuple(np.frombuffer(col, dtype=np.int64) for col in cols)
 
 
@@ -269,8 +305,8 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         # syscall is its interval's row); the duration is made once.
         "start_ts": Gather(tr.ts, seq),
         "seq": seq,
-        "end_ts": Gather(o.end, sel),
-        "duration_ns": o.end[sel] - tr.ts[seq],
+        "end_ts": (end := o.ends_of(sel)),
+        "duration_ns": end - tr.ts[seq],
         "m": Gather(tr.m, seq),
         "p": p_entry,
         "start_known": tr.frm[seq] != UNDETERMINED,
@@ -293,7 +329,7 @@ def syscall_rows(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
 
         return syscall_rows_numpy(tr, o)
     sel, nxt, p_entry, p_lost, stolen_ts, stolen_m = c.syscall_rows(
-        o.order, o.end, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid, tr.p, tr.m,
+        o.order, o.last_ts, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid, tr.p, tr.m,
         bytes((GOROUTINE, PROC, SYSCALL, RUNNING, IDLE)))
     if not len(sel):
         return None
@@ -325,7 +361,7 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     sel, seq = sel[by_p], seq[by_p]
     # Gathered chunk by chunk when stored: 2M-row traces hold no reordered
     # copies of the transitions' columns.
-    return {"p": p[by_p], "start_ts": Gather(tr.ts, seq), "end_ts": Gather(o.end, sel),
+    return {"p": p[by_p], "start_ts": Gather(tr.ts, seq), "end_ts": o.ends_of(sel),
             "g": Gather(tr.rid, seq), "m": Gather(tr.m, seq), "seq": seq,
             "interval_row": sel}
 

@@ -65,7 +65,8 @@ def order_intervals_numpy(tr: Transitions, last_ts: int) -> Ordered:
         first[0] = True
         first[1:] = last[:-1]
     starts = np.flatnonzero(first).astype(np.int64)
-    return Ordered(order=order, end=end, first=first, last=last, starts=starts)
+    return Ordered(order=order, first=first, last=last, starts=starts, ts=tr.ts,
+                   last_ts=int(last_ts), _end=end)
 
 
 def _group_sum(values: Arr, starts: I64) -> I64:

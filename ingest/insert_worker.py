@@ -52,6 +52,12 @@ class InsertWorker:
         self._check()
         self._queue.put(job)
 
+    def wait_idle(self) -> None:
+        """Wait until the job in progress is done; raise its failure."""
+        self._idle.acquire()
+        self._idle.release()
+        self._check()
+
     def close(self) -> None:
         """Wait for every queued job; raise the first failure."""
         self._join()

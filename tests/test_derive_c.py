@@ -80,15 +80,20 @@ def test_wrong_buffers_are_refused() -> None:
     res = np.zeros(n, np.int8)
     rid = np.arange(n, dtype=np.int32)
     ts = np.arange(n, dtype=np.int64)
-    outs = [np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, bool), np.empty(n, bool)]
-    assert _intervalorder.order_intervals(res, rid, ts, 10, *outs)
-    assert outs[0].tolist() == [0, 1, 2, 3] and outs[1].tolist() == [10, 10, 10, 10]
+    outs = [np.empty(n, np.int32), np.empty(n, bool), np.empty(n, bool)]
+    assert _intervalorder.order_intervals(res, rid, *outs)
+    assert outs[0].tolist() == [0, 1, 2, 3] and outs[2].tolist() == [True] * 4
+    end = np.empty(n, np.int64)
+    _intervalorder.interval_ends(outs[0], ts, outs[2], 10, end)
+    assert end.tolist() == [10, 10, 10, 10], "each row its own resource: all last"
     with pytest.raises(TypeError, match="rid"):
-        _intervalorder.order_intervals(res, rid.astype(np.int64), ts, 10, *outs)
-    with pytest.raises(ValueError, match="end"):
-        _intervalorder.order_intervals(res, rid, ts, 10, outs[0], outs[1][:3], *outs[2:])
+        _intervalorder.order_intervals(res, rid.astype(np.int64), *outs)
+    with pytest.raises(ValueError, match="first"):
+        _intervalorder.order_intervals(res, rid, outs[0], outs[1][:3], outs[2])
     with pytest.raises((TypeError, BufferError)):
-        _intervalorder.order_intervals(res, rid, ts, 10, outs[0], b"\0" * 32, *outs[2:])
+        _intervalorder.order_intervals(res, rid, outs[0], b"\0" * 4, outs[2])
+    with pytest.raises(ValueError, match="end"):
+        _intervalorder.interval_ends(outs[0], ts, outs[2], 10, end[:3])
 
 
 def test_pure_settings_use_numpy(decoded: tuple[Transitions, int],
@@ -185,18 +190,30 @@ def test_reductions_refuse_rows_out_of_range(decoded: tuple[Transitions, int]) -
     with pytest.raises(ValueError, match="out of range"):
         _summaries.state_edges(bad, o.first, tr.ts, tr.res, tr.frm, tr.to)
     with pytest.raises(ValueError, match="out of range"):
-        _summaries.syscall_rows(bad, o.end, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid,
+        _intervalorder.interval_ends(bad, tr.ts, o.last, last_ts, np.empty(len(bad), np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        _summaries.syscall_rows(bad, o.last_ts, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid,
                                 tr.p, tr.m, bytes((0, 1, derive.SYSCALL, derive.RUNNING,
                                                    derive.IDLE)))
     with pytest.raises(ValueError, match="out of range"):
-        _summaries.thread_sums(tr.m, tr.ts, tr.res, tr.to, bad, o.end, 0, derive.RUNNING,
-                               derive.SYSCALL)
+        _summaries.thread_sums(tr.m, tr.ts, tr.res, tr.to, bad, o.last, o.last_ts, 0,
+                               derive.RUNNING, derive.SYSCALL)
     groups = len(o.starts)
     with pytest.raises(ValueError, match="out of range"):
-        _summaries.resource_sums(bad, o.end, o.starts, tr.ts, tr.frm, tr.to, b"\x03",
+        _summaries.resource_sums(bad, o.last_ts, o.starts, tr.ts, tr.frm, tr.to, b"\x03",
                                  derive.NOT_EXIST, np.empty((groups, 1), np.int64),
                                  np.empty(groups, np.int64), np.empty(groups, np.int64))
     with pytest.raises(ValueError, match="mismatched"):
-        _summaries.resource_sums(o.order, o.end, o.starts, tr.ts, tr.frm, tr.to, b"\x03",
+        _summaries.resource_sums(o.order, o.last_ts, o.starts, tr.ts, tr.frm, tr.to, b"\x03",
                                  derive.NOT_EXIST, np.empty((groups, 2), np.int64),
                                  np.empty(groups, np.int64), np.empty(groups, np.int64))
+
+
+def test_ends_of_rows_equal_the_whole_end_column(decoded: tuple[Transitions, int]) -> None:
+    tr, last_ts = decoded
+    o = derive.order_intervals(tr, last_ts)
+    rows = np.flatnonzero(o.last | (np.arange(len(o.order)) % 7 == 0))
+    part = o.ends_of(rows)
+    assert o._end is None, "the rows' ends need no whole column"
+    np.testing.assert_array_equal(part, o.end[rows])
+    np.testing.assert_array_equal(o.ends_of(rows), part)

@@ -1,24 +1,30 @@
 /* Interval order of a trace's transitions by counting sort (ingest/derive.py).
  *
- * order_intervals(res, rid, ts, last_ts, order, end, first, last) -> bool
+ * order_intervals(res, rid, order, first, last) -> bool
  *
  * Sorts the transitions by (resource, id), keeping their order within one
- * resource (a stable sort), and fills the four outputs that derive.Ordered
- * holds: order (int32 row numbers), end (int64: the next row's ts within the
- * same resource, else last_ts, never before the row's own ts), first and last
- * (bool: the row begins / ends its resource's run). Ids are dense small
- * numbers (goroutine and proc ids), so one counting pass replaces numpy's
- * comparison sort. Returns False, touching nothing, when the ids do not fit
- * that scheme (a negative id, a resource code other than 0 or 1, or ids so
- * sparse that the count table would outgrow the trace); the caller sorts then.
+ * resource (a stable sort), and fills three of the arrays derive.Ordered
+ * holds: order (int32 row numbers), first and last (bool: the row begins /
+ * ends its resource's run). Ids are dense small numbers (goroutine and proc
+ * ids), so one counting pass replaces numpy's comparison sort. Returns False,
+ * touching nothing, when the ids do not fit that scheme (a negative id, a
+ * resource code other than 0 or 1, or ids so sparse that the count table
+ * would outgrow the trace); the caller sorts then.
+ *
+ * interval_ends(order, ts, last, last_ts, end)
+ *
+ * Fills end (int64): the next row's ts within the same resource, else
+ * last_ts, never before the row's own ts. Made only when the intervals are
+ * stored: the reductions compute an end where they need one, so the loader
+ * does not hold this array while it derives.
  */
 #include "buffers.h"
 #include <stdint.h>
 #include <stdlib.h>
 
 /* 0: done; 1: ids out of the scheme; -1: out of memory. */
-static int run(const int8_t *res, const int32_t *rid, const int64_t *ts, int64_t last_ts,
-               Py_ssize_t n, int32_t *order, int64_t *end, uint8_t *first, uint8_t *last)
+static int run(const int8_t *res, const int32_t *rid, Py_ssize_t n, int32_t *order,
+               uint8_t *first, uint8_t *last)
 {
     int32_t top = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -50,51 +56,86 @@ static int run(const int8_t *res, const int32_t *rid, const int64_t *ts, int64_t
     for (Py_ssize_t i = 0; i < n; i++)
         order[at[(size_t)res[i] * per + (size_t)rid[i]]++] = (int32_t)i;
     free(at);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (k + 16 < n)
-            __builtin_prefetch(&ts[order[k + 16]]); /* a cache miss each */
-        int64_t t = ts[order[k]];
-        int64_t e = last[k] ? last_ts : ts[order[k + 1]];
-        end[k] = e > t ? e : t;
-    }
     return 0;
 }
 
 static PyObject *order_intervals(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
-    long long last_ts;
-    if (!PyArg_ParseTuple(args, "OOOLOOOO:order_intervals", &o[0], &o[1], &o[2], &last_ts,
-                          &o[3], &o[4], &o[5], &o[6]))
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(args, "OOOOO:order_intervals", &o[0], &o[1], &o[2], &o[3], &o[4]))
         return NULL;
-    static const char *names[7] = {"res", "rid", "ts", "order", "end", "first", "last"};
-    static const char *formats[7] = {"b", "i", "lq", "i", "lq", "?", "?"};
-    static const Py_ssize_t sizes[7] = {1, 4, 8, 4, 8, 1, 1};
-    Buf b[7];
-    if (buf_get_all(o, b, 7, 3, names, formats, sizes) < 0)
+    static const char *names[5] = {"res", "rid", "order", "first", "last"};
+    static const char *formats[5] = {"b", "i", "i", "?", "?"};
+    static const Py_ssize_t sizes[5] = {1, 4, 4, 1, 1};
+    Buf b[5];
+    if (buf_get_all(o, b, 5, 2, names, formats, sizes) < 0)
         return NULL;
-    Py_ssize_t n = buf_same_items(b, 7, names, "order_intervals");
+    Py_ssize_t n = buf_same_items(b, 5, names, "order_intervals");
     if (n < 0)
         return NULL;
     if (n >= INT32_MAX) {
-        buf_release(b, 7);
+        buf_release(b, 5);
         Py_RETURN_FALSE;
     }
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = run(b[0].b.buf, b[1].b.buf, b[2].b.buf, (int64_t)last_ts, n, b[3].b.buf, b[4].b.buf,
-            b[5].b.buf, b[6].b.buf);
+    r = run(b[0].b.buf, b[1].b.buf, n, b[2].b.buf, b[3].b.buf, b[4].b.buf);
     Py_END_ALLOW_THREADS
-    buf_release(b, 7);
+    buf_release(b, 5);
     if (r < 0)
         return PyErr_NoMemory();
     return PyBool_FromLong(r == 0);
 }
 
+static PyObject *interval_ends(PyObject *self, PyObject *args)
+{
+    PyObject *o[4];
+    long long last_ts;
+    if (!PyArg_ParseTuple(args, "OOOLO:interval_ends", &o[0], &o[1], &o[2], &last_ts, &o[3]))
+        return NULL;
+    static const char *names[4] = {"order", "ts", "last", "end"};
+    static const char *formats[4] = {"i", "lq", "?", "lq"};
+    static const Py_ssize_t sizes[4] = {4, 8, 1, 8};
+    Buf b[4];
+    if (buf_get_all(o, b, 4, 3, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 4, names, "interval_ends");
+    if (n < 0)
+        return NULL;
+    const int32_t *order = b[0].b.buf;
+    const int64_t *ts = b[1].b.buf;
+    const uint8_t *last = b[2].b.buf;
+    int64_t *end = b[3].b.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (order[k] < 0 || order[k] >= n) {
+            bad = 1;
+            break;
+        }
+    }
+    for (Py_ssize_t k = 0; k < n && !bad; k++) {
+        if (k + 16 < n)
+            __builtin_prefetch(&ts[order[k + 16]]); /* a cache miss each */
+        int64_t t = ts[order[k]];
+        int64_t e = (last[k] || k + 1 == n) ? (int64_t)last_ts : ts[order[k + 1]];
+        end[k] = e > t ? e : t;
+    }
+    Py_END_ALLOW_THREADS
+    buf_release(b, 4);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "interval_ends: a row out of range");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"order_intervals", order_intervals, METH_VARARGS,
-     "order_intervals(res, rid, ts, last_ts, order, end, first, last) -> bool\n\n"
+     "order_intervals(res, rid, order, first, last) -> bool\n\n"
      "Counting sort of transitions into interval order; False when the ids do not fit."},
+    {"interval_ends", interval_ends, METH_VARARGS,
+     "interval_ends(order, ts, last, last_ts, end): each interval's end (see the module doc)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,12 +2,12 @@
  * (ingest/derive.py), each one pass over the interval order without the
  * trace-length temporaries their numpy forms need.
  *
- * resource_sums(order, end, starts, ts, frm, to, states, not_exist, sums, created, ended)
+ * resource_sums(order, last_ts, starts, ts, frm, to, states, not_exist, sums, created, ended)
  *     Per resource run g (rows starts[g] .. starts[g+1]-1 of the interval
  *     order): the ns spent in each state of the bytes `states` (sums, G rows
  *     of len(states)), the first row entered from not_exist (created, -1:
  *     none) and the ts of the last row entering not_exist (ended, -1: none).
- * thread_sums(m, ts, res, to, order, end, goroutine, running, syscall)
+ * thread_sums(m, ts, res, to, order, last, last_ts, goroutine, running, syscall)
  *     -> (ms, first_ts, last_ts, transitions, running_ns, syscall_ns, syscalls)
  *     as bytearrays of int64, one item per distinct thread (m >= 0), by m.
  *     first/last: the ts of the thread's first and last transition (row
@@ -19,7 +19,7 @@
  *     the resource's previous row (none for its first row; negative ones are
  *     not measured); p50/p99 are nearest-rank quantiles (None when no dwell).
  *
- * syscall_rows(order, end, last, ts, res, frm, to, p, m, codes)
+ * syscall_rows(order, last_ts, last, ts, res, frm, to, p, m, codes)
  *     -> (rows, next_state, p_entry, p_lost, stolen_ts, stolen_m) as
  *     bytearrays (int64, int8, int64, bool, int64, int64), one item per
  *     goroutine Syscall interval, by interval row. codes = bytes(goroutine,
@@ -29,6 +29,8 @@
  *     another M than the one that last made it Running, within the syscall
  *     (-1: none).
  *
+ * An interval's end is computed where it is needed (row_end), not read from
+ * an array of the trace's length: the loader does not hold one meanwhile.
  * Sums wrap like numpy's int64 arithmetic (they are done unsigned here).
  */
 #include "buffers.h"
@@ -53,26 +55,40 @@
         }                                                                 \
     } while (0)
 
+/* The end of the interval that row k of the interval order begins: the next
+ * row's ts (it is not the last of its resource), else the trace's last_ts;
+ * never before its own ts. The same as intervalorder.c's `end`. The caller
+ * has checked that order[k] and, when not last, order[k + 1] are rows. */
+static inline int64_t row_end(const int32_t *order, const int64_t *ts, Py_ssize_t k, int is_last,
+                              int64_t last_ts)
+{
+    int64_t t = ts[order[k]];
+    int64_t e = is_last ? last_ts : ts[order[k + 1]];
+    return e > t ? e : t;
+}
+
 /* ------------------------------------------------------------ resources */
 
 static PyObject *resource_sums(PyObject *self, PyObject *args)
 {
-    PyObject *o[10];
+    PyObject *o[9];
     const char *states;
     Py_ssize_t nstates;
     int not_exist;
-    if (!PyArg_ParseTuple(args, "OOOOOOy#iOOO:resource_sums", &o[0], &o[1], &o[2], &o[3],
+    long long last_ts;
+    if (!PyArg_ParseTuple(args, "OLOOOOy#iOOO:resource_sums", &o[0], &last_ts, &o[2], &o[3],
                           &o[4], &o[5], &states, &nstates, &not_exist, &o[6], &o[7], &o[8]))
         return NULL;
-    static const char *names[9] = {"order", "end", "starts", "ts", "frm", "to", "sums",
+    o[1] = o[0]; /* no end array: the order stands in its slot, checked twice */
+    static const char *names[9] = {"order", "order", "starts", "ts", "frm", "to", "sums",
                                    "created", "ended"};
-    static const char *formats[9] = {"i", "lq", "lq", "lq", "b", "b", "lq", "lq", "lq"};
-    static const Py_ssize_t sizes[9] = {4, 8, 8, 8, 1, 1, 8, 8, 8};
+    static const char *formats[9] = {"i", "i", "lq", "lq", "b", "b", "lq", "lq", "lq"};
+    static const Py_ssize_t sizes[9] = {4, 4, 8, 8, 1, 1, 8, 8, 8};
     Buf b[9];
     if (buf_get_all(o, b, 9, 6, names, formats, sizes) < 0)
         return NULL;
     Py_ssize_t n = buf_items(&b[0]), groups = buf_items(&b[2]), ntr = buf_items(&b[3]);
-    if (buf_items(&b[1]) != n || buf_items(&b[4]) != ntr || buf_items(&b[5]) != ntr ||
+    if (buf_items(&b[4]) != ntr || buf_items(&b[5]) != ntr ||
         buf_items(&b[6]) != groups * nstates || buf_items(&b[7]) != groups ||
         buf_items(&b[8]) != groups || nstates > 16) {
         PyErr_SetString(PyExc_ValueError, "resource_sums: arrays of mismatched lengths");
@@ -80,7 +96,7 @@ static PyObject *resource_sums(PyObject *self, PyObject *args)
         return NULL;
     }
     const int32_t *order = b[0].b.buf;
-    const int64_t *end = b[1].b.buf, *starts = b[2].b.buf, *ts = b[3].b.buf;
+    const int64_t *starts = b[2].b.buf, *ts = b[3].b.buf;
     const int8_t *frm = b[4].b.buf, *to = b[5].b.buf;
     uint64_t *sums = b[6].b.buf;
     int64_t *created = b[7].b.buf, *ended = b[8].b.buf;
@@ -104,13 +120,13 @@ static PyObject *resource_sums(PyObject *self, PyObject *args)
         for (int64_t k = lo; k < hi; k++) {
             FETCH_AHEAD(order, k, n, ntr, &ts[a_], &frm[a_], &to[a_]);
             int32_t q = order[k];
-            if (q < 0 || q >= ntr) {
+            if (q < 0 || q >= ntr || (k + 1 < hi && (order[k + 1] < 0 || order[k + 1] >= ntr))) {
                 bad = 1;
                 break;
             }
             int s = slot[(uint8_t)to[q]];
             if (s >= 0)
-                row[s] += (uint64_t)end[k] - (uint64_t)ts[q];
+                row[s] += (uint64_t)row_end(order, ts, k, k + 1 == hi, last_ts) - (uint64_t)ts[q];
             if (created[g] < 0 && frm[q] == not_exist)
                 created[g] = k;
             if (to[q] == not_exist)
@@ -216,12 +232,13 @@ static PyObject *thread_sums(PyObject *self, PyObject *args)
 {
     PyObject *o[6];
     int goroutine, running, syscall;
-    if (!PyArg_ParseTuple(args, "OOOOOOiii:thread_sums", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5], &goroutine, &running, &syscall))
+    long long last_ts;
+    if (!PyArg_ParseTuple(args, "OOOOOOLiii:thread_sums", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &last_ts, &goroutine, &running, &syscall))
         return NULL;
-    static const char *names[6] = {"m", "ts", "res", "to", "order", "end"};
-    static const char *formats[6] = {"i", "lq", "b", "b", "i", "lq"};
-    static const Py_ssize_t sizes[6] = {4, 8, 1, 1, 4, 8};
+    static const char *names[6] = {"m", "ts", "res", "to", "order", "last"};
+    static const char *formats[6] = {"i", "lq", "b", "b", "i", "?"};
+    static const Py_ssize_t sizes[6] = {4, 8, 1, 1, 4, 1};
     Buf b[6];
     if (buf_get_all(o, b, 6, 6, names, formats, sizes) < 0)
         return NULL;
@@ -229,7 +246,8 @@ static PyObject *thread_sums(PyObject *self, PyObject *args)
     if (n < 0)
         return NULL;
     const int32_t *m = b[0].b.buf, *order = b[4].b.buf;
-    const int64_t *ts = b[1].b.buf, *end = b[5].b.buf;
+    const int64_t *ts = b[1].b.buf;
+    const uint8_t *last = b[5].b.buf;
     const int8_t *res = b[2].b.buf, *to = b[3].b.buf;
     Threads h = {NULL, 0, 0};
     int err = 0; /* 1: no memory, 2: a row out of range */
@@ -261,7 +279,11 @@ static PyObject *thread_sums(PyObject *self, PyObject *args)
             err = 2;
             break;
         }
-        uint64_t d = (uint64_t)end[k] - (uint64_t)ts[q];
+        if (!last[k] && (k + 1 >= n || order[k + 1] < 0 || order[k + 1] >= n)) {
+            err = 2;
+            break;
+        }
+        uint64_t d = (uint64_t)row_end(order, ts, k, last[k], last_ts) - (uint64_t)ts[q];
         if (to[q] == running) {
             t->running = (int64_t)((uint64_t)t->running + d);
         } else {
@@ -519,19 +541,21 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     PyObject *o[10];
     const char *codes;
     Py_ssize_t ncodes;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOy#:syscall_rows", &o[0], &o[1], &o[2], &o[3],
+    long long last_ts;
+    if (!PyArg_ParseTuple(args, "OLOOOOOOOOy#:syscall_rows", &o[0], &last_ts, &o[2], &o[3],
                           &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &codes, &ncodes))
         return NULL;
+    o[1] = o[0]; /* no end array: the order stands in its slot */
     if (ncodes != 5) {
         PyErr_SetString(PyExc_ValueError, "syscall_rows: codes must be 5 bytes");
         return NULL;
     }
     const int8_t goroutine = codes[0], proc = codes[1], syscall = codes[2], running = codes[3],
                  idle = codes[4];
-    static const char *names[10] = {"order", "end", "last", "ts", "res", "frm", "to",
+    static const char *names[10] = {"order", "order", "last", "ts", "res", "frm", "to",
                                     "rid", "p", "m"};
-    static const char *formats[10] = {"i", "lq", "?", "lq", "b", "b", "b", "i", "i", "i"};
-    static const Py_ssize_t sizes[10] = {4, 8, 1, 8, 1, 1, 1, 4, 4, 4};
+    static const char *formats[10] = {"i", "i", "?", "lq", "b", "b", "b", "i", "i", "i"};
+    static const Py_ssize_t sizes[10] = {4, 4, 1, 8, 1, 1, 1, 4, 4, 4};
     Buf b[10];
     if (buf_get_all(o, b, 10, 10, names, formats, sizes) < 0)
         return NULL;
@@ -539,7 +563,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     if (n < 0)
         return NULL;
     const int32_t *order = b[0].b.buf, *rid = b[7].b.buf, *pp = b[8].b.buf, *mm = b[9].b.buf;
-    const int64_t *end = b[1].b.buf, *ts = b[3].b.buf;
+    const int64_t *ts = b[3].b.buf;
     const uint8_t *last = b[2].b.buf;
     const int8_t *res = b[4].b.buf, *frm = b[5].b.buf, *to = b[6].b.buf;
     /* Pass 1: count the syscalls and the steals, and the top proc id that
@@ -614,7 +638,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
         int32_t q = order[k];
         if (res[q] != goroutine || to[q] != syscall)
             continue;
-        int has_next = !last[k];
+        int has_next = !last[k] && k + 1 < n;
         int32_t nq = has_next ? order[k + 1] : q;
         rows[i] = k;
         next_state[i] = has_next ? to[nq] : -1;
@@ -631,7 +655,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
                 else
                     hi = mid;
             }
-            if (lo < from[pp[q] + 1] && steals[lo].ts <= end[k]) {
+            if (lo < from[pp[q] + 1] && steals[lo].ts <= row_end(order, ts, k, !has_next, last_ts)) {
                 stolen_ts[i] = steals[lo].ts;
                 stolen_m[i] = steals[lo].m;
             }
