@@ -70,6 +70,11 @@ class Ordered:
         """``end[rows]``, without making ``end`` when it is not made yet."""
         if self._end is not None:
             return self._end[rows]
+        c = optional_extension("_intervalorder", PURE_ENV)
+        if c is not None and self.order.dtype == np.int32 and self.ts.dtype == np.int64:
+            out_c: I64 = np.empty(len(rows), dtype=np.int64)
+            c.interval_ends(self.order, self.ts, self.last, int(self.last_ts), out_c, rows)
+            return out_c
         start = self.ts[self.order[rows]]
         after = self.ts[self.order[np.minimum(rows + 1, max(len(self.order) - 1, 0))]]
         out: I64 = np.where(self.last[rows], np.int64(self.last_ts), after)

@@ -54,6 +54,9 @@ class Timings:
             finally:
                 self.add(name, time.perf_counter() - start)
             yield item
+            # Not held while the next item is made: a loader's table would
+            # stay in memory through the next table's derivation.
+            del item
 
     def as_dict(self) -> dict[str, float]:
         """Phase -> seconds (rounded to ms), in the order the phases began."""

@@ -215,5 +215,9 @@ def test_ends_of_rows_equal_the_whole_end_column(decoded: tuple[Transitions, int
     rows = np.flatnonzero(o.last | (np.arange(len(o.order)) % 7 == 0))
     part = o.ends_of(rows)
     assert o._end is None, "the rows' ends need no whole column"
+    np.testing.assert_array_equal(part, derive_numpy.order_intervals_numpy(tr, last_ts).end[rows])
     np.testing.assert_array_equal(part, o.end[rows])
     np.testing.assert_array_equal(o.ends_of(rows), part)
+    with pytest.raises(ValueError, match="out of range"):
+        _intervalorder.interval_ends(o.order, tr.ts, o.last, last_ts, np.empty(1, np.int64),
+                                     np.array([len(o.order)], np.int64))

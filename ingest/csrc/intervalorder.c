@@ -11,10 +11,11 @@
  * resource code other than 0 or 1, or ids so sparse that the count table
  * would outgrow the trace); the caller sorts then.
  *
- * interval_ends(order, ts, last, last_ts, end)
+ * interval_ends(order, ts, last, last_ts, end[, rows])
  *
  * Fills end (int64): the next row's ts within the same resource, else
- * last_ts, never before the row's own ts. Made only when the intervals are
+ * last_ts, never before the row's own ts; with rows (int32 or int64 row
+ * numbers), end[i] is the end of row rows[i] instead. Made only when the intervals are
  * stored: the reductions compute an end where they need one, so the loader
  * does not hold this array while it derives.
  */
@@ -87,25 +88,60 @@ static PyObject *order_intervals(PyObject *self, PyObject *args)
     return PyBool_FromLong(r == 0);
 }
 
+static inline int64_t end_of(const int32_t *order, const int64_t *ts, const uint8_t *last,
+                             Py_ssize_t n, Py_ssize_t k, int64_t last_ts)
+{
+    int64_t t = ts[order[k]];
+    int64_t e = (last[k] || k + 1 == n) ? last_ts : ts[order[k + 1]];
+    return e > t ? e : t;
+}
+
 static PyObject *interval_ends(PyObject *self, PyObject *args)
 {
-    PyObject *o[4];
+    PyObject *o[4], *rows_obj = Py_None;
     long long last_ts;
-    if (!PyArg_ParseTuple(args, "OOOLO:interval_ends", &o[0], &o[1], &o[2], &last_ts, &o[3]))
+    if (!PyArg_ParseTuple(args, "OOOLO|O:interval_ends", &o[0], &o[1], &o[2], &last_ts, &o[3],
+                          &rows_obj))
         return NULL;
     static const char *names[4] = {"order", "ts", "last", "end"};
     static const char *formats[4] = {"i", "lq", "?", "lq"};
     static const Py_ssize_t sizes[4] = {4, 8, 1, 8};
-    Buf b[4];
+    Buf b[5];
+    memset(b, 0, sizeof b);
     if (buf_get_all(o, b, 4, 3, names, formats, sizes) < 0)
         return NULL;
-    Py_ssize_t n = buf_same_items(b, 4, names, "interval_ends");
-    if (n < 0)
+    Py_ssize_t n = buf_items(&b[0]);
+    if (buf_items(&b[1]) != n || buf_items(&b[2]) != n) {
+        PyErr_SetString(PyExc_ValueError, "interval_ends: order, ts and last differ in length");
+        buf_release(b, 4);
         return NULL;
+    }
+    Py_ssize_t nrows = n, rowsize = 0;
+    if (rows_obj != Py_None) {
+        if (PyObject_GetBuffer(rows_obj, &b[4].b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            buf_release(b, 4);
+            return NULL;
+        }
+        b[4].held = 1;
+        rowsize = b[4].b.itemsize;
+        nrows = b[4].b.len / (rowsize ? rowsize : 1);
+        if (rowsize != 4 && rowsize != 8) {
+            PyErr_SetString(PyExc_TypeError, "interval_ends: rows must be int32 or int64");
+            buf_release(b, 5);
+            return NULL;
+        }
+    }
+    if (buf_items(&b[3]) != nrows) {
+        PyErr_Format(PyExc_ValueError, "interval_ends: end has %zd items, want %zd",
+                     buf_items(&b[3]), nrows);
+        buf_release(b, 5);
+        return NULL;
+    }
     const int32_t *order = b[0].b.buf;
     const int64_t *ts = b[1].b.buf;
     const uint8_t *last = b[2].b.buf;
     int64_t *end = b[3].b.buf;
+    const void *rows = b[4].held ? b[4].b.buf : NULL;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -114,15 +150,22 @@ static PyObject *interval_ends(PyObject *self, PyObject *args)
             break;
         }
     }
-    for (Py_ssize_t k = 0; k < n && !bad; k++) {
-        if (k + 16 < n)
+    for (Py_ssize_t i = 0; i < nrows && !bad; i++) {
+        Py_ssize_t k = i;
+        if (rows) {
+            k = rowsize == 4 ? (Py_ssize_t)((const int32_t *)rows)[i]
+                             : (Py_ssize_t)((const int64_t *)rows)[i];
+            if (k < 0 || k >= n) {
+                bad = 1;
+                break;
+            }
+        } else if (k + 16 < n) {
             __builtin_prefetch(&ts[order[k + 16]]); /* a cache miss each */
-        int64_t t = ts[order[k]];
-        int64_t e = (last[k] || k + 1 == n) ? (int64_t)last_ts : ts[order[k + 1]];
-        end[k] = e > t ? e : t;
+        }
+        end[i] = end_of(order, ts, last, n, k, (int64_t)last_ts);
     }
     Py_END_ALLOW_THREADS
-    buf_release(b, 4);
+    buf_release(b, 5);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "interval_ends: a row out of range");
         return NULL;
@@ -135,7 +178,7 @@ static PyMethodDef methods[] = {
      "order_intervals(res, rid, order, first, last) -> bool\n\n"
      "Counting sort of transitions into interval order; False when the ids do not fit."},
     {"interval_ends", interval_ends, METH_VARARGS,
-     "interval_ends(order, ts, last, last_ts, end): each interval's end (see the module doc)."},
+     "interval_ends(order, ts, last, last_ts, end[, rows]): interval ends (see the module doc)."},
     {NULL, NULL, 0, NULL},
 };
 
