@@ -347,7 +347,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
             # Each table is stored by the worker thread while the next one
             # is derived here; the connection is the worker's until close().
             with InsertWorker() as worker:
-                tables.before_intervals = worker.wait_idle
+                tables.drain = worker.wait_idle
                 for table_name, cols in timings.each("derive", tables):
                     counts[table_name] = n = nrows(cols)
                     if not n:

@@ -38,10 +38,11 @@ class DerivedTables:
         self.stacks = stacks
         self.timings = timings or Timings()
         self.bases: dict[str, int] = {}
-        #: Called before the intervals are made (the loader waits there until
-        #: the table before them is stored: its columns and the intervals'
-        #: ends are then not in memory together).
-        self.before_intervals: Callable[[], None] = lambda: None
+        #: Called before the intervals' ends are made: the loader waits there
+        #: until the table before is stored, so that its columns and the
+        #: ends are not in memory together (waiting before the syscalls'
+        #: derivation too saved only 6 MB more).
+        self.drain: Callable[[], None] = lambda: None
         self._ordered: derive.Ordered | None = None
 
     @property
@@ -116,7 +117,7 @@ class DerivedTables:
         yield "syscalls", derive.syscalls(tr, o)
         # The intervals need none of the codes the derivations read: they go
         # before the intervals' ends are made (25 + 5 MB on the benchmark trace).
-        self.before_intervals()
+        self.drain()
         tr.release("res", "frm", "to", "reason")
         o.first = np.zeros(0, dtype=bool)
         give_back_free_memory()  # heap blocks: freed only when trimmed
