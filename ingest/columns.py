@@ -46,6 +46,19 @@ class Nullable:
 
 
 @dataclass(frozen=True)
+class Diff:
+    """The column ``a - b`` (int64), made chunk by chunk when written: a frames
+    column that is never held whole (a syscall's duration). ``a`` and ``b``
+    are arrays or Gather columns of the same length."""
+
+    a: Any
+    b: Any
+
+    def __len__(self) -> int:
+        return len(self.a.index) if isinstance(self.a, Gather) else len(self.a)
+
+
+@dataclass(frozen=True)
 class Seq:
     """The column ``start, start + 1, ...`` (row ids), made chunk by chunk."""
 

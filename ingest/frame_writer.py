@@ -50,10 +50,12 @@ def column_dtype(name: str, lo: int, hi: int) -> np.dtype[Any]:
 
 def _bounds(col: Any, n: int) -> tuple[int, int]:
     """(min, max) of a column's n values (a superset's for a Gather), -1 for NULL."""
-    from ingest.columns import Gather, Nullable, Seq
+    from ingest.columns import Diff, Gather, Nullable, Seq
 
     if n == 0:
         return 0, 0
+    if isinstance(col, Diff):
+        return _bounds(_column_chunk(col, 0, n), n)
     if isinstance(col, Seq):
         return col.start, col.start + n - 1
     if isinstance(col, Gather):
@@ -73,8 +75,12 @@ def _bounds(col: Any, n: int) -> tuple[int, int]:
 
 
 def _column_chunk(col: Any, a: int, b: int) -> Arr:
-    from ingest.columns import Gather, Nullable, Seq
+    from ingest.columns import Diff, Gather, Nullable, Seq
 
+    if isinstance(col, Diff):
+        out: Arr = np.subtract(_column_chunk(col.a, a, b), _column_chunk(col.b, a, b),
+                               dtype=np.int64)
+        return out
     if isinstance(col, Gather):
         return np.take(col.values, col.index[a:b])  # faster than values[index]
     if isinstance(col, Nullable):
@@ -94,7 +100,7 @@ def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
     Plain writes, not a writable memory map: on a full disk a write returns
     ENOSPC, where a store into a mapped page would kill the process (SIGBUS).
     """
-    dtype = column_dtype(name, *_bounds(col, n))
+    dtype = np.dtype(np.int64) if name in TIME_COLUMNS else column_dtype(name, *_bounds(col, n))
     with open(d / f"{table}.{name}.npy", "wb") as f:
         np.lib.format.write_array_header_1_0(
             f, {"descr": dtype.str, "fortran_order": False, "shape": (n,)})

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, text
 
 from collectors.gotrace.todir import decode_file_to_dir
 from ingest import derive
-from ingest.columns import Gather, Nullable, read_transitions
+from ingest.columns import Diff, Gather, Nullable, read_transitions
 from ingest.db import PAGE_CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES, write_tx
 from ingest.load import load_parquet_dir
 
@@ -25,6 +25,9 @@ MIXED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
 
 
 def _expected(col: Any) -> list[Any]:
+    if isinstance(col, Diff):  # a - b, each an array or a Gather
+        a, b = (c.values[c.index] if isinstance(c, Gather) else c for c in (col.a, col.b))
+        col = np.asarray(a, np.int64) - b
     if isinstance(col, Gather):
         col = col.values[col.index]
     if isinstance(col, Nullable):

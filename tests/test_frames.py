@@ -167,7 +167,7 @@ def test_column_dtype_keeps_every_value() -> None:
 
 
 def test_written_columns_round_trip(tmp_path: Path) -> None:
-    from ingest.columns import Gather, Nullable, Seq
+    from ingest.columns import Diff, Gather, Nullable, Seq
     from ingest.frame_writer import write_column
 
     big = np.array([5, 2**40, -1, 7], dtype=np.int64)
@@ -177,6 +177,7 @@ def test_written_columns_round_trip(tmp_path: Path) -> None:
         "nullable": (Nullable(np.array([4, 9]), np.array([False, True])), [4, -1], np.int32),
         "seq": (Seq(2**31 - 2), [2**31 - 2, 2**31 - 1, 2**31], np.int64),
         "list": ([1, None, 3], [1, -1, 3], np.int32),
+        "diff": (Diff(np.array([9, 2**40 + 1]), Gather(big, np.array([0, 1]))), [4, 1], np.int32),
     }
     for name, (col, want, dtype) in cases.items():
         write_column(tmp_path, "t", "g", col, len(want))
@@ -192,3 +193,14 @@ def test_older_layout_copy_removed_when_the_new_one_is_written(store: FrameStore
     new.rename(old)  # as an older gmpscope left it
     store.get(res.id)
     assert [p.name for p in (store.data_dir / "frames").glob(f"{res.id}-*")] == [new.name]
+
+
+def test_a_duration_column_is_written_as_int64_differences(tmp_path: Path) -> None:
+    from ingest.columns import Diff, Gather
+    from ingest.frame_writer import write_column
+
+    end = np.array([15, 2**33], np.int64)
+    start = Gather(np.array([2**33 - 1, 5], np.int64), np.array([1, 0]))
+    write_column(tmp_path, "syscalls", "duration_ns", Diff(end, start), 2)
+    got = np.load(tmp_path / "syscalls.duration_ns.npy")
+    assert got.dtype == np.int64 and got.tolist() == [10, 1]
