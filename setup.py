@@ -16,6 +16,15 @@ from setuptools import Extension, find_packages, setup
 C_FLAGS = ["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
                  "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
+
+def _ingest_extension(name: str, **kwargs: object) -> Extension:
+    """The optional extension ``ingest._<name>`` from ingest/csrc/<name>.c
+    (every ingest helper shares the headers there)."""
+    return Extension(f"ingest._{name}", sources=[f"ingest/csrc/{name}.c"],
+                     depends=sorted(glob("ingest/csrc/*.h")), optional=True,
+                     extra_compile_args=C_FLAGS, **kwargs)
+
+
 setup(
     packages=[*find_packages(include=["gmpscope*", "collectors*", "ingest*", "app*"]),
               "gmpscope_static"],
@@ -30,39 +39,15 @@ setup(
         # Binds the loader's integer rows into SQLite without Python objects
         # (ingest/sqlite_fast.py). Optional: without SQLite's headers the
         # build goes on and the loader binds through Python's sqlite3.
-        Extension(
-            "ingest._sqlitebulk",
-            sources=["ingest/csrc/sqlitebulk.c"],
-            libraries=["sqlite3"],
-            optional=True,
-            extra_compile_args=C_FLAGS,
-        ),
-        # The interval order by counting sort (ingest/derive.py); optional:
-        # numpy's sort gives the same order without it.
-        Extension(
-            "ingest._intervalorder",
-            sources=["ingest/csrc/intervalorder.c"],
-            depends=["ingest/csrc/buffers.h"],
-            optional=True,
-            extra_compile_args=C_FLAGS,
-        ),
+        _ingest_extension("sqlitebulk", libraries=["sqlite3"]),
+        # The interval order by counting sort and the intervals' ends
+        # (ingest/derive.py); optional: numpy's sort gives the same order.
+        _ingest_extension("intervalorder"),
         # Row groups into the loader's compact columns without giving up the
         # GIL (ingest/transitions_builder.py); optional: numpy does the same.
-        Extension(
-            "ingest._columnappend",
-            sources=["ingest/csrc/columnappend.c"],
-            depends=["ingest/csrc/buffers.h"],
-            optional=True,
-            extra_compile_args=C_FLAGS,
-        ),
+        _ingest_extension("columnappend"),
         # One-pass reductions of the transitions (ingest/derive.py); optional:
         # the numpy forms give the same columns without it.
-        Extension(
-            "ingest._summaries",
-            sources=["ingest/csrc/summaries.c"],
-            depends=["ingest/csrc/buffers.h"],
-            optional=True,
-            extra_compile_args=C_FLAGS,
-        ),
+        _ingest_extension("summaries"),
     ],
 )

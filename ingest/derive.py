@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.columns import Diff, Gather, Nullable, Transitions
+from ingest.columns import Diff, Gather, Nullable, Transitions, fits_int32
 from ingest.extensions import optional_extension
 from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
 
@@ -70,31 +70,20 @@ class Ordered:
         """``end[rows]``, without making ``end`` when it is not made yet."""
         if self._end is not None:
             return self._end[rows]
-        c = optional_extension("_intervalorder", PURE_ENV)
-        if c is not None and self.order.dtype == np.int32 and self.ts.dtype == np.int64:
-            out_c: I64 = np.empty(len(rows), dtype=np.int64)
-            c.interval_ends(self.order, self.ts, self.last, int(self.last_ts), out_c, rows)
-            return out_c
-        start = self.ts[self.order[rows]]
-        after = self.ts[self.order[np.minimum(rows + 1, max(len(self.order) - 1, 0))]]
-        out: I64 = np.where(self.last[rows], np.int64(self.last_ts), after)
-        np.maximum(out, start, out=out)
-        return out
+        return _interval_ends(self, rows)
 
 
-def _interval_ends(o: Ordered) -> I64:
+def _interval_ends(o: Ordered, rows: Arr | None = None) -> I64:
+    """The ends of every row (or of ``rows``): in C where it applies."""
     c = optional_extension("_intervalorder", PURE_ENV)
-    end = np.empty(len(o.order), dtype=np.int64)
     if c is not None and o.order.dtype == np.int32 and o.ts.dtype == np.int64:
-        c.interval_ends(o.order, o.ts, o.last, int(o.last_ts), end)
+        end: I64 = np.empty(len(o.order) if rows is None else len(rows), dtype=np.int64)
+        c.interval_ends(o.order, o.ts, o.last, int(o.last_ts), end,
+                        *(() if rows is None else (rows,)))
         return end
-    n = len(o.order)
-    ts_s = o.ts[o.order]
-    if n:
-        end[:-1] = ts_s[1:]
-    end[o.last] = o.last_ts
-    np.maximum(end, ts_s, out=end)
-    return end
+    from ingest.derive_numpy import interval_ends_numpy  # it imports this module
+
+    return interval_ends_numpy(o.order, o.ts, o.last, o.last_ts, rows)
 
 
 def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
@@ -350,9 +339,7 @@ def syscall_rows(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
 
 def _narrow(a: Arr) -> Arr:
     """``a`` in int32 when every value fits (ids), else as it is."""
-    if len(a) and (int(a.min()) < -(2**31) or int(a.max()) >= 2**31):
-        return a
-    return a.astype(np.int32)
+    return a.astype(np.int32) if fits_int32(a) else a
 
 
 def _nullable(a: Arr, none: int = -1) -> Nullable:

@@ -46,20 +46,12 @@ def order_intervals_numpy(tr: Transitions, last_ts: int) -> Ordered:
         order = order.astype(np.int32)
     rid_s = tr.rid[order]
     res_s = tr.res[order]
-    same_next = np.empty(n, dtype=bool)
+    last = np.empty(n, dtype=bool)
     if n:
-        same_next[:-1] = (rid_s[1:] == rid_s[:-1]) & (res_s[1:] == res_s[:-1])
-        same_next[-1] = False
+        last[:-1] = (rid_s[1:] != rid_s[:-1]) | (res_s[1:] != res_s[:-1])
+        last[-1] = True
     del rid_s, res_s
-    ts_s = tr.ts[order]
-    end = np.empty(n, dtype=np.int64)
-    if n:
-        end[:-1] = ts_s[1:]
-    end[~same_next] = last_ts
-    # An interval never ends before it starts, even at the trace's end.
-    np.maximum(end, ts_s, out=end)
-    del ts_s
-    last = ~same_next
+    end = interval_ends_numpy(order, tr.ts, last, last_ts)
     first = np.empty(n, dtype=bool)
     if n:
         first[0] = True
@@ -67,6 +59,25 @@ def order_intervals_numpy(tr: Transitions, last_ts: int) -> Ordered:
     starts = np.flatnonzero(first).astype(np.int64)
     return Ordered(order=order, first=first, last=last, starts=starts, ts=tr.ts,
                    last_ts=int(last_ts), _end=end)
+
+
+def interval_ends_numpy(order: Arr, ts: I64, last: Arr, last_ts: int,
+                        rows: Arr | None = None) -> I64:
+    """:attr:`ingest.derive.Ordered.end` (or its ``rows``) in numpy: the next
+    row's ts within the same resource, else ``last_ts``; an interval never
+    ends before it starts, even at the trace's end."""
+    if rows is None:
+        ts_s = ts[order]
+        end: I64 = np.empty(len(order), dtype=np.int64)
+        if len(order):
+            end[:-1] = ts_s[1:]
+        end[last] = last_ts
+        np.maximum(end, ts_s, out=end)
+        return end
+    after = ts[order[np.minimum(rows + 1, max(len(order) - 1, 0))]]
+    end = np.where(last[rows], np.int64(last_ts), after)
+    np.maximum(end, ts[order[rows]], out=end)
+    return end
 
 
 def _group_sum(values: Arr, starts: I64) -> I64:

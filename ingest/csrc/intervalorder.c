@@ -20,6 +20,7 @@
  * does not hold this array while it derives.
  */
 #include "buffers.h"
+#include "intervals.h"
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -88,14 +89,6 @@ static PyObject *order_intervals(PyObject *self, PyObject *args)
     return PyBool_FromLong(r == 0);
 }
 
-static inline int64_t end_of(const int32_t *order, const int64_t *ts, const uint8_t *last,
-                             Py_ssize_t n, Py_ssize_t k, int64_t last_ts)
-{
-    int64_t t = ts[order[k]];
-    int64_t e = (last[k] || k + 1 == n) ? last_ts : ts[order[k + 1]];
-    return e > t ? e : t;
-}
-
 static PyObject *interval_ends(PyObject *self, PyObject *args)
 {
     PyObject *o[4], *rows_obj = Py_None;
@@ -162,7 +155,7 @@ static PyObject *interval_ends(PyObject *self, PyObject *args)
         } else if (k + 16 < n) {
             __builtin_prefetch(&ts[order[k + 16]]); /* a cache miss each */
         }
-        end[i] = end_of(order, ts, last, n, k, (int64_t)last_ts);
+        end[i] = row_end(order, ts, k, last[k] || k + 1 == n, (int64_t)last_ts);
     }
     Py_END_ALLOW_THREADS
     buf_release(b, 5);

@@ -34,6 +34,7 @@
  * Sums wrap like numpy's int64 arithmetic (they are done unsigned here).
  */
 #include "buffers.h"
+#include "intervals.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,51 +56,38 @@
         }                                                                 \
     } while (0)
 
-/* The end of the interval that row k of the interval order begins: the next
- * row's ts (it is not the last of its resource), else the trace's last_ts;
- * never before its own ts. The same as intervalorder.c's `end`. The caller
- * has checked that order[k] and, when not last, order[k + 1] are rows. */
-static inline int64_t row_end(const int32_t *order, const int64_t *ts, Py_ssize_t k, int is_last,
-                              int64_t last_ts)
-{
-    int64_t t = ts[order[k]];
-    int64_t e = is_last ? last_ts : ts[order[k + 1]];
-    return e > t ? e : t;
-}
-
 /* ------------------------------------------------------------ resources */
 
 static PyObject *resource_sums(PyObject *self, PyObject *args)
 {
-    PyObject *o[9];
+    PyObject *o[8];
     const char *states;
     Py_ssize_t nstates;
     int not_exist;
     long long last_ts;
-    if (!PyArg_ParseTuple(args, "OLOOOOy#iOOO:resource_sums", &o[0], &last_ts, &o[2], &o[3],
-                          &o[4], &o[5], &states, &nstates, &not_exist, &o[6], &o[7], &o[8]))
+    if (!PyArg_ParseTuple(args, "OLOOOOy#iOOO:resource_sums", &o[0], &last_ts, &o[1], &o[2],
+                          &o[3], &o[4], &states, &nstates, &not_exist, &o[5], &o[6], &o[7]))
         return NULL;
-    o[1] = o[0]; /* no end array: the order stands in its slot, checked twice */
-    static const char *names[9] = {"order", "order", "starts", "ts", "frm", "to", "sums",
-                                   "created", "ended"};
-    static const char *formats[9] = {"i", "i", "lq", "lq", "b", "b", "lq", "lq", "lq"};
-    static const Py_ssize_t sizes[9] = {4, 4, 8, 8, 1, 1, 8, 8, 8};
-    Buf b[9];
-    if (buf_get_all(o, b, 9, 6, names, formats, sizes) < 0)
+    static const char *names[8] = {"order", "starts", "ts", "frm", "to", "sums", "created",
+                                   "ended"};
+    static const char *formats[8] = {"i", "lq", "lq", "b", "b", "lq", "lq", "lq"};
+    static const Py_ssize_t sizes[8] = {4, 8, 8, 1, 1, 8, 8, 8};
+    Buf b[8];
+    if (buf_get_all(o, b, 8, 5, names, formats, sizes) < 0)
         return NULL;
-    Py_ssize_t n = buf_items(&b[0]), groups = buf_items(&b[2]), ntr = buf_items(&b[3]);
-    if (buf_items(&b[4]) != ntr || buf_items(&b[5]) != ntr ||
-        buf_items(&b[6]) != groups * nstates || buf_items(&b[7]) != groups ||
-        buf_items(&b[8]) != groups || nstates > 16) {
+    Py_ssize_t n = buf_items(&b[0]), groups = buf_items(&b[1]), ntr = buf_items(&b[2]);
+    if (buf_items(&b[3]) != ntr || buf_items(&b[4]) != ntr ||
+        buf_items(&b[5]) != groups * nstates || buf_items(&b[6]) != groups ||
+        buf_items(&b[7]) != groups || nstates > 16) {
         PyErr_SetString(PyExc_ValueError, "resource_sums: arrays of mismatched lengths");
-        buf_release(b, 9);
+        buf_release(b, 8);
         return NULL;
     }
     const int32_t *order = b[0].b.buf;
-    const int64_t *starts = b[2].b.buf, *ts = b[3].b.buf;
-    const int8_t *frm = b[4].b.buf, *to = b[5].b.buf;
-    uint64_t *sums = b[6].b.buf;
-    int64_t *created = b[7].b.buf, *ended = b[8].b.buf;
+    const int64_t *starts = b[1].b.buf, *ts = b[2].b.buf;
+    const int8_t *frm = b[3].b.buf, *to = b[4].b.buf;
+    uint64_t *sums = b[5].b.buf;
+    int64_t *created = b[6].b.buf, *ended = b[7].b.buf;
     int slot[256];
     for (int s = 0; s < 256; s++)
         slot[s] = -1;
@@ -134,7 +122,7 @@ static PyObject *resource_sums(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
-    buf_release(b, 9);
+    buf_release(b, 8);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "resource_sums: a row or run out of range");
         return NULL;
@@ -538,34 +526,32 @@ static int is_steal(Py_ssize_t k, const int32_t *order, const uint8_t *last,
 
 static PyObject *syscall_rows(PyObject *self, PyObject *args)
 {
-    PyObject *o[10];
+    PyObject *o[9];
     const char *codes;
     Py_ssize_t ncodes;
     long long last_ts;
-    if (!PyArg_ParseTuple(args, "OLOOOOOOOOy#:syscall_rows", &o[0], &last_ts, &o[2], &o[3],
-                          &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &codes, &ncodes))
+    if (!PyArg_ParseTuple(args, "OLOOOOOOOOy#:syscall_rows", &o[0], &last_ts, &o[1], &o[2],
+                          &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &codes, &ncodes))
         return NULL;
-    o[1] = o[0]; /* no end array: the order stands in its slot */
     if (ncodes != 5) {
         PyErr_SetString(PyExc_ValueError, "syscall_rows: codes must be 5 bytes");
         return NULL;
     }
     const int8_t goroutine = codes[0], proc = codes[1], syscall = codes[2], running = codes[3],
                  idle = codes[4];
-    static const char *names[10] = {"order", "order", "last", "ts", "res", "frm", "to",
-                                    "rid", "p", "m"};
-    static const char *formats[10] = {"i", "i", "?", "lq", "b", "b", "b", "i", "i", "i"};
-    static const Py_ssize_t sizes[10] = {4, 4, 1, 8, 1, 1, 1, 4, 4, 4};
-    Buf b[10];
-    if (buf_get_all(o, b, 10, 10, names, formats, sizes) < 0)
+    static const char *names[9] = {"order", "last", "ts", "res", "frm", "to", "rid", "p", "m"};
+    static const char *formats[9] = {"i", "?", "lq", "b", "b", "b", "i", "i", "i"};
+    static const Py_ssize_t sizes[9] = {4, 1, 8, 1, 1, 1, 4, 4, 4};
+    Buf b[9];
+    if (buf_get_all(o, b, 9, 9, names, formats, sizes) < 0)
         return NULL;
-    Py_ssize_t n = buf_same_items(b, 10, names, "syscall_rows");
+    Py_ssize_t n = buf_same_items(b, 9, names, "syscall_rows");
     if (n < 0)
         return NULL;
-    const int32_t *order = b[0].b.buf, *rid = b[7].b.buf, *pp = b[8].b.buf, *mm = b[9].b.buf;
-    const int64_t *ts = b[3].b.buf;
-    const uint8_t *last = b[2].b.buf;
-    const int8_t *res = b[4].b.buf, *frm = b[5].b.buf, *to = b[6].b.buf;
+    const int32_t *order = b[0].b.buf, *rid = b[6].b.buf, *pp = b[7].b.buf, *mm = b[8].b.buf;
+    const int64_t *ts = b[2].b.buf;
+    const uint8_t *last = b[1].b.buf;
+    const int8_t *res = b[3].b.buf, *frm = b[4].b.buf, *to = b[5].b.buf;
     /* Pass 1: count the syscalls and the steals, and the top proc id that
      * has steals (steals are looked up by proc id). */
     size_t nsys = 0, nsteal = 0;
@@ -593,7 +579,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (bad) {
-        buf_release(b, 10);
+        buf_release(b, 9);
         PyErr_SetString(PyExc_ValueError, "syscall_rows: a row out of range");
         return NULL;
     }
@@ -612,7 +598,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
             Py_XDECREF(out[i]);
         free(steals);
         free(from);
-        buf_release(b, 10);
+        buf_release(b, 9);
         return PyErr_NoMemory();
     }
     int64_t *rows = d[0], *p_entry = d[2], *stolen_ts = d[4], *stolen_m = d[5];
@@ -665,7 +651,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     free(steals);
     free(from);
-    buf_release(b, 10);
+    buf_release(b, 9);
     PyObject *tuple = PyTuple_New(6);
     if (!tuple) {
         for (int j = 0; j < 6; j++)
