@@ -61,7 +61,6 @@ class DecodeAhead:
         except BaseException as e:  # noqa: BLE001 - handed to result()
             self._error = e
         finally:
-            self._imported.set()
             self._hashed.set()
             self.seconds = time.perf_counter() - start
 
