@@ -1,5 +1,3 @@
-import sys
+from gmpscope.cli import entry
 
-from gmpscope.cli import main
-
-sys.exit(main())
+entry()
