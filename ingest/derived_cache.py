@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ingest.frames import TraceFrames
+from ingest.page_cache import save_npy
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
@@ -68,7 +69,7 @@ def _save_fields(d: Path, prefix: str, value: Any) -> dict[str, Any]:
         v = getattr(value, f.name)
         name = prefix + f.name
         if isinstance(v, np.ndarray):
-            np.save(d / f"{name}.npy", np.ascontiguousarray(v), allow_pickle=False)
+            save_npy(d / f"{name}.npy", v)  # read back a window at a time, later
             fields[f.name] = {"array": f"{name}.npy"}
         elif v is None or isinstance(v, int | str) or (
                 isinstance(v, list) and all(isinstance(x, str) for x in v)):

@@ -44,7 +44,7 @@ from ingest.frames import Kind
 from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
-from ingest.timeline_lanes import GOROUTINE_TABLE_STEP
+from ingest.timeline_lanes import GOROUTINE_TABLE_STEP, LANE_FRAME_COLUMNS
 from ingest.timings import Timings
 
 if TYPE_CHECKING:
@@ -328,7 +328,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
             progress("load", done[0], total)
 
     counts: dict[str, int] = {}
-    frames = FrameWriter(data_dir, background=True) if data_dir is not None else None
+    frames = FrameWriter(data_dir, background=True, read_soon=LANE_FRAME_COLUMNS) \
+        if data_dir is not None else None
     kinds: dict[int, Kind] = {}
     goroutine_cols: dict[str, Any] = {}
     early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit

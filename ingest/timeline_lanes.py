@@ -247,6 +247,15 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
     return order.astype(np.int64, copy=False), uniq.astype(np.int64), hi - counts, hi
 
 
+#: The frame columns that building the P and M lane sets reads (lane_index,
+#: p_lanes, m_lanes; ``kind`` for the rows' states): a load keeps these in the
+#: page cache for its lane sets and lets the others go (ingest.page_cache).
+LANE_FRAME_COLUMNS: dict[str, frozenset[str]] = {
+    "intervals": frozenset({"rid", "start_ts", "end_ts", "kind", "m"}),
+    "proc_runs": frozenset({"p", "start_ts", "end_ts"}),
+}
+
+
 def _proc_rows(frames: TraceFrames) -> I64:
     idx = lane_index(frames)
     if not len(idx.p_ids):
