@@ -9,6 +9,7 @@ turned into small codes, so that a 5-million-transition trace costs about
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,19 @@ class Diff:
 
     def __len__(self) -> int:
         return len(self.a.index) if isinstance(self.a, Gather) else len(self.a)
+
+
+@dataclass(frozen=True)
+class Computed:
+    """A column made chunk by chunk when written: rows ``a..b-1`` are
+    ``chunk(a, b)``, an array of ``b - a`` values; never held whole (the
+    intervals' ends)."""
+
+    chunk: Callable[[int, int], Arr]
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
 
 
 @dataclass(frozen=True)

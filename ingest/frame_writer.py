@@ -52,11 +52,11 @@ def column_dtype(name: str, lo: int, hi: int) -> np.dtype[Any]:
 
 def _bounds(col: Any, n: int) -> tuple[int, int]:
     """(min, max) of a column's n values (a superset's for a Gather), -1 for NULL."""
-    from ingest.columns import Diff, Gather, Nullable, Seq
+    from ingest.columns import Computed, Diff, Gather, Nullable, Seq
 
     if n == 0:
         return 0, 0
-    if isinstance(col, Diff):
+    if isinstance(col, Diff | Computed):
         return _bounds(_column_chunk(col, 0, n), n)
     if isinstance(col, Seq):
         return col.start, col.start + n - 1
@@ -77,8 +77,10 @@ def _bounds(col: Any, n: int) -> tuple[int, int]:
 
 
 def _column_chunk(col: Any, a: int, b: int) -> Arr:
-    from ingest.columns import Diff, Gather, Nullable, Seq
+    from ingest.columns import Computed, Diff, Gather, Nullable, Seq
 
+    if isinstance(col, Computed):
+        return col.chunk(a, b)
     if isinstance(col, Diff):
         out: Arr = np.subtract(_column_chunk(col.a, a, b), _column_chunk(col.b, a, b),
                                dtype=np.int64)

@@ -348,7 +348,6 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
             # Each table is stored by the worker thread while the next one
             # is derived here; the connection is the worker's until close().
             with InsertWorker() as worker:
-                tables.drain = worker.wait_idle
                 for table_name, cols in timings.each("derive", tables):
                     counts[table_name] = n = nrows(cols)
                     if not n:
@@ -380,7 +379,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                     with timings.phase("goroutine table"):
                         try:
                             if _stage_goroutine_table(frames, goroutine_cols,
-                                                      tables.ordered.end,
+                                                      tables.ordered,
                                                       tables.bases["intervals"]):
                                 early.add(GOROUTINE_TABLE_STEP)
                         except Exception:  # noqa: BLE001 - a cache never fails a load
@@ -432,7 +431,7 @@ _GOROUTINE_TABLE_COLUMNS = ("goid", "start_function", "first_interval", "last_in
                             "first_ts", "last_ts", "final_state")
 
 
-def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], end: Any,
+def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: Any,
                            interval_base: int) -> bool:
     """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
     goroutines' derived columns, stored with the frames being written."""
@@ -444,7 +443,7 @@ def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], end: Any,
     lo = np.asarray(cols["first_interval"], np.int64) - interval_base
     last = np.asarray(cols["last_interval"], np.int64) - interval_base
     gone = np.asarray(cols["final_state"]) == "NotExist"
-    alive_hi = np.where(gone, np.asarray(cols["last_ts"], np.int64), end[last])
+    alive_hi = np.where(gone, np.asarray(cols["last_ts"], np.int64), ordered.ends_of(last))
     table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
                           np.asarray(cols["first_ts"], np.int64), alive_hi)
     return frames.add_derived("goroutines", table)

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, func, select
 
 from ingest import derive, eventrows, models
 from ingest.bulk import column_length, insert_columns, insert_int_arrays
-from ingest.columns import Gather, Nullable, Transitions
+from ingest.columns import Computed, Gather, Nullable, Seq, Transitions
 from ingest.memory import give_back_free_memory
 from ingest.timings import Timings
 
@@ -38,11 +38,6 @@ class DerivedTables:
         self.stacks = stacks
         self.timings = timings or Timings()
         self.bases: dict[str, int] = {}
-        #: Called before the intervals' ends are made: the loader waits there
-        #: until the table before is stored, so that its columns and the
-        #: ends are not in memory together (waiting before the syscalls'
-        #: derivation too saved only 6 MB more).
-        self.drain: Callable[[], None] = lambda: None
         self._ordered: derive.Ordered | None = None
 
     @property
@@ -116,20 +111,48 @@ class DerivedTables:
         del ev_m, ev_ts
         yield "syscalls", derive.syscalls(tr, o)
         # The intervals need none of the codes the derivations read: they go
-        # before the intervals' ends are made (25 + 5 MB on the benchmark trace).
-        self.drain()
+        # (25 + 5 MB on the benchmark trace) before the intervals are stored.
         tr.release("res", "frm", "to", "reason")
         o.first = np.zeros(0, dtype=bool)
         give_back_free_memory()  # heap blocks: freed only when trimmed
-        # Interval rows in (resource, id, time) order: each resource's rows
-        # get consecutive ids; columns are gathered chunk by chunk (no
-        # reordered copy of the trace in memory).
-        order = o.order
-        yield "intervals", {
-            "rid": Gather(tr.rid, order), "start_ts": Gather(tr.ts, order), "seq": order,
-            "end_ts": o.end, "kind": Gather(kind_of, order), "m": Gather(tr.m, order),
-            "p": Gather(tr.p, order), "g": Gather(tr.g, order),
-            "stack_id": Gather(tr.stack, order)}
+        yield "intervals", interval_columns(tr, o, kind_of)
+
+
+def interval_columns(tr: Transitions, o: derive.Ordered, kind_of: Any) -> derive.Columns:
+    """The intervals' columns: rows in (resource, id, time) order, each
+    resource's rows consecutive. Gathered and computed part by part when
+    stored and written: no reordered copy of the trace, and no array of the
+    ends (8 bytes a row), is ever in memory."""
+    order = o.order
+    return {
+        "rid": Gather(tr.rid, order), "start_ts": Gather(tr.ts, order), "seq": order,
+        "end_ts": Computed(lambda a, b: o.ends_of(np.arange(a, b)), len(order)),
+        "kind": Gather(kind_of, order), "m": Gather(tr.m, order), "p": Gather(tr.p, order),
+        "g": Gather(tr.g, order), "stack_id": Gather(tr.stack, order)}
+
+
+#: Interval rows per insert statement run: what the computed columns of one
+#: part take (8 bytes a row each).
+INTERVAL_PART = 1 << 20
+
+
+def interval_parts(cols: derive.Columns, n: int,
+                   part: int = INTERVAL_PART) -> Iterator[tuple[int, derive.Columns]]:
+    """``cols`` (an ``id`` Seq among them) as consecutive parts of ``part``
+    rows: (rows, columns) each, made only when reached."""
+    for a in range(0, n, part):
+        b = min(n, a + part)
+        yield b - a, {name: _rows(col, a, b) for name, col in cols.items()}
+
+
+def _rows(col: Any, a: int, b: int) -> Any:
+    if isinstance(col, Seq):
+        return Seq(col.start + a)
+    if isinstance(col, Gather):
+        return Gather(col.values, col.index[a:b])
+    if isinstance(col, Computed):
+        return col.chunk(a, b)
+    return col[a:b]
 
 
 def transition_stacks(tstacks: Any) -> tuple[Any, Any]:
@@ -153,8 +176,10 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.C
         conn.execute(models.row_ranges.insert().values(
             trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
     if table_name == "intervals":
-        insert_int_arrays(conn, models.intervals, ["trace_id", *cols],
-                          [trace_id, *cols.values()], n, advance)
+        for rows, part in interval_parts(cols, n):
+            insert_int_arrays(conn, models.intervals, ["trace_id", *part],
+                              [trace_id, *part.values()], rows, advance)
+            del part
         return
     if table_name in _INTERVAL_VIEWS:
         # Stored as the interval each row is, plus what only this table has.
