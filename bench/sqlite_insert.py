@@ -44,7 +44,7 @@ def insert_rows(conn: Connection, n: int, first_id: int) -> float:
     """Store a bench trace row and ``n`` interval-like rows (ids from
     ``first_id``) in ``conn``'s transaction; seconds the rows took."""
     rng = np.random.default_rng(1)
-    order = rng.permutation(n).astype(np.int64)
+    order = rng.permutation(n).astype(np.int32)  # as the loader's interval order
     ts = np.cumsum(rng.integers(1, 1000, n)).astype(np.int64) + 1_900_000_000_000
     rid = rng.integers(0, 166_000, n).astype(np.int64)
     small = rng.integers(0, 40, n).astype(np.int16)

@@ -96,6 +96,7 @@ typedef struct {
     int have_values, have_index, have_null;
     char vkind, ikind; /* 's' signed, 'u' unsigned, 'b' bool */
     int64_t seq;
+    int64_t imin, imax; /* the index's range over the rows (checked against values) */
     /* A text column: row r is texts[index[r]] (texts[r] without an index),
      * NULL for None; UTF-8 pointers taken with the GIL, valid while the
      * list holds its strings. */
@@ -147,11 +148,42 @@ typedef struct {
  * at random: prefetching them keeps more misses in flight). */
 #define AHEAD 16
 
+/* values[index[r]] for an int32 index and signed values of type VT, no
+ * NULLs: the common gather (the intervals' columns), without a per-value
+ * switch on the types. */
+#define GATHER_I32(VT)                                                                   \
+    do {                                                                                 \
+        const int32_t *ix = (const int32_t *)c->index.buf + row;                         \
+        const VT *v = (const VT *)c->values.buf;                                         \
+        Py_ssize_t ahead = nrows - AHEAD;                                                \
+        for (Py_ssize_t r = 0; r < nrows; r++) {                                         \
+            if (r < ahead) __builtin_prefetch(v + ix[r + AHEAD]);                        \
+            out[r] = (int64_t)v[ix[r]];                                                  \
+        }                                                                                \
+        memset(nul, 0, (size_t)nrows);                                                   \
+    } while (0)
+
+/* Whether GATHER_I32 applies to column c (and then fills out/nul). */
+static int gather_fast(const Col *c, Py_ssize_t row, Py_ssize_t nrows, int64_t *out,
+                       uint8_t *nul) {
+    if (!c->have_values || !c->have_index || c->texts || c->have_null ||
+        c->index.itemsize != 4 || c->ikind != 's' || c->vkind != 's')
+        return 0;
+    switch (c->values.itemsize) {
+    case 1: GATHER_I32(int8_t); return 1;
+    case 2: GATHER_I32(int16_t); return 1;
+    case 4: GATHER_I32(int32_t); return 1;
+    case 8: GATHER_I32(int64_t); return 1;
+    default: return 0;
+    }
+}
+
 static void fill_batch(const Col *cols, int k, Py_ssize_t row, Py_ssize_t nrows, Batch *b) {
     for (int j = 0; j < k; j++) {
         const Col *c = &cols[j];
         int64_t *out = b->vals + (size_t)j * BATCH_ROWS;
         uint8_t *nul = b->nulls + (size_t)j * BATCH_ROWS;
+        if (gather_fast(c, row, nrows, out, nul)) continue;
         if (c->have_values && c->have_index && !c->texts) {
             Py_ssize_t end = row + nrows, n_index = c->index.len / c->index.itemsize;
             Py_ssize_t n_values = c->values.len / c->values.itemsize;
@@ -173,8 +205,20 @@ static void fill_batch(const Col *cols, int k, Py_ssize_t row, Py_ssize_t nrows,
 
 /* Bind batch rows [first, first+nrows) and step stmt once; SQLITE_DONE on success. */
 static int run_rows(sqlite3_stmt *stmt, const Batch *b, const Col *cols, int k,
-                    Py_ssize_t first, int nrows) {
+                    Py_ssize_t first, int nrows, int ints_only) {
     int param = 1;
+    if (ints_only) { /* no NULL and no text in any column: integers alone */
+        for (int r = 0; r < nrows; r++) {
+            for (int j = 0; j < k; j++, param++) {
+                int rc = sqlite3_bind_int64(stmt, param,
+                                            b->vals[(size_t)j * BATCH_ROWS + (size_t)(first + r)]);
+                if (rc != SQLITE_OK) return rc;
+            }
+        }
+        int rc = sqlite3_step(stmt);
+        sqlite3_reset(stmt);
+        return rc;
+    }
     for (int r = 0; r < nrows; r++) {
         for (int j = 0; j < k; j++, param++) {
             size_t at = (size_t)j * BATCH_ROWS + (size_t)(first + r);
@@ -194,14 +238,17 @@ static int run_rows(sqlite3_stmt *stmt, const Batch *b, const Col *cols, int k,
 /* Insert rows [0, n): whole statements of `per` rows, then one at a time. */
 static int insert_rows(sqlite3_stmt *many, sqlite3_stmt *one, int per, const Col *cols, int k,
                        Py_ssize_t n, Batch *b) {
-    int rc = SQLITE_DONE;
+    int rc = SQLITE_DONE, ints_only = 1;
+    for (int j = 0; j < k; j++)
+        if (cols[j].texts || cols[j].have_null) ints_only = 0;
     Py_ssize_t batch_rows = (BATCH_ROWS / per) * per; /* whole statements per batch */
     for (Py_ssize_t row = 0; rc == SQLITE_DONE && row < n; row += batch_rows) {
         Py_ssize_t m = n - row < batch_rows ? n - row : batch_rows;
         fill_batch(cols, k, row, m, b);
         Py_ssize_t r = 0;
-        for (; rc == SQLITE_DONE && r + per <= m; r += per) rc = run_rows(many, b, cols, k, r, per);
-        for (; rc == SQLITE_DONE && r < m; r++) rc = run_rows(one, b, cols, k, r, 1);
+        for (; rc == SQLITE_DONE && r + per <= m; r += per)
+            rc = run_rows(many, b, cols, k, r, per, ints_only);
+        for (; rc == SQLITE_DONE && r < m; r++) rc = run_rows(one, b, cols, k, r, 1, ints_only);
     }
     return rc;
 }
@@ -276,6 +323,38 @@ static int take_texts(Col *c, PyObject *texts, PyObject *values) {
     return 0;
 }
 
+/* cols[j]'s smallest and largest index over n rows: taken from an earlier
+ * column gathered through the same index (the intervals' eight columns
+ * share one), else found in one pass. */
+static void index_range(Col *cols, int j, Py_ssize_t n) {
+    Col *c = &cols[j];
+    for (int e = 0; e < j; e++) {
+        const Col *d = &cols[e];
+        if (d->have_index && d->index.buf == c->index.buf &&
+            d->index.itemsize == c->index.itemsize && d->ikind == c->ikind) {
+            c->imin = d->imin;
+            c->imax = d->imax;
+            return;
+        }
+    }
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    if (c->index.itemsize == 4 && c->ikind == 's') {
+        const int32_t *ix = c->index.buf;
+        for (Py_ssize_t r = 0; r < n; r++) {
+            lo = ix[r] < lo ? ix[r] : lo;
+            hi = ix[r] > hi ? ix[r] : hi;
+        }
+    } else {
+        for (Py_ssize_t r = 0; r < n; r++) {
+            int64_t i = read_int(c->index.buf, c->index.itemsize, c->ikind, r);
+            lo = i < lo ? i : lo;
+            hi = i > hi ? i : hi;
+        }
+    }
+    c->imin = lo;
+    c->imax = hi;
+}
+
 /* Parse (values, index, null, seq[, texts]) specs into cols; -1 on error (cols freed). */
 static int parse_cols(PyObject *specs, Py_ssize_t n, Col **out, int *kout) {
     PyObject *seq = PySequence_Fast(specs, "columns must be a sequence");
@@ -330,13 +409,11 @@ static int parse_cols(PyObject *specs, Py_ssize_t n, Col **out, int *kout) {
         if (c->have_index) { /* every index must point into values (or texts) */
             Py_ssize_t len = c->texts ? PyList_GET_SIZE(c->texts)
                                       : c->values.len / c->values.itemsize;
-            for (Py_ssize_t r = 0; r < n; r++) {
-                int64_t i = read_int(c->index.buf, c->index.itemsize, c->ikind, r);
-                if (i < 0 || i >= len) {
-                    PyErr_Format(PyExc_IndexError, "index %lld out of range (%zd values)",
-                                 (long long)i, len);
-                    goto fail;
-                }
+            index_range(cols, (int)j, n);
+            if (n && (c->imin < 0 || c->imax >= len)) {
+                PyErr_Format(PyExc_IndexError, "index %lld out of range (%zd values)",
+                             (long long)(c->imin < 0 ? c->imin : c->imax), len);
+                goto fail;
             }
         }
     }
