@@ -189,3 +189,32 @@ def test_insert_refuses_what_is_not_a_connection() -> None:
     with pytest.raises(TypeError):
         ext.insert_columns(object(), "INSERT INTO t (a) VALUES (?)", 1,
                            "INSERT INTO t (a) VALUES (?)", 1, [(np.arange(1), None, None, 0)])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_int32_gathers_of_every_width_equal_pythons(
+        small: Engine, monkeypatch: pytest.MonkeyPatch, dtype: type) -> None:
+    """The binder's typed gather (int32 index, signed values, no NULL) stores
+    what Python's sqlite3 stores; three columns share one index."""
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    values = rng.integers(info.min, info.max, 10_000, dtype=dtype, endpoint=True)
+    index = rng.permutation(10_000).astype(np.int32)[:9_000]
+    cols = {"id": Seq(1), "a": Gather(values, index), "b": Gather(values[::-1].copy(), index),
+            "c": Gather(values, index[::-1].copy())}
+    fast = _insert(small, cols, False, monkeypatch)
+    assert fast == _insert(small, cols, True, monkeypatch)
+    assert [r[1] for r in fast[:5]] == values[index[:5]].tolist()
+
+
+def test_a_shared_index_is_checked_against_each_columns_values(
+        small: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sqlite_fast.PURE_ENV, raising=False)
+    before = _insert(small, {"id": Seq(1), "a": np.arange(5)}, False, monkeypatch)
+    index = np.array([0, 1, 4], np.int32)
+    for cols in ({"a": Gather(np.arange(5), index), "b": Gather(np.arange(4), index)},
+                 {"a": Gather(np.arange(5), np.array([0, -1], np.int32))}):
+        with pytest.raises(IndexError):
+            with write_tx(small) as conn:
+                bulk.insert_columns(conn, _t, {"id": Seq(100), **cols}, {"k": 1})
+    assert _rows(small) == before
