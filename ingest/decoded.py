@@ -64,7 +64,10 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
         return None
     from ingest.transitions_builder import TransitionsBuilder
 
-    builder = TransitionsBuilder()
+    # Room for a transition every two bytes of trace: more than a trace
+    # holds (the benchmark's: one every five); the columns' untouched room
+    # takes no memory, and a trace denser than that goes on as parts.
+    builder = TransitionsBuilder(capacity=len(data) // 2)
 
     def add(table: Any) -> None:
         if cancelled():

@@ -59,17 +59,24 @@ def test_in_memory_ingest_equals_the_parquet_path(trace: Path, tmp_path: Path) -
 @pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
 @pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
 @pytest.mark.parametrize("pure", [False, True], ids=["C copy", "numpy copy"])
+@pytest.mark.parametrize("room", ["parts", "in place", "overflowing"])
 @pytest.mark.parametrize("trace", V2[:4] + SAMPLES[:2], ids=lambda p: p.name)
-def test_builder_equals_read_transitions(trace: Path, pure: bool, tmp_path: Path,
+def test_builder_equals_read_transitions(trace: Path, pure: bool, room: str, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row groups kept as parts, written in place, or in place until the
+    room runs out (then as parts): the same columns as the Parquet path."""
     if pure:
         monkeypatch.setenv("GMPSCOPE_PURE_APPEND", "1")
     d = tmp_path / "parquet"
     meta = decode_file_to_dir(trace, d)
     want = read_transitions(d)
-    b = TransitionsBuilder()
+    n = int(meta["transitions"])
+    b = TransitionsBuilder(capacity={"parts": 0, "in place": trace.stat().st_size // 2,
+                                     "overflowing": n // 2 + 1}[room])
     assert (b._c is None) == pure
     columnar.decode_in_memory(trace.read_bytes(), b.add)
+    if not pure:
+        assert (b._cols is not None) == (room == "in place"), "the room as meant"
     got = b.finish(int(meta["transitions"]))
     assert got.reasons == want.reasons
     for name in ("ts", "res", "rid", "frm", "to", "reason", "m", "p", "g", "stack"):
@@ -118,12 +125,14 @@ def test_builder_widens_a_column_whose_later_row_group_leaves_int32() -> None:
             "from_state": states, "to_state": states,
             "reason": pa.array([""] * n).dictionary_encode()})
 
-    for pure in (False, True):
-        b = TransitionsBuilder()
+    for pure, capacity in ((False, 0), (True, 0), (False, 3), (False, 2)):
+        b = TransitionsBuilder(capacity)
         if pure:
             b._c = None
+            b._cols = None
         b.add(group([1, 2]))
         b.add(group([2**40]))
         tr = b.finish(3)
-        assert tr.g.dtype == np.int64 and tr.g.tolist() == [1, 2, 2**40], pure
-        assert tr.rid.dtype == np.int32
+        assert tr.g.dtype == np.int64 and tr.g.tolist() == [1, 2, 2**40], (pure, capacity)
+        assert tr.rid.dtype == np.int32 and tr.rid.tolist() == [1, 1, 1]
+        assert tr.ts.tolist() == [0, 1, 0] and tr.to.tolist() == [tr.to[0]] * 3
