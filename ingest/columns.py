@@ -131,8 +131,11 @@ def read_meta(directory: Path) -> dict[str, Any]:
     return meta
 
 
-def _narrow(a: Arr) -> Arr:
-    """The same values in int32 when they fit (ids, stack ids, thread ids)."""
+def narrow_ids(a: Arr) -> Arr:
+    """The same values in int32 when they fit (ids, stack ids, thread ids);
+    ``a`` itself when it is int32 already."""
+    if a.dtype == np.int32:
+        return a
     return a.astype(np.int32) if fits_int32(a) else a
 
 
@@ -212,7 +215,7 @@ def read_transitions(directory: Path, expected_rows: int | None = None) -> Trans
                 raise ParquetDirError(f"{path}: null {name}")
             arr = col.to_numpy()
             del col
-            ints[name] = arr if name == "ts" else _narrow(arr)
+            ints[name] = arr if name == "ts" else narrow_ids(arr)
             del arr
             # Arrow's allocator keeps freed buffers for reuse; hand them back
             # column by column so that the peak holds one Arrow column.

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.columns import Diff, Gather, Nullable, Transitions, fits_int32
+from ingest.columns import Diff, Gather, Nullable, Transitions, narrow_ids
 from ingest.extensions import optional_extension
 from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
 
@@ -274,6 +274,10 @@ def thread_sums(tr: Transitions, o: Ordered) -> tuple[I64, ...]:
     return tuple(np.frombuffer(col, dtype=np.int64) for col in cols)
 
 
+#: What became of a syscall (``syscalls.outcome``), by code.
+SYSCALL_OUTCOMES = ("returned", "blocked", "exited", "unfinished", "other")
+
+
 def syscalls(tr: Transitions, o: Ordered) -> Columns:
     """Columns of ``syscalls`` (without trace_id); ``interval_row`` is the
     syscall's interval as a row of the interval order (``o.order``).
@@ -288,16 +292,17 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
     if rows is None:
         return {}
     sel, next_state, p_entry, p_lost, stolen_ts, stolen_m = rows
-    del rows  # each 64-bit array goes as soon as its narrow copy is made
-    # Rows, Ps and Ms in 32 bits, as the order and the trace hold them: the
-    # three 64-bit columns the reduction returns are 10 MB of the load's peak.
-    sel = sel.astype(o.order.dtype)
-    p_entry, stolen_m = _narrow(p_entry), _narrow(stolen_m)
+    del rows
+    # Rows, Ps and Ms in 32 bits (the C reduction makes them so), the
+    # outcome as a code into SYSCALL_OUTCOMES (1 byte a row, not an object).
+    sel = sel.astype(o.order.dtype, copy=False)
+    p_entry, stolen_m = narrow_ids(p_entry), narrow_ids(stolen_m)
     seq = o.order[sel]
-    outcome = np.full(len(sel), "other", dtype=object)
+    outcome = np.full(len(sel), SYSCALL_OUTCOMES.index("other"), dtype=np.int8)
     for st, name in ((RUNNING, "returned"), (RUNNABLE, "blocked"), (WAITING, "blocked"),
                      (NOT_EXIST, "exited"), (-1, "unfinished")):
-        outcome[next_state == st] = name
+        outcome[next_state == st] = SYSCALL_OUTCOMES.index(name)
+    del next_state
     return {
         "goid": Gather(tr.rid, seq),
         # Times gathered when stored (only the frames keep them: in SQL a
@@ -309,7 +314,7 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         "m": Gather(tr.m, seq),
         "p": p_entry,
         "start_known": tr.frm[seq] != UNDETERMINED,
-        "outcome": outcome,
+        "outcome": Gather(np.array(SYSCALL_OUTCOMES, dtype=object), outcome),
         "p_lost": p_lost,
         "stolen_ts": _nullable(stolen_ts),
         "stolen_by_m": _nullable(stolen_m),
@@ -332,14 +337,9 @@ def syscall_rows(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
         bytes((GOROUTINE, PROC, SYSCALL, RUNNING, IDLE)))
     if not len(sel):
         return None
-    return (np.frombuffer(sel, np.int64), np.frombuffer(nxt, np.int8),
-            np.frombuffer(p_entry, np.int64), np.frombuffer(p_lost, np.bool_),
-            np.frombuffer(stolen_ts, np.int64), np.frombuffer(stolen_m, np.int64))
-
-
-def _narrow(a: Arr) -> Arr:
-    """``a`` in int32 when every value fits (ids), else as it is."""
-    return a.astype(np.int32) if fits_int32(a) else a
+    return (np.frombuffer(sel, np.int32), np.frombuffer(nxt, np.int8),
+            np.frombuffer(p_entry, np.int32), np.frombuffer(p_lost, np.bool_),
+            np.frombuffer(stolen_ts, np.int64), np.frombuffer(stolen_m, np.int32))
 
 
 def _nullable(a: Arr, none: int = -1) -> Nullable:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ingest.columns import Transitions
+from ingest.columns import Transitions, narrow_ids
 from ingest.derive import (
     I64,
     IDLE,
@@ -187,7 +187,9 @@ def syscall_rows_numpy(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
         ok &= sts[jj] <= end[cand]
         stolen_ts[cand[ok]] = sts[jj[ok]]
         stolen_m[cand[ok]] = sms[jj[ok]]
-    return sel.astype(np.int64), next_state, p_entry, p_lost, stolen_ts, stolen_m
+    # Rows, Ps and Ms in 32 bits where they fit, as the C reduction gives them.
+    return (narrow_ids(sel), next_state, narrow_ids(p_entry), p_lost, stolen_ts,
+            narrow_ids(stolen_m))
 
 
 def _proc_steals(tr: Transitions, o: Ordered) -> dict[int, tuple[Arr, Arr]]:

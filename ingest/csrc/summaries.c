@@ -584,9 +584,10 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
         return NULL;
     }
     void *d[6] = {NULL};
-    PyObject *out[6] = {new_bytes(nsys, 8, &d[0]), new_bytes(nsys, 1, &d[1]),
-                        new_bytes(nsys, 8, &d[2]), new_bytes(nsys, 1, &d[3]),
-                        new_bytes(nsys, 8, &d[4]), new_bytes(nsys, 8, &d[5])};
+    /* Rows, Ps and Ms in 32 bits, as the order and the trace hold them. */
+    PyObject *out[6] = {new_bytes(nsys, 4, &d[0]), new_bytes(nsys, 1, &d[1]),
+                        new_bytes(nsys, 4, &d[2]), new_bytes(nsys, 1, &d[3]),
+                        new_bytes(nsys, 8, &d[4]), new_bytes(nsys, 4, &d[5])};
     Steal *steals = malloc((nsteal ? nsteal : 1) * sizeof *steals);
     /* Proc r's steals: steals[from[r] .. from[r + 1]), by time. */
     size_t *from = calloc((size_t)(top + 2), sizeof *from);
@@ -601,7 +602,8 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
         buf_release(b, 9);
         return PyErr_NoMemory();
     }
-    int64_t *rows = d[0], *p_entry = d[2], *stolen_ts = d[4], *stolen_m = d[5];
+    int32_t *rows = d[0], *p_entry = d[2], *stolen_m = d[5];
+    int64_t *stolen_ts = d[4];
     int8_t *next_state = d[1];
     uint8_t *p_lost = d[3];
     Py_BEGIN_ALLOW_THREADS
@@ -626,7 +628,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
             continue;
         int has_next = !last[k] && k + 1 < n;
         int32_t nq = has_next ? order[k + 1] : q;
-        rows[i] = k;
+        rows[i] = (int32_t)k; /* below 2**31: the order is int32 */
         next_state[i] = has_next ? to[nq] : -1;
         p_entry[i] = pp[q];
         p_lost[i] = has_next && (to[nq] != running || pp[nq] != pp[q]);
