@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.columns import Diff, Gather, Nullable, Transitions, narrow_ids
+from ingest.columns import Computed, Diff, Gather, Nullable, Transitions, narrow_ids
 from ingest.extensions import optional_extension
 from ingest.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
 
@@ -309,7 +309,7 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         # syscall is its interval's row), the duration made chunk by chunk.
         "start_ts": Gather(tr.ts, seq),
         "seq": seq,
-        "end_ts": (end := o.ends_of(sel)),
+        "end_ts": (end := ends_column(o, sel)),
         "duration_ns": Diff(end, Gather(tr.ts, seq)),
         "m": Gather(tr.m, seq),
         "p": p_entry,
@@ -353,21 +353,32 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     order: the answer to "which G ran on P3 at t". ``interval_row`` is the
     run's interval as a row of the interval order (``o.order``)."""
     order = o.order
+    # Which transitions start a run, marked in Go's order (one mask, built in
+    # place), then read in the interval order.
+    run = tr.res == GOROUTINE
+    run &= tr.to == RUNNING
+    run &= tr.p >= 0
     # Row numbers in the type of the order's (int32 below 2**31 rows): half
     # the bytes of flatnonzero's int64 for every run held until stored.
-    sel = np.flatnonzero((tr.res[order] == GOROUTINE) & (tr.to[order] == RUNNING)) \
-        .astype(order.dtype)
+    sel = np.flatnonzero(run[order]).astype(order.dtype)
+    del run
     seq = order[sel]
-    p = tr.p[seq]
-    keep = p >= 0
-    sel, seq, p = sel[keep], seq[keep], p[keep]
-    by_p = np.lexsort((tr.ts[seq], p))
-    sel, seq = sel[by_p], seq[by_p]
-    # Gathered chunk by chunk when stored: 2M-row traces hold no reordered
-    # copies of the transitions' columns.
-    return {"p": p[by_p], "start_ts": Gather(tr.ts, seq), "end_ts": o.ends_of(sel),
+    by_p = np.lexsort((tr.ts[seq], tr.p[seq]))
+    del seq
+    sel = sel[by_p]
+    del by_p
+    seq = order[sel]
+    # Gathered, and the ends computed, chunk by chunk when stored or written:
+    # 2M-row traces hold no reordered copies of the transitions' columns.
+    return {"p": tr.p[seq], "start_ts": Gather(tr.ts, seq), "end_ts": ends_column(o, sel),
             "g": Gather(tr.rid, seq), "m": Gather(tr.m, seq), "seq": seq,
             "interval_row": sel}
+
+
+def ends_column(o: Ordered, rows: Arr) -> Computed:
+    """The ends of interval rows ``rows`` as a column computed chunk by chunk
+    (ingest.columns.Computed): never held whole."""
+    return Computed(lambda a, b: o.ends_of(rows[a:b]), len(rows))
 
 
 def run_ranges(run_p: Arr, pids: Arr) -> tuple[Nullable, Nullable]:

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, text
 
 from collectors.gotrace.todir import decode_file_to_dir
 from ingest import derive
-from ingest.columns import Diff, Gather, Nullable, read_transitions
+from ingest.columns import Computed, Diff, Gather, Nullable, read_transitions
 from ingest.db import PAGE_CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES, write_tx
 from ingest.load import load_parquet_dir
 
@@ -24,12 +24,19 @@ FIXTURES = (db_url, engine)
 MIXED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
 
 
-def _expected(col: Any) -> list[Any]:
-    if isinstance(col, Diff):  # a - b, each an array or a Gather
-        a, b = (c.values[c.index] if isinstance(c, Gather) else c for c in (col.a, col.b))
-        col = np.asarray(a, np.int64) - b
+def _whole(col: Any) -> Any:
+    """A lazy column's values (Gather, Computed, Diff of those), else ``col``."""
+    if isinstance(col, Diff):  # a - b
+        return np.asarray(_whole(col.a), np.int64) - _whole(col.b)
     if isinstance(col, Gather):
-        col = col.values[col.index]
+        return col.values[col.index]
+    if isinstance(col, Computed):
+        return col.chunk(0, len(col))
+    return col
+
+
+def _expected(col: Any) -> list[Any]:
+    col = _whole(col)
     if isinstance(col, Nullable):
         return [None if n else int(v) for v, n in zip(col.values, col.null, strict=True)]
     return [v if isinstance(v, str) else int(v) for v in np.asarray(col).tolist()]
