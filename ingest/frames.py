@@ -123,6 +123,7 @@ class TraceFrames:
         kind = self.intervals["kind"]
         self.state = state_of[kind] if len(kind) else np.zeros(0, np.int8)
         self.resource = res_of[kind] if len(kind) else np.zeros(0, np.int8)
+        release_pages(kind)  # read whole once; a few rows at a time after
         n_g = int(np.count_nonzero(self.resource == models.GOROUTINE))
         if n_g and int(self.resource[:n_g].max()) != models.GOROUTINE:
             # Databases loaded before goroutine rows were stored ahead of proc rows.
@@ -219,6 +220,23 @@ def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[st
 def frame_dir(data_dir: Path, trace_id: int, sha256: str) -> Path:
     """The directory of a trace's frames in the current layout."""
     return data_dir / "frames" / f"{trace_id}-{sha256[:16]}-v{LAYOUT_VERSION}"
+
+
+def release_pages(col: Any) -> None:
+    """Take a memory-mapped frame column's pages out of this process's
+    memory: the page cache keeps them, and touching the column again maps
+    them again. For the lane sets' builds, which are done with a column long
+    before they are done (each mapped column otherwise counts in the
+    process's memory until its frames are dropped). No-op for arrays."""
+    import mmap
+
+    mapping = getattr(col, "_mmap", None)  # numpy.memmap's own mapping
+    if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            # Read-only shared file mapping: nothing is lost (docs: madvise(2)).
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
 
 
 def read_frames(d: Path) -> TraceFrames | None:

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, select
 
 from ingest import models
 from ingest.derived_cache import cached
-from ingest.frames import TraceFrames
+from ingest.frames import TraceFrames, release_pages
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
@@ -239,12 +239,29 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
     else:
         uniq = np.unique(key)
         code = np.searchsorted(uniq, key).astype(np.int32)
-    by_time = np.argsort(start)
-    order = by_time[np.argsort(code[by_time], kind="stable")]
-    del by_time
+    order = _lane_time_order(code, start, len(uniq))
     counts = np.bincount(code, minlength=len(uniq)).astype(np.int64)
     hi = np.cumsum(counts)
     return order.astype(np.int64, copy=False), uniq.astype(np.int64), hi - counts, hi
+
+
+def _lane_time_order(code: npt.NDArray[np.integer[Any]], start: I64, lanes: int) -> I64:
+    """The rows sorted by (lane code, start). One sort of a combined key
+    (the code in the high bits, the time since the first start below) when
+    the trace's span leaves room for it: half the temporaries of sorting by
+    time and then, stably, by code (a lane set of 2.9 M rows: ~30 MB less)."""
+    bits = max(lanes - 1, 1).bit_length()
+    t0 = int(start.min())
+    if int(start.max()) - t0 < 2 ** (63 - bits):
+        key = code.astype(np.int64)
+        key <<= 63 - bits
+        key += start
+        key -= t0
+        order: I64 = np.argsort(key)
+        return order
+    by_time = np.argsort(start)
+    order = by_time[np.argsort(code[by_time], kind="stable")]
+    return order
 
 
 #: The frame columns that building the P and M lane sets reads (lane_index,
@@ -274,6 +291,9 @@ def p_lanes(frames: TraceFrames) -> LaneSet:
         key = np.concatenate([runs["p"], iv["rid"][idle]])
         start = np.concatenate([runs["start_ts"], iv["start_ts"][idle]])
         end = np.concatenate([runs["end_ts"], iv["end_ts"][idle]])
+        for col in (runs["p"], runs["start_ts"], runs["end_ts"], iv["start_ts"],
+                    iv["end_ts"]):
+            release_pages(col)  # read: see m_lanes
         cat = np.concatenate([np.full(len(runs), CAT["Running"], np.int8),
                               np.full(len(idle), CAT["Idle"], np.int8)])
         rt = ref_dtype(frames)
@@ -298,14 +318,23 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
         st = frames.state
         rows = np.flatnonzero((frames.resource == models.GOROUTINE)
                               & ((st == models.RUNNING) | (st == models.SYSCALL))
-                              & (iv["m"] >= 0))
-        order, ids, lo, hi = _group_sorted(iv["m"][rows], iv["start_ts"][rows])
+                              & (iv["m"] >= 0)).astype(ref_dtype(frames))
+        # Each mapped column let go once read (release_pages): a lane set of
+        # 2.9 M rows otherwise holds 100 MB of them until it is done.
+        m = iv["m"][rows]
+        release_pages(iv["m"])
+        start = iv["start_ts"][rows]
+        release_pages(iv["start_ts"])
+        order, ids, lo, hi = _group_sorted(m, start)
+        del m
         rows = rows[order]
+        start = start[order]
         del order
         cat = np.where(st[rows] == models.SYSCALL, np.int8(CAT["Syscall"]),
                        np.int8(CAT["Running"]))
-        start, end = iv["start_ts"][rows], iv["end_ts"][rows]
-        ref = rows.astype(ref_dtype(frames))  # the refs in place: one array, not two
+        end = iv["end_ts"][rows]
+        release_pages(iv["end_ts"])
+        ref = rows  # the refs made in place: one array, not two
         del rows
         ref *= REF_SOURCES
         ref += SRC_INTERVAL
