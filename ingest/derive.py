@@ -328,7 +328,7 @@ def syscall_rows(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
     rows, next state entered (-1: none), P at entry, whether the P was lost,
     when and by which M it was stolen (-1: not found)); see :func:`syscalls`."""
     c = _c_summaries(tr, o)
-    if c is None or tr.p.dtype != np.int32 or tr.rid.dtype != np.int32:
+    if c is None or tr.p.dtype not in (np.int16, np.int32) or tr.rid.dtype != np.int32:
         from ingest.derive_numpy import syscall_rows_numpy  # it imports this module
 
         return syscall_rows_numpy(tr, o)

@@ -16,7 +16,14 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from ingest.codes import RESOURCE_CODE, STATE_CODE
-from ingest.columns import ParquetDirError, Transitions, chunk_codes, dictionary_lut, fits_int32
+from ingest.columns import (
+    ParquetDirError,
+    Transitions,
+    chunk_codes,
+    dictionary_lut,
+    fits_int32,
+    narrow_small,
+)
 from ingest.extensions import optional_extension
 
 Arr = npt.NDArray[Any]
@@ -165,8 +172,9 @@ class TransitionsBuilder:
                 col.resize(self.rows, refcheck=False)
             return Transitions(
                 ts=cols["ts"], res=cols["resource"], rid=cols["id"], frm=cols["from_state"],
-                to=cols["to_state"], reason=cols["reason"], m=cols["m"], p=cols["p"],
-                g=cols["g"], stack=cols["stack_id"], reasons=list(self._reasons))
+                to=cols["to_state"], reason=cols["reason"], m=cols["m"],
+                p=narrow_small(cols.pop("p")), g=cols["g"],
+                stack=narrow_small(cols.pop("stack_id")), reasons=list(self._reasons))
         ints: dict[str, Arr] = {}
         for name, parts in self._ints.items():
             wide = name == "ts" or name in self._wide
@@ -182,4 +190,5 @@ class TransitionsBuilder:
         return Transitions(
             ts=ints["ts"], res=codes["resource"], rid=ints["id"], frm=codes["from_state"],
             to=codes["to_state"], reason=codes["reason"].astype(np.int16), m=ints["m"],
-            p=ints["p"], g=ints["g"], stack=ints["stack_id"], reasons=list(self._reasons))
+            p=narrow_small(ints.pop("p")), g=ints["g"], stack=narrow_small(ints.pop("stack_id")),
+            reasons=list(self._reasons))

@@ -221,3 +221,14 @@ def test_ends_of_rows_equal_the_whole_end_column(decoded: tuple[Transitions, int
     with pytest.raises(ValueError, match="out of range"):
         _intervalorder.interval_ends(o.order, tr.ts, o.last, last_ts, np.empty(1, np.int64),
                                      np.array([len(o.order)], np.int64))
+
+
+def test_syscall_rows_take_procs_in_16_or_32_bits(decoded: tuple[Transitions, int]) -> None:
+    tr, last_ts = decoded
+    o = derive.order_intervals(tr, last_ts)
+    narrow = dataclasses.replace(tr, p=tr.p.astype(np.int16))
+    wide = dataclasses.replace(tr, p=tr.p.astype(np.int32))
+    a, b = derive.syscall_rows(narrow, o), derive.syscall_rows(wide, o)
+    assert (a is None) == (b is None)
+    for x, y in zip(a or (), b or (), strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)

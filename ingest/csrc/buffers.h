@@ -11,8 +11,8 @@ typedef struct {
     int held;
 } Buf;
 
-/* Get a C-contiguous buffer of items of `itemsize` bytes whose struct format
- * is one of `formats`; TypeError naming `what` otherwise. */
+/* Get a C-contiguous buffer of items of `itemsize` bytes (0: 2 or 4 bytes)
+ * whose struct format is one of `formats`; TypeError naming `what` otherwise. */
 static inline int buf_get(PyObject *o, Buf *buf, int writable, const char *formats,
                           Py_ssize_t itemsize, const char *what)
 {
@@ -23,7 +23,9 @@ static inline int buf_get(PyObject *o, Buf *buf, int writable, const char *forma
     const char *f = buf->b.format ? buf->b.format : "B";
     if (*f == '<' || *f == '=' || *f == '@')
         f++;
-    if (buf->b.itemsize != itemsize || strlen(f) != 1 || !strchr(formats, *f)) {
+    int size_ok = itemsize ? buf->b.itemsize == itemsize
+                           : buf->b.itemsize == 2 || buf->b.itemsize == 4;
+    if (!size_ok || strlen(f) != 1 || !strchr(formats, *f)) {
         PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes (%s), got '%s'", what,
                      itemsize, formats, buf->b.format ? buf->b.format : "B");
         return -1;

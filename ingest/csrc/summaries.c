@@ -540,15 +540,19 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     const int8_t goroutine = codes[0], proc = codes[1], syscall = codes[2], running = codes[3],
                  idle = codes[4];
     static const char *names[9] = {"order", "last", "ts", "res", "frm", "to", "rid", "p", "m"};
-    static const char *formats[9] = {"i", "?", "lq", "b", "b", "b", "i", "i", "i"};
-    static const Py_ssize_t sizes[9] = {4, 1, 8, 1, 1, 1, 4, 4, 4};
+    /* p in 16 or 32 bits (the loader keeps small proc ids in 16). */
+    static const char *formats[9] = {"i", "?", "lq", "b", "b", "b", "i", "hi", "i"};
+    static const Py_ssize_t sizes[9] = {4, 1, 8, 1, 1, 1, 4, 0, 4};
     Buf b[9];
     if (buf_get_all(o, b, 9, 9, names, formats, sizes) < 0)
         return NULL;
     Py_ssize_t n = buf_same_items(b, 9, names, "syscall_rows");
     if (n < 0)
         return NULL;
-    const int32_t *order = b[0].b.buf, *rid = b[6].b.buf, *pp = b[7].b.buf, *mm = b[8].b.buf;
+    const int32_t *order = b[0].b.buf, *rid = b[6].b.buf, *mm = b[8].b.buf;
+    const void *pbuf = b[7].b.buf;
+    const int p16 = b[7].b.itemsize == 2;
+#define PP(i) (p16 ? (int32_t)((const int16_t *)pbuf)[i] : ((const int32_t *)pbuf)[i])
     const int64_t *ts = b[2].b.buf;
     const uint8_t *last = b[1].b.buf;
     const int8_t *res = b[3].b.buf, *frm = b[4].b.buf, *to = b[5].b.buf;
@@ -630,12 +634,12 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
         int32_t nq = has_next ? order[k + 1] : q;
         rows[i] = (int32_t)k; /* below 2**31: the order is int32 */
         next_state[i] = has_next ? to[nq] : -1;
-        p_entry[i] = pp[q];
-        p_lost[i] = has_next && (to[nq] != running || pp[nq] != pp[q]);
+        p_entry[i] = PP(q);
+        p_lost[i] = has_next && (to[nq] != running || PP(nq) != PP(q));
         stolen_ts[i] = stolen_m[i] = -1;
-        if (p_lost[i] && pp[q] >= 0 && pp[q] <= top) {
+        if (p_lost[i] && PP(q) >= 0 && PP(q) <= top) {
             /* The first steal of that proc at or after the syscall's start. */
-            size_t lo = from[pp[q]], hi = from[pp[q] + 1];
+            size_t lo = from[PP(q)], hi = from[PP(q) + 1];
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
                 if (steals[mid].ts < ts[q])
@@ -643,7 +647,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
                 else
                     hi = mid;
             }
-            if (lo < from[pp[q] + 1] && steals[lo].ts <= row_end(order, ts, k, !has_next, last_ts)) {
+            if (lo < from[PP(q) + 1] && steals[lo].ts <= row_end(order, ts, k, !has_next, last_ts)) {
                 stolen_ts[i] = steals[lo].ts;
                 stolen_m[i] = steals[lo].m;
             }
@@ -651,6 +655,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
         i++;
     }
     Py_END_ALLOW_THREADS
+#undef PP
     free(steals);
     free(from);
     buf_release(b, 9);
