@@ -363,8 +363,13 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     sel = np.flatnonzero(run[order]).astype(order.dtype)
     del run
     seq = order[sel]
-    by_p = np.lexsort((tr.ts[seq], tr.p[seq]))
-    del seq
+    # By (P, time). Where every transition has a later time than the one
+    # before it (the C decoder's traces, all seen so far), Go's order is the
+    # time order, and the seq (4 bytes) is the key instead of the time (8):
+    # the same rows in the same order, 16 MB less at the load's peak.
+    procs = tr.p[seq]
+    by_p = np.lexsort((seq if _strictly_increasing(tr.ts) else tr.ts[seq], procs))
+    del seq, procs
     sel = sel[by_p]
     del by_p
     seq = order[sel]
@@ -373,6 +378,16 @@ def proc_runs(tr: Transitions, o: Ordered) -> Columns:
     return {"p": tr.p[seq], "start_ts": Gather(tr.ts, seq), "end_ts": ends_column(o, sel),
             "g": Gather(tr.rid, seq), "m": Gather(tr.m, seq), "seq": seq,
             "interval_row": sel}
+
+
+def _strictly_increasing(ts: I64, chunk: int = 1 << 20) -> bool:
+    """Whether every value is above the one before it (a chunk at a time:
+    no temporary of the trace's length)."""
+    for a in range(0, len(ts) - 1, chunk):
+        b = min(len(ts) - 1, a + chunk)
+        if not bool((ts[a + 1:b + 1] > ts[a:b]).all()):
+            return False
+    return True
 
 
 def ends_column(o: Ordered, rows: Arr) -> Computed:

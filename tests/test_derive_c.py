@@ -232,3 +232,27 @@ def test_syscall_rows_take_procs_in_16_or_32_bits(decoded: tuple[Transitions, in
     assert (a is None) == (b is None)
     for x, y in zip(a or (), b or (), strict=True):
         assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def test_proc_runs_by_seq_equal_proc_runs_by_time(decoded: tuple[Transitions, int],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With strictly increasing times, Go's order is the time order: the runs
+    sorted by seq are the runs sorted by time (the general path)."""
+    tr, last_ts = decoded
+    o = derive.order_intervals(tr, last_ts)
+    fast = derive.proc_runs(tr, o)
+    monkeypatch.setattr(derive, "_strictly_increasing", lambda ts: False)
+    general = derive.proc_runs(tr, o)
+    for name in ("p", "seq", "interval_row"):
+        assert np.array_equal(fast[name], general[name]), name
+
+
+def test_strictly_increasing_sees_every_pair() -> None:
+    f = derive._strictly_increasing
+    assert f(np.zeros(0, np.int64)) and f(np.array([5], np.int64))
+    x = np.arange(3_000_001, dtype=np.int64)
+    assert f(x, 1 << 20)
+    for at in (1, (1 << 20) - 1, 1 << 20, 3_000_000):
+        y = x.copy()
+        y[at] = y[at - 1]
+        assert not f(y, 1 << 20), at
