@@ -92,7 +92,7 @@ class Transitions:
     rid: Arr
     frm: Arr  # int8 state code (models.STATE_CODE)
     to: Arr
-    reason: Arr  # int16 index into ``reasons``
+    reason: Arr  # index into ``reasons``: int8 up to 127 reasons, else int16
     m: Arr
     p: Arr  # int16 when every proc id fits (columns.narrow_small), else int32 or int64
     g: Arr
@@ -137,6 +137,13 @@ def narrow_ids(a: Arr) -> Arr:
     if a.dtype == np.int32:
         return a
     return a.astype(np.int32) if fits_int32(a) else a
+
+
+def reason_codes(codes: Arr, reasons: int) -> Arr:
+    """Reason codes in int8 while there are at most 127 reasons (Go has a
+    dozen or so), else int16."""
+    small = np.int8 if reasons <= 127 else np.int16
+    return codes.astype(small, copy=False)
 
 
 def narrow_small(a: Arr) -> Arr:
@@ -247,7 +254,8 @@ def read_transitions(directory: Path, expected_rows: int | None = None) -> Trans
         raise ParquetDirError(f"{path}: too many distinct reasons ({len(reasons)})")
     return Transitions(
         ts=ints["ts"], res=res.astype(np.int8), rid=ints["id"], frm=frm.astype(np.int8),
-        to=to.astype(np.int8), reason=reason, m=ints["m"], p=narrow_small(ints.pop("p")),
+        to=to.astype(np.int8), reason=reason_codes(reason, len(reasons)), m=ints["m"],
+        p=narrow_small(ints.pop("p")),
         g=ints["g"], stack=narrow_small(ints.pop("stack_id")), reasons=list(reasons),
     )
 

@@ -408,7 +408,8 @@ def run_ranges(run_p: Arr, pids: Arr) -> tuple[Nullable, Nullable]:
 def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
     """Every distinct (resource, from_state, to_state, reason) of the trace,
     numbered: rows (kind, resource, from_state, to_state, reason, count), and
-    each transition's kind (int16). Every decoded transition is counted once."""
+    each transition's kind (int8 up to 127 kinds, else int16). Every decoded
+    transition is counted once."""
     if len(tr) == 0:
         return [], np.zeros(0, dtype=np.int16)
     nr = max(len(tr.reasons), 1)
@@ -446,7 +447,10 @@ def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
         res, frm = divmod(rest, 8)
         out.append((kind, RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to],
                     tr.reasons[reason] if tr.reasons else "", int(c)))
-    return out, inverse.astype(np.int16).reshape(-1)
+    # int8 while the kinds fit (a byte a transition, held until the intervals
+    # are stored), else int16; never a copy of an array of that type.
+    return out, inverse.astype(np.int8 if len(vals) <= 127 else np.int16,
+                               copy=False).reshape(-1)
 
 
 def nearest_rank(sorted_values: Arr, q: float) -> int:

@@ -23,6 +23,7 @@ from ingest.columns import (
     dictionary_lut,
     fits_int32,
     narrow_small,
+    reason_codes,
 )
 from ingest.extensions import optional_extension
 
@@ -172,7 +173,8 @@ class TransitionsBuilder:
                 col.resize(self.rows, refcheck=False)
             return Transitions(
                 ts=cols["ts"], res=cols["resource"], rid=cols["id"], frm=cols["from_state"],
-                to=cols["to_state"], reason=cols["reason"], m=cols["m"],
+                to=cols["to_state"], reason=reason_codes(cols.pop("reason"), len(self._reasons)),
+                m=cols["m"],
                 p=narrow_small(cols.pop("p")), g=cols["g"],
                 stack=narrow_small(cols.pop("stack_id")), reasons=list(self._reasons))
         ints: dict[str, Arr] = {}
@@ -189,6 +191,7 @@ class TransitionsBuilder:
             parts.clear()
         return Transitions(
             ts=ints["ts"], res=codes["resource"], rid=ints["id"], frm=codes["from_state"],
-            to=codes["to_state"], reason=codes["reason"].astype(np.int16), m=ints["m"],
+            to=codes["to_state"],
+            reason=reason_codes(codes["reason"].astype(np.int16), len(self._reasons)), m=ints["m"],
             p=narrow_small(ints.pop("p")), g=ints["g"], stack=narrow_small(ints.pop("stack_id")),
             reasons=list(self._reasons))
