@@ -57,10 +57,15 @@ class TransitionsBuilder:
         # The columns filled in place, while the rows fit (None: as parts).
         self._cols: dict[str, Arr] | None = None
         if capacity > 0 and self._c is not None:
-            self._cols = {name: np.empty(capacity, np.int64 if name == "ts" else np.int32)
-                          for name in _INTS}
-            self._cols.update({name: np.empty(capacity, np.int8) for name in _CODES})
-            self._cols["reason"] = np.empty(capacity, np.int16)
+            try:
+                self._cols = {name: np.empty(capacity, np.int64 if name == "ts" else np.int32)
+                              for name in _INTS}
+                self._cols.update({name: np.empty(capacity, np.int8) for name in _CODES})
+                self._cols["reason"] = np.empty(capacity, np.int16)
+            except MemoryError:
+                # Room the system will not promise (a huge trace, strict
+                # overcommit): the row groups go as parts instead.
+                self._cols = None
 
     def add(self, table: pa.Table) -> None:
         """Keep one row group (its Arrow buffers are not held)."""

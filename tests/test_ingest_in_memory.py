@@ -136,3 +136,19 @@ def test_builder_widens_a_column_whose_later_row_group_leaves_int32() -> None:
         assert tr.g.dtype == np.int64 and tr.g.tolist() == [1, 2, 2**40], (pure, capacity)
         assert tr.rid.dtype == np.int32 and tr.rid.tolist() == [1, 1, 1]
         assert tr.ts.tolist() == [0, 1, 0] and tr.to.tolist() == [tr.to[0]] * 3
+
+
+def test_builder_without_the_room_it_asked_for_keeps_parts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """np.empty refusing the columns' room (strict overcommit, a huge trace)
+    is not an error: the row groups go as parts."""
+    real_empty = np.empty
+
+    def refuse(n: int, *a: object, **k: object) -> np.ndarray:
+        if n >= 10**6:
+            raise MemoryError("no room")
+        return real_empty(n, *a, **k)
+
+    monkeypatch.setattr(np, "empty", refuse)
+    b = TransitionsBuilder(capacity=10**6)
+    assert b._cols is None
