@@ -209,8 +209,12 @@ def migrate(engine: Engine) -> str | None:
     # Fast path without Alembic (importing it and reading its scripts is most of
     # a CLI command's start-up): the database is already at the newest revision.
     newest = newest_revision()
-    if newest is not None and current_version(engine) == newest:
-        return newest
+    if newest is not None:
+        current = current_version(engine)
+        if current == newest:
+            return newest
+        if current is None and _create_if_new(engine, newest):
+            return newest
     from alembic import command
     from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
@@ -230,6 +234,21 @@ def migrate(engine: Engine) -> str | None:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
     return head
+
+
+def _create_if_new(engine: Engine, revision: str) -> bool:
+    """Make the newest schema in one step if the database is new (no table,
+    no view: ingest.schema_new); False when it is not, for Alembic to migrate.
+    Under the same lock as a migration, so a second process finds it made."""
+    from ingest.schema_new import create_newest, is_empty
+
+    with write_tx(engine) as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATE_LOCK})
+        if not is_empty(conn):
+            return False
+        create_newest(conn, revision)
+    return True
 
 
 #: Where the Alembic revisions are: ``NNNN_<what>.py`` with revision "NNNN",
