@@ -20,6 +20,7 @@ from support.goparsed import (
     go_parsed_raw,
     go_unquote,
     oracle_go,
+    ordered_v1_start,
     parse_go_parsed,
     parse_rfc3339nano,
 )
@@ -318,3 +319,19 @@ def test_parse_experimental_and_global_scope() -> None:
     assert e.name == "SpanAlloc" and e.attrs == (("id", 7), ("npages_value", 2), ("kindclass", 0))
     assert (r.scope, r.scope_id) == ("global", -1)
     assert s.kind == "StackSample" and s.stack == (Frame(0x10, "main.f", "/x/y.go", 3),)
+
+
+def test_v1_start_runs_ordered_by_goroutine() -> None:
+    # As Go 1.27 printed a Go 1.21 gcpressure trace: the two goroutines that
+    # existed at the start come from a Go map, here in the order 18, 17.
+    def start(goid: int, ts: int) -> GoEvent:
+        return GoEvent(kind="StateTransition", ts=ts, resource="goroutine", rid=goid,
+                       from_state="Undetermined", to_state="Runnable")
+
+    before = GoEvent(kind="Metric", ts=32216, m=0, p=1, g=1, name="/gc/heap/goal:bytes",
+                     value=2097152)
+    after = GoEvent(kind="StateTransition", ts=103297, m=0, p=1, g=1, resource="goroutine",
+                    rid=19, from_state="NotExist", to_state="Runnable")
+    go = [before, start(18, 34990), start(17, 34991), after]
+    assert ordered_v1_start(go) == [before, start(17, 34990), start(18, 34991), after]
+    assert ordered_v1_start(ordered_v1_start(go)) == ordered_v1_start(go)

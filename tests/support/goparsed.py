@@ -25,7 +25,7 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from collectors.gotrace.model import NONE, ClockSnapshot, Event, Frame
@@ -542,10 +542,51 @@ def go_parsed(trace_path: str | os.PathLike[str]) -> tuple[list[GoEvent], str | 
     ones Go printed before failing."""
     rc, out, err = go_parsed_raw(os.fspath(trace_path))
     events = parse_go_parsed(out.decode("utf-8", "surrogateescape"))
+    if is_v1_trace(trace_path):
+        events = ordered_v1_start(events)
     if rc == 0:
         return events, None
     msg = err.decode("utf-8", "surrogateescape").rstrip("\n")
     return events, msg or f"go tool trace exited with status {rc}"
+
+
+def is_v1_trace(trace_path: str | os.PathLike[str]) -> bool:
+    """Whether the file is a trace of Go 1.21 or older (``go 1.NN trace``, NN <= 21)."""
+    with open(trace_path, "rb") as f:
+        head = f.read(16)
+    m = re.match(rb"go 1\.(\d+) trace\x00", head)
+    return m is not None and int(m.group(1)) <= 21
+
+
+def _existed_at_start(e: GoEvent) -> bool:
+    # What Go's v1 reader makes for a goroutine that existed when tracing began
+    # and had no GoWaiting, GoInSyscall or GoStart: Undetermined->Runnable, no context.
+    return (e.kind == "StateTransition" and e.resource == "goroutine"
+            and e.from_state == "Undetermined" and e.to_state == "Runnable"
+            and e.m == NONE and e.p == NONE and e.g == NONE)
+
+
+def ordered_v1_start(events: list[GoEvent]) -> list[GoEvent]:
+    """Go's events of a v1 trace with each run of goroutines-existing-at-start
+    in goroutine id order, each event taking the time of the slot it moves to.
+
+    Go's v1 reader (``internal/trace/tracev1.go``) emits them by ranging over a
+    Go map, so their order (and the times, made increasing one ns apart) is
+    random from one run of ``go tool trace`` to the next; ours is by id."""
+    out = list(events)
+    i = 0
+    while i < len(out):
+        if not _existed_at_start(out[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(out) and _existed_at_start(out[j]):
+            j += 1
+        slots = [e.ts for e in out[i:j]]
+        run = sorted(out[i:j], key=lambda e: e.rid)
+        out[i:j] = [replace(e, ts=t) for e, t in zip(run, slots, strict=True)]
+        i = j
+    return out
 
 
 # --------------------------------------------------------------------------
