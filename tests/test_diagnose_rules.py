@@ -4,6 +4,7 @@ database by plain SQL and arithmetic, and the healthy control raises nothing."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -318,15 +319,28 @@ def test_parked_leak_not_on_healthy_or_httpnet(db: DB) -> None:
 
 
 def test_netpoll_long_tail(db: DB) -> None:
+    # Whether httpnet's waits have a long tail at the defaults depends on the
+    # host (a busy one raises the p50: 1.7 ms against p99 9.6 ms in one run),
+    # so the rule must be raised exactly when the waits, re-derived here, meet
+    # the defaults; with thresholds these waits meet, its numbers are checked.
     tid = db.ids["httpnet"]
-    f = only(db.report("httpnet"), "netpoll.long-tail")
     durs = sorted(int(r.end_ts) - int(r.start_ts) for r in network_waits(db, tid)
                   if r.state == "Waiting" and r.reason == "network" and r.next_id is not None
                   and r.from_state != "Undetermined")
+    p50, p99 = nearest_rank(durs, 0.5), nearest_rank(durs, 0.99)
+    assert p50 is not None and p99 is not None
+    d = rule_defaults()["netpoll.long-tail"]
+    meets = len(durs) >= d["min_waits"] and p99 >= d["p99_ns"] and p99 >= d["tail_ratio"] * p50
+    assert bool(findings(db.report("httpnet"), "netpoll.long-tail")) == meets
+    ratio = math.floor(p99 / max(p50, 1) * 100) / 100  # met by these waits, no rounding
+    assert ratio > 1.0  # network waits are never all alike
+    cfg = parse_config({"netpoll.long-tail": {"p99_ns": p99, "tail_ratio": ratio}},
+                       rule_defaults())
+    f = only(db.report("httpnet", cfg), "netpoll.long-tail")
     m = f["measures"]
     assert m["waits"] == len(durs)
-    assert m["p50_ns"] == nearest_rank(durs, 0.5)  # type: ignore[arg-type]
-    assert m["p99_ns"] == nearest_rank(durs, 0.99)  # type: ignore[arg-type]
+    assert m["p50_ns"] == p50
+    assert m["p99_ns"] == p99
     assert m["p99_ns"] >= f["thresholds"]["tail_ratio"] * m["p50_ns"]
     assert m["tail_waits"] == sum(1 for d in durs if d >= m["p99_ns"])
     assert not findings(db.report("healthy"), "netpoll.long-tail")

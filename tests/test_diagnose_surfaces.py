@@ -20,6 +20,8 @@ pytestmark = pytest.mark.slow
 
 GO = "1.27.3"
 WORKLOADS = ("syscallblock", "goroutineleak", "connleak", "healthy")
+HOST_TIMING_RULES = {"syscall.blocking", "syscall.slow-handoff", "sched.latency",
+                     "netpoll.long-tail"}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,11 @@ def test_cli_json_equals_api_json(served: Served, workload: str) -> None:
                 "goroutineleak": {"goroutine.leak"},
                 "connleak": {"netpoll.parked-leak", "goroutine.leak"},
                 "healthy": set()}[workload]
-    assert raised == expected
+    # Each workload raises its rules; besides them only rules that measure time a
+    # busy host stretches (a connleak run here had three syscalls of 10-15 ms
+    # holding their P): tests/test_diagnose_rules.py checks each on its data.
+    assert expected <= raised
+    assert raised - expected <= HOST_TIMING_RULES, raised - expected
 
 
 def test_cli_markdown_and_text_equal_api(served: Served) -> None:
