@@ -41,12 +41,14 @@ sys.path.insert(0, str(ROOT))
 from bench.decode import make_large_trace, run_go_tool_trace  # noqa: E402
 
 
-def run_gmpscope_ingest(trace: Path, db_url: str, data_dir: Path) -> dict[str, Any]:
+def run_gmpscope_ingest(trace: Path, db_url: str, data_dir: Path,
+                        root: Path = ROOT) -> dict[str, Any]:
+    """One `python -m gmpscope ingest` process run from the source tree ``root``."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gmpscope", "ingest", str(trace), "--db", db_url,
          "--data-dir", str(data_dir), "--json", "--no-progress"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None and proc.stderr is not None
     out, err = proc.stdout.read(), proc.stderr.read()
