@@ -164,13 +164,14 @@ def _from_disk(root: Path, key: str, build: Callable[[], T], classes: tuple[type
         value = build()
         try:
             save_value(d, value)
-        except OSError:
-            return value  # a full disk: served from memory, built again next time
-        del value
-        # The memory-mapped copy, not the one just built: its pages are the
-        # page cache's, shared by every worker process and given back under
-        # memory pressure.
-        return load_value(d, classes)  # type: ignore[no-any-return]
+            # The memory-mapped copy, not the one just built: its pages are the
+            # page cache's, shared by every worker process and given back under
+            # memory pressure.
+            return load_value(d, classes)  # type: ignore[no-any-return]
+        except (OSError, ValueError, KeyError):
+            # A full disk, or the directory gone meanwhile (the trace deleted):
+            # served from memory, built again next time.
+            return value
 
 
 def cached_json(frames: TraceFrames, key: str, build: Callable[[], Any]) -> Any:

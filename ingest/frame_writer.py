@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.frames import TABLE_COLUMNS, Kind, Table, frame_dir
+from ingest.frames import TABLE_COLUMNS, Kind, Table, frame_dir, read_frames
 from ingest.page_cache import DroppingFile
 
 Arr = npt.NDArray[Any]
@@ -221,9 +221,19 @@ class FrameWriter:
                 "sha256": sha256,
                 "kinds": {str(k): [v.resource, v.from_state, v.to_state, v.reason]
                           for k, v in kinds.items()}})
-            if final.exists():
-                shutil.rmtree(final, ignore_errors=True)
-            os.replace(self.staging, final)
+            if not _complete(final):
+                # Never a complete set: another process (the loader, another
+                # worker) may be reading it and saving derived values into it.
+                # The same trace's frames are the same whoever wrote them.
+                if final.exists():  # torn (a crash while it was removed)
+                    shutil.rmtree(final, ignore_errors=True)
+                try:
+                    os.replace(self.staging, final)
+                except OSError:
+                    if not _complete(final):
+                        raise
+            if self.staging.exists():  # another writer's set was there first
+                shutil.rmtree(self.staging, ignore_errors=True)
             for older in final.parent.glob(f"{trace_id}-{sha256[:16]}-v*"):
                 if older != final:  # another layout's copy of the same trace
                     shutil.rmtree(older, ignore_errors=True)
@@ -256,6 +266,11 @@ class FrameWriter:
         self._stopped = True  # what is still queued is not written
         self._drain()
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _complete(d: Path) -> bool:
+    """Whether ``d`` holds a whole frame set (every column and the facts)."""
+    return read_frames(d) is not None
 
 
 def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]) -> Path:

@@ -146,6 +146,24 @@ def test_a_failed_write_still_answers_from_memory(
     assert not (derived_root(store, tid) / "p_lanes").exists()
 
 
+def test_a_value_whose_directory_goes_right_after_it_is_saved_still_answers(
+        loaded: tuple[FrameStore, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a concurrent delete of the trace (or, before it was fixed, another
+    # process replacing the frame set) did under load: a 500 from the timeline.
+    store, tid = loaded
+    shutil.rmtree(derived_root(store, tid))
+    save = derived_cache.save_value
+
+    def saved_then_gone(d: Path, value: Any) -> None:
+        save(d, value)
+        shutil.rmtree(d)
+
+    monkeypatch.setattr(derived_cache, "save_value", saved_then_gone)
+    frames = FrameStore(store.engine, store.data_dir).get(tid)
+    got = timeline_lanes.range_lanes(store.engine, frames)
+    assert_same_value(got, fresh_build(store.engine, frames)["ranges"], "ranges")
+
+
 def test_unknown_field_types_are_refused(tmp_path: Path) -> None:
     @dataclasses.dataclass
     class Odd:

@@ -204,3 +204,36 @@ def test_a_duration_column_is_written_as_int64_differences(tmp_path: Path) -> No
     write_column(tmp_path, "syscalls", "duration_ns", Diff(end, start), 2)
     got = np.load(tmp_path / "syscalls.duration_ns.npy")
     assert got.dtype == np.int64 and got.tolist() == [10, 1]
+
+
+def test_a_second_writer_keeps_the_set_in_use(store: FrameStore) -> None:
+    # Two writers of one trace's frames (the loader after its commit, a worker
+    # asked for the trace meanwhile): the second must not replace the set the
+    # first one's readers map and save derived values into.
+    from ingest.frame_writer import write_frames
+
+    res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
+    (final,) = (store.data_dir / "frames").glob(f"{res.id}-*")
+    in_use = store.get(res.id)
+    marker = final / "derived-v1" / "saved-by-a-reader"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text("x")
+    facts, tables = build_arrays(store.engine, res.id)
+    assert write_frames(store.data_dir, facts, tables) == final
+    assert marker.read_text() == "x"
+    assert sorted(p.name for p in (store.data_dir / "frames").iterdir()) == [final.name]
+    assert len(in_use.intervals) == len(tables["intervals"])
+
+
+def test_a_torn_set_is_replaced(store: FrameStore) -> None:
+    from ingest.frame_writer import write_frames
+    from ingest.frames import read_frames
+
+    res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
+    (final,) = (store.data_dir / "frames").glob(f"{res.id}-*")
+    next(final.glob("intervals.*.npy")).unlink()  # as a crash in the middle of removing it
+    assert read_frames(final) is None
+    facts, tables = build_arrays(store.engine, res.id)
+    assert write_frames(store.data_dir, facts, tables) == final
+    assert read_frames(final) is not None
+    assert len(store.get(res.id).intervals) == len(tables["intervals"])
