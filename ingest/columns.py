@@ -152,14 +152,17 @@ def narrow_small(a: Arr) -> Arr:
     load, for the benchmark trace's 4.9 M transitions)."""
     if a.dtype == np.int16:
         return a
-    if not len(a) or (int(a.min()) >= -(2**15) and int(a.max()) < 2**15):
-        return a.astype(np.int16)
-    return a
+    return a.astype(np.int16) if _fits(a, 16) else a
 
 
 def fits_int32(a: Arr) -> bool:
     """Whether every value of ``a`` fits in int32 (an empty array does)."""
-    return not len(a) or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31)
+    return _fits(a, 32)
+
+
+def _fits(a: Arr, bits: int) -> bool:
+    """Whether every value of ``a`` fits in a signed integer of ``bits``."""
+    return not len(a) or (int(a.min()) >= -(2 ** (bits - 1)) and int(a.max()) < 2 ** (bits - 1))
 
 
 def dictionary_lut(dictionary: pa.Array, name: str, table: dict[str, int],

@@ -21,11 +21,12 @@ from functools import cache
 
 
 @cache
-def _libc() -> ctypes.CDLL | None:
-    # The process's own symbols, the C library's among them (no
-    # ctypes.util.find_library: it runs ldconfig in a subprocess, ~15 ms).
+def libc() -> ctypes.CDLL | None:
+    """The C library through the process's own symbols (no
+    ctypes.util.find_library: it runs ldconfig in a subprocess, ~15 ms), with
+    ``errno`` kept for ctypes.get_errno; None where it cannot be loaded."""
     try:
-        return ctypes.CDLL(None)
+        return ctypes.CDLL(None, use_errno=True)
     except OSError:
         return None
 
@@ -35,7 +36,7 @@ def give_back_free_memory() -> None:
     import pyarrow as pa  # type: ignore[import-untyped]
 
     pa.default_memory_pool().release_unused()
-    libc = _libc()
-    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    c = libc()
+    trim = getattr(c, "malloc_trim", None) if c is not None else None
     if trim is not None:  # glibc only
         trim(0)

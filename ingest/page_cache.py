@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ingest.memory import libc
+
 #: Bytes between two write-back starts: large enough for the disk to see big
 #: writes, small enough that the dirty pages stay few.
 WINDOW = 16 << 20
@@ -37,10 +39,9 @@ _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
 def _sync_file_range() -> Any:
     if not sys.platform.startswith("linux") or not hasattr(os, "posix_fadvise"):
         return None
-    try:
-        # The process's own symbols include the C library's.
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
+    c = libc()
+    fn = getattr(c, "sync_file_range", None) if c is not None else None
+    if fn is None:
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
     fn.restype = ctypes.c_int
