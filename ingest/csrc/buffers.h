@@ -26,8 +26,13 @@ static inline int buf_get(PyObject *o, Buf *buf, int writable, const char *forma
     int size_ok = itemsize ? buf->b.itemsize == itemsize
                            : buf->b.itemsize == 2 || buf->b.itemsize == 4;
     if (!size_ok || strlen(f) != 1 || !strchr(formats, *f)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes (%s), got '%s'", what,
-                     itemsize, formats, buf->b.format ? buf->b.format : "B");
+        const char *got = buf->b.format ? buf->b.format : "B";
+        if (itemsize)
+            PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes (%s), got '%s'",
+                         what, itemsize, formats, got);
+        else
+            PyErr_Format(PyExc_TypeError, "%s: expected items of 2 or 4 bytes (%s), got '%s'",
+                         what, formats, got);
         return -1;
     }
     return 0;

@@ -634,12 +634,13 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
         int32_t nq = has_next ? order[k + 1] : q;
         rows[i] = (int32_t)k; /* below 2**31: the order is int32 */
         next_state[i] = has_next ? to[nq] : -1;
-        p_entry[i] = PP(q);
-        p_lost[i] = has_next && (to[nq] != running || PP(nq) != PP(q));
+        const int32_t pq = PP(q);
+        p_entry[i] = pq;
+        p_lost[i] = has_next && (to[nq] != running || PP(nq) != pq);
         stolen_ts[i] = stolen_m[i] = -1;
-        if (p_lost[i] && PP(q) >= 0 && PP(q) <= top) {
+        if (p_lost[i] && pq >= 0 && pq <= top) {
             /* The first steal of that proc at or after the syscall's start. */
-            size_t lo = from[PP(q)], hi = from[PP(q) + 1];
+            size_t lo = from[pq], hi = from[pq + 1];
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
                 if (steals[mid].ts < ts[q])
@@ -647,7 +648,7 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
                 else
                     hi = mid;
             }
-            if (lo < from[PP(q) + 1] && steals[lo].ts <= row_end(order, ts, k, !has_next, last_ts)) {
+            if (lo < from[pq + 1] && steals[lo].ts <= row_end(order, ts, k, !has_next, last_ts)) {
                 stolen_ts[i] = steals[lo].ts;
                 stolen_m[i] = steals[lo].m;
             }
