@@ -232,6 +232,11 @@ def test_syscall_rows_take_procs_in_16_or_32_bits(decoded: tuple[Transitions, in
     assert (a is None) == (b is None)
     for x, y in zip(a or (), b or (), strict=True):
         assert x.dtype == y.dtype and np.array_equal(x, y)
+    # Procs in neither width: refused, naming the widths taken.
+    with pytest.raises(TypeError, match="p: expected items of 2 or 4 bytes"):
+        _summaries.syscall_rows(o.order, o.last_ts, o.last, tr.ts, tr.res, tr.frm, tr.to,
+                                tr.rid, tr.p.astype(np.int64), tr.m,
+                                bytes((0, 1, derive.SYSCALL, derive.RUNNING, derive.IDLE)))
 
 
 def test_proc_runs_by_seq_equal_proc_runs_by_time(decoded: tuple[Transitions, int],
