@@ -137,6 +137,40 @@ def test_migration_0005_keeps_runs_and_syscalls(engine: Engine, tmp_path: Path) 
     assert trace_problems(engine, res.id, tmp_path / "data") == []
 
 
+def _trace_fks(engine: Engine) -> dict[str, list[str]]:
+    insp = inspect(engine)
+    return {t.name: sorted(f["referred_table"] for f in insp.get_foreign_keys(t.name))
+            for t in models.TRACE_TABLES}
+
+
+def test_migration_0006_trace_rows_without_fk_on_postgresql(engine: Engine,
+                                                           tmp_path: Path) -> None:
+    """0006 drops, on PostgreSQL only, the foreign keys of a trace's tables
+    (their per-row check tripled the COPY) for a trigger on traces that deletes
+    their rows: a database with a trace made at 0005 upgrades, and deleting the
+    traces row still removes every row of the trace. SQLite keeps its cascade."""
+    from tests.support.consistency import database_problems
+
+    small = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
+    ingest_trace_file(engine, small, data_dir=tmp_path / "data")
+    pg = engine.dialect.name == "postgresql"
+    assert _trace_fks(engine) == {t: [] if pg else ["traces"] for t in _trace_fks(engine)}
+    _migrate_to(engine, "downgrade", "0005")
+    assert all(fks == ["traces"] for fks in _trace_fks(engine).values())
+    assert migrate(engine) == _head()
+    assert _trace_fks(engine) == {t: [] if pg else ["traces"] for t in _trace_fks(engine)}
+    other = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    with engine.begin() as conn:  # a user's own delete, not queries.delete_trace
+        conn.execute(models.traces.delete().where(models.traces.c.id != other.id))
+    assert database_problems(engine) == []
+    with engine.connect() as conn:
+        for table in (t.name for t in models.TRACE_TABLES):
+            left = conn.execute(text(f"SELECT DISTINCT trace_id FROM {table}")).scalars().all()
+            assert left in ([other.id], []), table
+        assert conn.execute(text("SELECT count(*) FROM intervals")).scalar() == \
+            conn.execute(text("SELECT transitions FROM traces")).scalar()
+
+
 def test_sqlite_pragmas(tmp_path: Path) -> None:
     eng = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
     with eng.connect() as conn:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
+from ingest_fixtures import backends, make_db_url
 from sqlalchemy import Engine, text
 
 from ingest import models, queries
@@ -257,6 +258,30 @@ def test_delete_removes_poller_rows(joined: tuple[Engine, int, Path], tmp_path: 
     assert _count(eng, "SELECT count(*) FROM poller_events") == 0
 
 
+@pytest.mark.parametrize("backend", backends())
+def test_a_users_delete_of_the_traces_row_removes_poller_rows(
+        backend: str, tmp_path: Path, recs: dict[str, Path]) -> None:
+    """Deleting traces rows by hand (no delete_trace) takes their recordings:
+    SQLite's ON DELETE CASCADE, PostgreSQL's trigger on traces (0006)."""
+    from ingest import models
+    from tests.support.consistency import database_problems
+
+    urls = make_db_url(backend, tmp_path)
+    eng = make_engine(next(urls))
+    try:
+        ingest_recording_dir(eng, recs["httpnet+go"], data_dir=tmp_path / "d")
+        ingest_recording_dir(eng, recs["pollmix"], data_dir=tmp_path / "d")
+        assert _count(eng, "SELECT count(*) FROM poller_events") > 0
+        with eng.begin() as conn:
+            conn.execute(models.traces.delete())
+        for table in models.TRACE_TABLES:
+            assert _count(eng, f"SELECT count(*) FROM {table.name}") == 0, table.name
+        assert database_problems(eng) == []
+    finally:
+        eng.dispose()
+        urls.close()
+
+
 def test_attach_to_a_stored_trace_and_replace(tmp_path: Path, recs: dict[str, Path]) -> None:
     eng = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
     from ingest.load import ingest_trace_file
@@ -292,7 +317,9 @@ def test_one_migration_head() -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(REPO / "ingest" / "migrations"))
-    assert ScriptDirectory.from_config(cfg).get_heads() == ["0005"]
+    from ingest.db import newest_revision
+
+    assert ScriptDirectory.from_config(cfg).get_heads() == [newest_revision()]
 
 
 def _cli(*args: str, data: Path) -> subprocess.CompletedProcess[str]:

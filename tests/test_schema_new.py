@@ -1,7 +1,8 @@
 """A new database made in one step (ingest.schema_new) has the schema the
 Alembic migrations make, on SQLite and PostgreSQL: every table's columns,
 types, nullability, defaults, keys, foreign keys, indexes and unique
-constraints, every view's columns and query, and the recorded revision."""
+constraints, every view's columns and query, the triggers (and on
+PostgreSQL their functions' source), and the recorded revision."""
 
 from __future__ import annotations
 
@@ -54,6 +55,16 @@ def describe(engine: Engine) -> dict[str, Any]:
                 "columns": [(c["name"], str(c["type"])) for c in insp.get_columns(v)],
                 "sql": _norm_sql(insp.get_view_definition(v)),
             }
+        if conn.dialect.name == "sqlite":
+            out["triggers"] = conn.execute(text(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")).all()
+        else:
+            out["triggers"] = conn.execute(text(
+                "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger "
+                "WHERE NOT tgisinternal ORDER BY tgname")).all()
+            out["functions"] = [(name, _norm_sql(src)) for name, src in conn.execute(text(
+                "SELECT proname, prosrc FROM pg_proc "
+                "WHERE pronamespace = 'public'::regnamespace ORDER BY proname"))]
         out["revision"] = conn.execute(text("SELECT version_num FROM alembic_version")).all()
     return out
 
