@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, select
+from sqlalchemy import Connection, Engine, TextClause, and_, delete, func, select, text
 
 from ingest import models
 from ingest.db import write_tx
@@ -173,17 +173,28 @@ def _first_from(conn: Connection, table: Any, lo: int, hi: int, t: int) -> int:
     """The smallest id in [lo, hi] whose start_ts >= t (hi + 1 if none).
 
     A resource's rows have consecutive ids in time order, so a binary search
-    with point lookups on the primary key finds it in O(log n) queries.
+    with point lookups on the primary key finds it in O(log n) steps. The
+    steps run inside the database, as one recursive query (SQLite and
+    PostgreSQL alike): a step per round trip cost ~0.5 ms each on PostgreSQL.
     """
-    stmt = select(table.c.start_ts).where(table.c.id == bindparam("i"))
-    a, b = lo, hi + 1
-    while a < b:
-        mid = (a + b) // 2
-        if conn.execute(stmt, {"i": mid}).scalar_one() < t:
-            a = mid + 1
-        else:
-            b = mid
-    return a
+    return int(conn.execute(_bisect_sql(table.name), {"a": lo, "b": hi + 1, "t": t})
+               .scalar_one())
+
+
+def _bisect_sql(name: str) -> TextClause:
+    # [a, b) narrows to the answer, a row per step, until a = b. (SQLite wants
+    # the recursive table once in the step's FROM and in no subquery, so the
+    # middle row is looked up by each arm of the CASE.)
+    mid = "(s.a + s.b) / 2"
+    below = f"(SELECT x.start_ts FROM {name} x WHERE x.id = {mid}) < :t"
+    return text(
+        "WITH RECURSIVE s(a, b) AS ("
+        " SELECT CAST(:a AS BIGINT), CAST(:b AS BIGINT)"
+        " UNION ALL"
+        f" SELECT CASE WHEN {below} THEN {mid} + 1 ELSE s.a END,"
+        f" CASE WHEN {below} THEN s.b ELSE {mid} END"
+        " FROM s WHERE s.a < s.b"
+        ") SELECT min(b) FROM s")
 
 
 def _window(conn: Connection, table: Any, cols: tuple[Any, ...], lo: int | None,

@@ -239,3 +239,36 @@ def test_thread_intervals_window(loaded: Loaded, decoded: dict[str, Path]) -> No
     got = queries.thread_intervals(engine, results[NAME].id, m, t1, t2)
     assert sorted((i["start_ts"], i["g"], i["state"], i["end_ts"]) for i in got) == want
     assert want
+
+
+def test_first_from_is_a_bisection_of_the_stored_starts(loaded: Loaded) -> None:
+    """The one-statement binary search (a recursive query) answers what
+    Python's bisect answers on the goroutine's stored start times, at every
+    start, between starts, before the first and after the last."""
+    import bisect
+
+    from sqlalchemy import select
+
+    from ingest import models
+
+    engine, _, results = loaded
+    tid = results[NAME].id
+    g, iv = models.goroutines, models.intervals
+    with engine.connect() as conn:
+        lo, hi = conn.execute(select(g.c.first_interval, g.c.last_interval)
+                              .where(g.c.trace_id == tid)
+                              .order_by((g.c.last_interval - g.c.first_interval).desc())
+                              .limit(1)).one()
+        starts = list(conn.execute(select(iv.c.start_ts).where(iv.c.id.between(lo, hi))
+                                   .order_by(iv.c.id)).scalars())
+        assert len(starts) > 50 and starts == sorted(starts)
+        probes = sorted({starts[0] - 1, starts[-1], starts[-1] + 1,
+                         *starts[:: max(1, len(starts) // 40)],
+                         *(s + 1 for s in starts[:: max(1, len(starts) // 40)])})
+        for t in probes:
+            assert queries._first_from(conn, iv, lo, hi, t) == lo + bisect.bisect_left(
+                starts, t), t
+        # Sub-ranges, down to one row and none.
+        assert queries._first_from(conn, iv, lo + 5, lo + 5, starts[5]) == lo + 5
+        assert queries._first_from(conn, iv, lo + 5, lo + 5, starts[5] + 1) == lo + 6
+        assert queries._first_from(conn, iv, lo + 5, lo + 4, 0) == lo + 5
