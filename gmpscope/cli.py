@@ -49,8 +49,15 @@ def configure_process() -> None:
     ingest.memory trims, ingesting the 25 MB benchmark trace peaks 50 MB
     lower and decoding it 40 MB lower, at the same speed (docs/ingest.md).
     Read by Arrow when its pool is first used; an explicit setting wins.
+
+    numpy's OpenBLAS starts a thread per core when numpy is imported, and
+    they spin-wait after any BLAS call: on two cores, ~0.08 s of CPU at the
+    import and ~1% of an ingest's samples under ``perf``, taken from the
+    insert worker and the decoder. gmpscope does no linear algebra worth a
+    thread, so OpenBLAS runs on its caller (read when numpy loads it).
     """
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -90,3 +90,19 @@ def test_gmpscope_processes_use_arrows_system_allocator() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "mimalloc", "an explicit choice wins"
+
+
+def test_gmpscope_processes_start_no_blas_threads() -> None:
+    # numpy's OpenBLAS would start a spinning thread per core at import; a
+    # gmpscope process keeps it to its caller (threads counted in /proc).
+    code = ("import os; from gmpscope import cli; cli.configure_process(); import numpy; "
+            "print(len(os.listdir('/proc/self/task')))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "1"
+    bare = subprocess.run([sys.executable, "-c", code.replace("cli.configure_process(); ", "")],
+                          cwd=ROOT, env={**env, "OPENBLAS_NUM_THREADS": "2"},
+                          capture_output=True, text=True, check=True)
+    assert bare.stdout.strip() == "2", "the count sees OpenBLAS's threads"
