@@ -12,7 +12,13 @@ PORT ?= 8050
 
 .PHONY: setup run test test-setup lint typecheck unit bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed ingest/lib/libsqlite3.so.0
+
+# gmpscope's own SQLite (tools/sqlite_lib.py; docs/ingest.md, "SQLite library"):
+# fetched from npm and compiled once into $(GMPSCOPE_CACHE)/sqlite. Without a
+# network or a compiler, setup goes on with the system's SQLite.
+ingest/lib/libsqlite3.so.0: tools/sqlite_lib.py | $(VENV)/.installed
+	$(BIN)/python -m tools.sqlite_lib build
 
 # The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder;
 # ingest/_intervalorder and ingest/_summaries, the loader's interval order and
@@ -43,6 +49,7 @@ test-setup: setup
 	$(BIN)/python -m tools.postgres start
 	$(BIN)/python -m tools.system_packages ensure
 	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
+	$(BIN)/python -m tools.sqlite_lib build --require  # the tests check it is used
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench
