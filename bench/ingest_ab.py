@@ -7,7 +7,8 @@ This host's speed moves by half or more within an hour (docs/ingest.md: `go tool
 trace` took 12 s at one hour and 33 s the next), so a change is measured against
 the revision before it in one interleaved run, not against figures from another
 hour. REV (a commit, a branch, `HEAD~1`) is checked out into a temporary git
-worktree and its C extensions built there; each round runs this tree, then REV
+worktree and its C extensions (and, where REV has it, its SQLite library) built
+there; each round runs this tree, then REV
 (the order alternates from round to round), each on a fresh SQLite database, and
 reports per run and as medians: wall seconds until exit, peak RSS (MiB, from
 wait4), user and system CPU seconds and the loader's phases. The trace defaults
@@ -49,6 +50,11 @@ def worktree(rev: str) -> Iterator[Path]:
                                cwd=tree, capture_output=True, text=True, check=False)
         if built.returncode != 0:
             raise SystemExit(f"building {rev}'s extensions failed:\n{built.stderr[-2000:]}")
+        if (tree / "tools" / "sqlite_lib.py").is_file():
+            # Its own SQLite too (ignored by git, so not in the checkout): else
+            # REV would be measured on the system's (from the cache: no build).
+            subprocess.run([sys.executable, "-m", "tools.sqlite_lib", "build", "--require"],
+                           cwd=tree, capture_output=True, check=True)
         # `python -m gmpscope` run from the tree must import the tree's code,
         # not this one's (an editable install resolves after the working directory).
         found = subprocess.run([sys.executable, "-c", "import ingest; print(ingest.__file__)"],
