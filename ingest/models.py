@@ -1,9 +1,9 @@
 """The SQL schema of the ingest database (SQLAlchemy Core tables).
 
-Every table but ``traces`` has a ``trace_id`` referencing
-``traces.id`` with ``ON DELETE CASCADE``, but for the three large tables on
-PostgreSQL, where a trigger on ``traces`` (``PG_DELETE_ROWS``) deletes their
-rows instead.
+Every table but ``traces`` has a ``trace_id`` referencing ``traces.id``:
+on SQLite a foreign key with ``ON DELETE CASCADE``; on PostgreSQL no foreign
+key (its per-row check slowed loads fourfold) but a trigger on ``traces``
+(``PG_DELETE_ROWS``) that deletes a trace's rows with it.
 
 The large tables (``intervals``, ``proc_run_index``, ``syscall_outcomes``)
 have no secondary index: maintaining one costs as much as inserting the row.
@@ -59,12 +59,12 @@ GOROUTINE = codes.GOROUTINE
 PROC = codes.PROC
 
 
-def _trace_fk() -> Column[int]:
-    # Its foreign key is _trace_ref_fk(), a constraint of the table.
+def _trace_key() -> Column[int]:
+    # trace_id leading the table's primary key; its foreign key is _traces_fk().
     return Column("trace_id", Integer, primary_key=True)
 
 
-def _trace_ref_fk() -> ForeignKeyConstraint:
+def _traces_fk() -> ForeignKeyConstraint:
     # A trace's rows reference traces by a foreign key on SQLite only. On
     # PostgreSQL its per-row check (a key-share lock of the traces row)
     # tripled the load's COPY (2 M interval rows: 23.4 -> 6.6 s without it);
@@ -119,14 +119,12 @@ def _trace_ref() -> Column[int]:
     return Column("trace_id", Integer, nullable=False)
 
 
-
-
 intervals = Table(
     "intervals",
     metadata,
     _row_id(),
     _trace_ref(),
-    _trace_ref_fk(),
+    _traces_fk(),
     Column("rid", BigInteger, nullable=False),
     Column("start_ts", BigInteger, nullable=False),
     Column("seq", BigInteger, nullable=False),
@@ -148,15 +146,15 @@ proc_run_index = Table(
     metadata,
     _row_id(),
     _trace_ref(),
-    _trace_ref_fk(),
+    _traces_fk(),
     Column("interval_id", BigInteger, nullable=False),  # the Running interval's intervals.id
 )
 
 row_ranges = Table(
     "row_ranges",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("table_name", String(32), primary_key=True),
     Column("first_id", BigInteger, nullable=False),
     Column("last_id", BigInteger, nullable=False),
@@ -165,8 +163,8 @@ row_ranges = Table(
 transition_stacks = Table(
     "transition_stacks",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("stack_id", BigInteger, nullable=False),
 )
@@ -174,8 +172,8 @@ transition_stacks = Table(
 transition_counts = Table(
     "transition_counts",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("kind", SmallInteger, primary_key=True, autoincrement=False),
     Column("resource", String(16), nullable=False),
     Column("from_state", String(16), nullable=False),
@@ -187,8 +185,8 @@ transition_counts = Table(
 state_edges = Table(
     "state_edges",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("resource", String(16), primary_key=True),
     Column("from_state", String(16), primary_key=True),
     Column("to_state", String(16), primary_key=True),
@@ -203,8 +201,8 @@ state_edges = Table(
 goroutines = Table(
     "goroutines",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("goid", BigInteger, primary_key=True, autoincrement=False),
     Column("start_function", Text),
     Column("start_stack_id", BigInteger),
@@ -226,8 +224,8 @@ goroutines = Table(
 procs = Table(
     "procs",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("pid", BigInteger, primary_key=True, autoincrement=False),
     Column("first_ts", BigInteger, nullable=False),
     Column("last_ts", BigInteger, nullable=False),
@@ -245,8 +243,8 @@ procs = Table(
 threads = Table(
     "threads",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("m", BigInteger, primary_key=True, autoincrement=False),
     Column("first_ts", BigInteger, nullable=False),
     Column("last_ts", BigInteger, nullable=False),
@@ -263,7 +261,7 @@ syscall_outcomes = Table(
     metadata,
     _row_id(),
     _trace_ref(),
-    _trace_ref_fk(),
+    _traces_fk(),
     Column("interval_id", BigInteger, nullable=False),  # the Syscall interval's intervals.id
     Column("start_known", Boolean, nullable=False),  # false: already in a syscall when first seen
     Column("outcome", String(16), nullable=False),  # returned | blocked | exited | unfinished
@@ -275,8 +273,8 @@ syscall_outcomes = Table(
 ranges = Table(
     "ranges",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("name", Text, nullable=False),
     Column("kind", String(16), nullable=False),  # gc | stw | sweep | assist | other
@@ -295,8 +293,8 @@ ranges = Table(
 tasks = Table(
     "tasks",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("task_id", BigInteger, primary_key=True, autoincrement=False),
     Column("parent_id", BigInteger),
     Column("name", Text),
@@ -309,8 +307,8 @@ tasks = Table(
 regions = Table(
     "regions",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("task_id", BigInteger),
     Column("name", Text, nullable=False),
@@ -323,8 +321,8 @@ regions = Table(
 logs = Table(
     "logs",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("ts", BigInteger, nullable=False),
     Column("g", BigInteger, nullable=False),
@@ -337,8 +335,8 @@ logs = Table(
 metrics = Table(
     "metrics",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("ts", BigInteger, nullable=False),
     Column("name", Text, nullable=False),
@@ -349,8 +347,8 @@ metrics = Table(
 other_events = Table(
     "other_events",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("kind", String(16), nullable=False),
     Column("ts", BigInteger, nullable=False),
@@ -371,8 +369,8 @@ other_events = Table(
 stacks = Table(
     "stacks",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("stack_id", BigInteger, primary_key=True, autoincrement=False),
     Column("depth", Integer, primary_key=True, autoincrement=False),
     Column("function", Text, nullable=False),
@@ -579,8 +577,8 @@ live_seconds = Table(
 poller_events = Table(
     "poller_events",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),  # entry-time order
     Column("ts", BigInteger),  # trace ns (wall_ns - offset); NULL when it cannot be aligned
     Column("wall_ns", BigInteger, nullable=False),
@@ -614,8 +612,8 @@ poller_events = Table(
 poller_recordings = Table(
     "poller_recordings",
     metadata,
-    _trace_fk(),
-    _trace_ref_fk(),
+    _trace_key(),
+    _traces_fk(),
     Column("sha256", String(64), nullable=False),  # of poller.parquet
     Column("name", Text, nullable=False),
     Column("standalone", Boolean, nullable=False),  # the trace is this recording alone
@@ -652,7 +650,7 @@ TRACE_TABLES = (poller_events, poller_recordings, *TRACE_TABLES)
 
 
 def _pg_delete_rows() -> tuple[str, str]:
-    big = {t.name: name for name, t in RANGED.items()}  # table -> row_ranges name
+    big = RANGE_NAME  # table -> its row_ranges name
     ranged = "\n".join(
         f"        {'IF' if i == 0 else 'ELSIF'} r.table_name = '{name}' THEN\n"
         f"            DELETE FROM {table}\n"
@@ -680,7 +678,7 @@ $$"""
 
 
 #: On PostgreSQL, what stands in for ON DELETE CASCADE (a trace's rows have no
-#: foreign key there, see _trace_ref_fk): deleting a traces row first deletes
+#: foreign key there, see _traces_fk): deleting a traces row first deletes
 #: the trace's rows of every table, the big three by their id blocks in
 #: row_ranges (an index range each; a cascade would scan their unindexed
 #: trace_id), the others by their primary key's leading trace_id. Statements,
