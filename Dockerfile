@@ -20,7 +20,7 @@ COPY ingest ./ingest
 COPY app ./app
 COPY static ./static
 COPY samples ./samples
-COPY tools/__init__.py tools/sqlite_lib.py ./tools/
+COPY tools/__init__.py tools/gotoolchains.py tools/sqlite_lib.py ./tools/
 # gmpscope's own SQLite (docs/ingest.md, "SQLite library"), installed with the
 # package; without it gmpscope uses the image's libsqlite3.
 RUN python -m tools.sqlite_lib build \

@@ -12,6 +12,7 @@ not overlap each other, so the latter is the last one that started before
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,7 @@ def _first_from(conn: Connection, table: Any, lo: int, hi: int, t: int) -> int:
                .scalar_one())
 
 
+@cache
 def _bisect_sql(name: str) -> TextClause:
     # [a, b) narrows to the answer, a row per step, until a = b. (SQLite wants
     # the recursive table once in the step's FROM and in no subquery, so the

@@ -30,10 +30,12 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from ingest.sqlite_lib import LIBRARY
+from tools.gotoolchains import cache_dir
+
 #: Where the runtime looks for the library (ingest/sqlite_lib.py).
-DEST = ROOT / "ingest" / "lib"
-LIB_NAME = "libsqlite3.so.0"
+DEST = LIBRARY.parent
+LIB_NAME = LIBRARY.name
 
 NPM_URL = "https://registry.npmjs.org/sqlite3/-/sqlite3-6.0.1.tgz"
 NPM_SHA256 = "ab8d044a93e05bd031d7ea75547c7fa60387cdc259d27f93c0e3e2832c4b1df9"
@@ -68,9 +70,8 @@ class BuildError(RuntimeError):
 
 
 def _cache() -> Path:
-    base = Path(os.environ.get("GMPSCOPE_CACHE") or Path.home() / ".cache" / "gmpscope")
     key = hashlib.sha256(" ".join((SOURCE_SHA256, *OPTIONS)).encode()).hexdigest()[:12]
-    return base / "sqlite" / f"{VERSION}-{key}"
+    return cache_dir() / "sqlite" / f"{VERSION}-{key}"
 
 
 def _checked(data: bytes, sha256: str, what: str) -> bytes:
