@@ -17,7 +17,7 @@ setup: $(VENV)/.installed ingest/lib/libsqlite3.so.0
 # gmpscope's own SQLite (tools/sqlite_lib.py; docs/ingest.md, "SQLite library"):
 # fetched from npm and compiled once into $(GMPSCOPE_CACHE)/sqlite. Without a
 # network or a compiler, setup goes on with the system's SQLite.
-ingest/lib/libsqlite3.so.0: tools/sqlite_lib.py | $(VENV)/.installed
+ingest/lib/libsqlite3.so.0: tools/sqlite_lib.py ingest/csrc/sqlite_append.c | $(VENV)/.installed
 	$(BIN)/python -m tools.sqlite_lib build
 
 # The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder;

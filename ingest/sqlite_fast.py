@@ -11,6 +11,7 @@ returns the inserter, or None, and then callers bind through Python as before.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +28,10 @@ ROWS_PER_STATEMENT = 256
 #: Set to 1 to bind through Python even where the extension could (tests
 #: compare both paths; also a switch if the extension ever misbehaves).
 PURE_ENV = "GMPSCOPE_PURE_SQLITE"
+#: Set to 0 to insert through statements even where gmpscope's appender
+#: (ingest/csrc/sqlite_append.c, in gmpscope's own SQLite library) could
+#: append the rows (tests compare both).
+APPEND_ENV = "GMPSCOPE_SQLITE_APPEND"
 
 #: insert(table, column names, columns, first row, end row, literal columns).
 Inserter = Callable[[str, Sequence[str], Sequence[Any], int, int, dict[str, int]], int]
@@ -137,15 +142,29 @@ def column_inserter(dbapi_conn: Any) -> Inserter | None:
                                                 _main_file(dbapi_conn)):
         return None
 
+    # Tables the appender refused (why): statements for them from then on.
+    refused: dict[str, str] = {}
+    append = (os.environ.get(APPEND_ENV, "1") != "0"
+              and bool(getattr(ext, "has_appender", lambda: False)()))
+
     def insert(table: str, names: Sequence[str], cols: Sequence[Any], a: int, b: int,
                literals: dict[str, int]) -> int:
-        """Insert rows [a, b) of ``cols`` (named ``names``) plus ``literals``."""
+        """Insert rows [a, b) of ``cols`` (named ``names``) plus ``literals``;
+        rows that leave out the table's rowid go through the appender where
+        it can take the table."""
         k = len(names)
         if not k or len(cols) != k:
             raise ValueError(f"{table}: {len(cols)} columns for {k} names")
+        specs = [_spec(c, a, b) for c in cols]
+        if append and table not in refused:
+            done = ext.append_columns(dbapi_conn, table, list(names), list(literals),
+                                      [int(v) for v in literals.values()], b - a, specs)
+            if not isinstance(done, str):
+                return int(done)
+            refused[table] = done
         per = max(1, min(ROWS_PER_STATEMENT, 32766 // k))
         return int(ext.insert_columns(
             dbapi_conn, insert_sql(table, names, per, literals), per,
-            insert_sql(table, names, 1, literals), b - a, [_spec(c, a, b) for c in cols]))
+            insert_sql(table, names, 1, literals), b - a, specs))
 
     return insert

@@ -11,34 +11,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import BigInteger, Column, Engine, Float, Integer, MetaData, Table, Text, text
+from sqlalchemy import BigInteger, Column, Engine, Integer, MetaData, Table, Text, text
 
-from ingest import bulk, models, sqlite_fast
+from ingest import bulk, sqlite_fast
 from ingest.columns import Gather, Nullable, Seq
 from ingest.db import make_engine, migrate, write_tx
 from ingest.load import ingest_trace_file
+from tests.support.consistency import assert_same_database, dump_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "data" / "traces"
-#: Columns that differ between two loads of the same file by design (and
-#: the traces table's float columns: how long the load took).
-_WALL_CLOCK = {"created_at", "started_at", "finished_at", "updated_at", "stats"}
-
 pytestmark = pytest.mark.skipif(sqlite_fast._extension() is None,
                                 reason="ingest._sqlitebulk is not built")
-
-
-def _dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows, in a stable order, without wall-clock columns."""
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    with engine.connect() as conn:
-        for table in models.TRACE_TABLES + (models.traces,):
-            cols = [c.name for c in table.columns if c.name not in _WALL_CLOCK
-                    and not (table is models.traces and isinstance(c.type, Float))]
-            rows = conn.execute(text(
-                f"SELECT {', '.join(cols)} FROM {table.name} ORDER BY {', '.join(cols)}")).all()
-            out[table.name] = [tuple(r) for r in rows]
-    return out
 
 
 def _load(tmp: Path, trace: Path, pure: bool, monkeypatch: pytest.MonkeyPatch) -> Engine:
@@ -52,19 +36,12 @@ def _load(tmp: Path, trace: Path, pure: bool, monkeypatch: pytest.MonkeyPatch) -
     return engine
 
 
-def assert_same_database(ours: dict[str, list[Any]], theirs: dict[str, list[Any]]) -> None:
-    assert ours.keys() == theirs.keys()
-    for name in ours:
-        assert len(ours[name]) == len(theirs[name]), name
-        assert ours[name] == theirs[name], f"{name} differs"
-
-
 @pytest.mark.parametrize("trace", ["go1.23-workers.trace", "go1.26-allocfree.trace",
                                    "go1.21-mixed.trace"])
 def test_binder_stores_what_python_binding_stores(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trace: str) -> None:
-    fast = _dump(_load(tmp_path, TRACES / trace, False, monkeypatch))
-    pure = _dump(_load(tmp_path, TRACES / trace, True, monkeypatch))
+    fast = dump_tables(_load(tmp_path, TRACES / trace, False, monkeypatch))
+    pure = dump_tables(_load(tmp_path, TRACES / trace, True, monkeypatch))
     assert fast["intervals"], "the trace has intervals"
     assert any(r for r in fast["syscall_outcomes"]) or trace != "go1.23-workers.trace"
     assert_same_database(fast, pure)

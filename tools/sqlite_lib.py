@@ -5,6 +5,8 @@ official source release (``sqlite-autoconf-3520000.tar.gz``, SQLite 3.52.0, as
 the npm package ``sqlite3`` 6.0.1 carries it; both archives are checked
 against pinned SHA-256 sums), compiles its amalgamation into a shared
 library with the SONAME ``libsqlite3.so.0`` and SQLite's recommended options,
+together with gmpscope's appender (``ingest/csrc/sqlite_append.c``, which
+includes the amalgamation: rows appended through SQLite's own b-tree layer),
 caches it in ``$GMPSCOPE_CACHE/sqlite`` and copies it to ``ingest/lib/``, where
 ``ingest.sqlite_lib.preload`` finds it (docs/ingest.md, "SQLite library").
 
@@ -69,8 +71,13 @@ class BuildError(RuntimeError):
     """The library could not be fetched or built."""
 
 
+#: Compiled with the amalgamation (it includes sqlite3.c).
+APPENDER = Path(__file__).resolve().parent.parent / "ingest" / "csrc" / "sqlite_append.c"
+
+
 def _cache() -> Path:
-    key = hashlib.sha256(" ".join((SOURCE_SHA256, *OPTIONS)).encode()).hexdigest()[:12]
+    appender = hashlib.sha256(APPENDER.read_bytes()).hexdigest()
+    key = hashlib.sha256(" ".join((SOURCE_SHA256, appender, *OPTIONS)).encode()).hexdigest()[:12]
     return cache_dir() / "sqlite" / f"{VERSION}-{key}"
 
 
@@ -114,7 +121,7 @@ def build(dest: Path = DEST) -> Path:
             src.write_bytes(source)
             out = Path(tmp) / LIB_NAME
             cmd = [cc, "-O2", "-fPIC", "-shared", f"-Wl,-soname,{LIB_NAME}", "-o", str(out),
-                   str(src), *OPTIONS, "-lpthread", "-lm", "-ldl"]
+                   f"-I{tmp}", str(APPENDER), *OPTIONS, "-lpthread", "-lm", "-ldl"]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise BuildError(f"{cc} failed: {done.stderr.strip()[-2000:]}")

@@ -427,6 +427,21 @@ fail:
     return -1;
 }
 
+/* The open sqlite3 handle of conn (a sqlite3.Connection that handle_ok()
+ * vouched for), or NULL with a Python error: anything that is not one at all
+ * is refused rather than a pointer read out of it. */
+static sqlite3 *conn_db(PyObject *conn) {
+    PyObject *t = connection_type();
+    if (!t) return NULL;
+    int is_conn = PyObject_TypeCheck(conn, (PyTypeObject *)t);
+    Py_DECREF(t);
+    if (!is_conn || !((ConnPrefix *)conn)->db) {
+        PyErr_SetString(PyExc_TypeError, "an open sqlite3.Connection expected");
+        return NULL;
+    }
+    return ((ConnPrefix *)conn)->db;
+}
+
 static PyObject *insert_columns(PyObject *self, PyObject *args) {
     PyObject *conn, *specs;
     const char *sql_many, *sql_one;
@@ -438,23 +453,13 @@ static PyObject *insert_columns(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "rows per statement must be positive, rows not negative");
         return NULL;
     }
-    /* handle_ok() vouched for this connection; still refuse anything that is
-     * not one at all rather than read a pointer out of it. */
-    PyObject *t = connection_type();
-    if (!t) return NULL;
-    int is_conn = PyObject_TypeCheck(conn, (PyTypeObject *)t);
-    Py_DECREF(t);
-    if (!is_conn || !((ConnPrefix *)conn)->db) {
-        PyErr_SetString(PyExc_TypeError, "an open sqlite3.Connection expected");
-        return NULL;
-    }
+    sqlite3 *db = conn_db(conn);
+    if (!db) return NULL;
     Col *cols;
     if (parse_cols(specs, n, &cols, &k) < 0) return NULL;
-    sqlite3 *db = ((ConnPrefix *)conn)->db;
     sqlite3_stmt *many = NULL, *one = NULL;
     int rc = SQLITE_OK;
     char err[512] = "";
-
     Py_BEGIN_ALLOW_THREADS
     /* Held for the whole insert: every sqlite3_bind_* takes the connection's
      * (recursive) mutex, and taking it afresh ~9 times a row cost ~10% of a
@@ -493,11 +498,193 @@ static PyObject *insert_columns(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(n);
 }
 
+/* gmpscope's appender (ingest/csrc/sqlite_append.c), present only in
+ * gmpscope's own SQLite library: found at run time, and used only when it
+ * lives in the very library this module's sqlite3_step comes from. */
+typedef struct gmpscope_appender gmpscope_appender;
+_Static_assert(sizeof(Py_ssize_t) == sizeof(sqlite3_int64), "text lengths are passed as int64");
+typedef int (*appender_open_fn)(sqlite3 *, const char *, int, const char *const *, const int *,
+                                int, const char *const *, const sqlite3_int64 *,
+                                gmpscope_appender **, char *, int);
+typedef int (*appender_rows_fn)(gmpscope_appender *, int, int, const sqlite3_int64 *,
+                                const unsigned char *, const char *const *const *,
+                                const sqlite3_int64 *const *);
+typedef void (*appender_close_fn)(gmpscope_appender *);
+
+static struct {
+    int looked;
+    appender_open_fn open;
+    appender_rows_fn rows;
+    appender_close_fn close;
+} appender;
+
+static int same_library(void *a, void *b) {
+    Dl_info ia, ib;
+    return dladdr(a, &ia) && dladdr(b, &ib) && ia.dli_fbase == ib.dli_fbase;
+}
+
+static int find_appender(void) {
+    if (!appender.looked) {
+        appender.looked = 1;
+        void *o = dlsym(RTLD_DEFAULT, "gmpscope_appender_open");
+        void *r = dlsym(RTLD_DEFAULT, "gmpscope_appender_rows");
+        void *c = dlsym(RTLD_DEFAULT, "gmpscope_appender_close");
+        if (o && r && c && same_library(o, (void *)&sqlite3_step) &&
+            same_library(r, o) && same_library(c, o)) {
+            appender.open = (appender_open_fn)o;
+            appender.rows = (appender_rows_fn)r;
+            appender.close = (appender_close_fn)c;
+        }
+    }
+    return appender.open != NULL;
+}
+
+static PyObject *has_appender(PyObject *self, PyObject *args) {
+    return PyBool_FromLong(find_appender());
+}
+
+/* UTF-8 pointers of a list of str (borrowed from the list's items). */
+static const char **utf8_names(PyObject *list, Py_ssize_t *count) {
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "names: a list of str expected");
+        return NULL;
+    }
+    Py_ssize_t m = PyList_GET_SIZE(list);
+    const char **out = PyMem_Calloc((size_t)(m ? m : 1), sizeof *out);
+    if (!out) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        out[i] = PyUnicode_Check(PyList_GET_ITEM(list, i))
+                     ? PyUnicode_AsUTF8(PyList_GET_ITEM(list, i)) : NULL;
+        if (!out[i]) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "names: str expected");
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    *count = m;
+    return out;
+}
+
+/* append_columns(conn, table, names, literal_names, literal_values, rows, columns):
+ * the rows appended by gmpscope's appender; returns the number of rows, or a
+ * str saying why the appender cannot take this table (then nothing was
+ * written and the caller inserts through statements). */
+static PyObject *append_columns(PyObject *self, PyObject *args) {
+    PyObject *conn, *names_obj, *lit_names_obj, *lit_values_obj, *specs;
+    const char *table;
+    Py_ssize_t n, nnames = 0, nlit = 0;
+    int k;
+    if (!PyArg_ParseTuple(args, "OsOOOnO", &conn, &table, &names_obj, &lit_names_obj,
+                          &lit_values_obj, &n, &specs))
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "rows must not be negative");
+        return NULL;
+    }
+    if (!find_appender()) return PyUnicode_FromString("this SQLite library has no appender");
+    sqlite3 *db = conn_db(conn);
+    if (!db) return NULL;
+    const char **names = utf8_names(names_obj, &nnames);
+    if (!names) return NULL;
+    const char **lit_names = utf8_names(lit_names_obj, &nlit);
+    if (!lit_names) {
+        PyMem_Free(names);
+        return NULL;
+    }
+    sqlite3_int64 *lit_values = PyMem_Calloc((size_t)(nlit ? nlit : 1), sizeof *lit_values);
+    Col *cols = NULL;
+    int *is_text = NULL;
+    const char *const **texts = NULL;
+    const sqlite3_int64 **lengths = NULL;
+    PyObject *result = NULL;
+    if (!lit_values) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < nlit; i++) {
+        PyObject *v = PySequence_GetItem(lit_values_obj, i);
+        if (!v) goto out;
+        lit_values[i] = PyLong_AsLongLong(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) goto out;
+    }
+    if (parse_cols(specs, n, &cols, &k) < 0) goto out;
+    if (k != nnames) {
+        PyErr_SetString(PyExc_ValueError, "one name per column expected");
+        goto out;
+    }
+    is_text = PyMem_Calloc((size_t)k, sizeof *is_text);
+    texts = PyMem_Calloc((size_t)k, sizeof *texts);
+    lengths = PyMem_Calloc((size_t)k, sizeof *lengths);
+    if (!is_text || !texts || !lengths) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (int j = 0; j < k; j++) {
+        is_text[j] = cols[j].texts != NULL;
+        texts[j] = (const char *const *)cols[j].txt;
+        lengths[j] = (const sqlite3_int64 *)cols[j].txtlen; /* Py_ssize_t: 64 bits here */
+    }
+    int rc;
+    char err[512] = "";
+    int refused = 0;
+    Py_BEGIN_ALLOW_THREADS
+    sqlite3_mutex *mu = sqlite3_db_mutex(db);
+    sqlite3_mutex_enter(mu);
+    gmpscope_appender *app = NULL;
+    rc = appender.open(db, table, k, names, is_text, (int)nlit, lit_names, lit_values, &app,
+                       err, (int)sizeof err);
+    if (rc == SQLITE_MISUSE) {
+        refused = 1;
+    } else if (rc == SQLITE_OK) {
+        Batch b = {malloc((size_t)k * BATCH_ROWS * sizeof(int64_t)), malloc((size_t)k * BATCH_ROWS)};
+        if (b.vals && b.nulls) {
+            for (Py_ssize_t row = 0; rc == SQLITE_OK && row < n; row += BATCH_ROWS) {
+                int m = (int)(n - row < BATCH_ROWS ? n - row : BATCH_ROWS);
+                fill_batch(cols, k, row, m, &b);
+                rc = appender.rows(app, m, BATCH_ROWS, (const sqlite3_int64 *)b.vals, b.nulls,
+                                   texts, lengths);
+            }
+        } else {
+            rc = SQLITE_NOMEM;
+        }
+        free(b.vals);
+        free(b.nulls);
+        appender.close(app);
+    }
+    if (rc != SQLITE_OK && !refused) snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
+    sqlite3_mutex_leave(mu);
+    Py_END_ALLOW_THREADS
+    if (refused)
+        result = PyUnicode_FromString(err);
+    else if (rc != SQLITE_OK)
+        raise_sqlite(db, rc, err);
+    else
+        result = PyLong_FromSsize_t(n);
+out:
+    if (cols) release_cols(cols, k);
+    PyMem_Free(names);
+    PyMem_Free(lit_names);
+    PyMem_Free(lit_values);
+    PyMem_Free(is_text);
+    PyMem_Free((void *)texts);
+    PyMem_Free((void *)lengths);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"handle_ok", handle_ok, METH_VARARGS,
      "handle_ok(conn, sqlite3_module_path, filename): can insert_block use conn?"},
     {"insert_columns", insert_columns, METH_VARARGS,
      "insert_columns(conn, sql_many, rows_many, sql_one, rows, [(values, index, null, seq)])"},
+    {"has_appender", has_appender, METH_NOARGS,
+     "has_appender(): whether this SQLite library has gmpscope's appender"},
+    {"append_columns", append_columns, METH_VARARGS,
+     "append_columns(conn, table, names, literal_names, literal_values, rows, columns): "
+     "rows appended by gmpscope's appender, or a str saying why it cannot"},
     {NULL, NULL, 0, NULL},
 };
 

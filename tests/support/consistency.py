@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, Float, func, select, text
 
 from ingest import models
 
@@ -103,3 +104,29 @@ def database_problems(engine: Engine, data_dir: Path | None = None) -> list[str]
     for tid in ids:
         out += [f"trace {tid}: {p}" for p in trace_problems(engine, tid, data_dir)]
     return out
+
+
+#: Columns that differ between two loads of the same file by design (and
+#: the traces table's float columns: how long the load took).
+_WALL_CLOCK = {"created_at", "started_at", "finished_at", "updated_at", "stats"}
+
+
+def dump_tables(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every trace table's rows, in a stable order, without wall-clock columns."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    with engine.connect() as conn:
+        for table in models.TRACE_TABLES + (models.traces,):
+            cols = [c.name for c in table.columns if c.name not in _WALL_CLOCK
+                    and not (table is models.traces and isinstance(c.type, Float))]
+            rows = conn.execute(text(
+                f"SELECT {', '.join(cols)} FROM {table.name} ORDER BY {', '.join(cols)}")).all()
+            out[table.name] = [tuple(r) for r in rows]
+    return out
+
+
+def assert_same_database(ours: dict[str, list[Any]], theirs: dict[str, list[Any]]) -> None:
+    """Two :func:`dump_tables` hold the same rows, table by table."""
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert len(ours[name]) == len(theirs[name]), name
+        assert ours[name] == theirs[name], f"{name} differs"

@@ -1,0 +1,344 @@
+/* gmpscope's appender: rows appended to a rowid table straight through
+ * SQLite's b-tree layer, compiled into gmpscope's own SQLite library
+ * (tools/sqlite_lib.py builds this file, which includes the amalgamation,
+ * so the b-tree functions it calls are SQLite's own static ones).
+ *
+ *   gmpscope_appender_open(db, table, ncol, names, nlit, lit_names, lit_values, &app, err, nerr)
+ *   gmpscope_appender_rows(app, nrow, stride, values, nulls, texts, text_lengths)
+ *   gmpscope_appender_close(app)
+ *
+ * Why: a trace load appends millions of small all-integer rows. Through a
+ * prepared INSERT each row runs ~25 byte-code instructions (bind, copy, NOT
+ * NULL checks, MakeRecord, NewRowid, Insert) before SQLite's b-tree insert;
+ * here the record is made in one loop and handed to sqlite3BtreeInsert, as
+ * OP_NewRowid and OP_Insert would (the cursor at the table's last row, an
+ * append). 2 M interval rows: 0.13-0.17 us a row against 0.61-0.78, and the
+ * database file is byte for byte the one the INSERT makes (docs/ingest.md).
+ *
+ * It is used only where it does exactly what the INSERT would: an ordinary
+ * rowid table in "main" with no index, CHECK constraint, trigger, generated
+ * column, AUTOINCREMENT or STRICT typing, no foreign key to check, no update
+ * or pre-update hook and no authorizer, every column given except the rowid
+ * alias (whose values SQLite assigns: last rowid + 1), integer values only
+ * in INTEGER or NUMERIC columns and texts only in TEXT or BLOB ones (so no
+ * affinity converts a value), a UTF-8 database, inside a write transaction,
+ * with the schema the connection has read. A NULL in a NOT NULL column fails
+ * as INSERT OR FAIL's does (whatever the column's own conflict clause: the
+ * statement's overrides it), keeping the rows before it. Otherwise open()
+ * answers SQLITE_MISUSE with the reason, and the caller binds through an
+ * INSERT OR FAIL. */
+#include "sqlite3.c"
+
+struct gmpscope_appender {
+    sqlite3 *db;
+    Table *tab;
+    BtCursor *cur;
+    int nfield;     /* fields in a record: the table's columns */
+    int ncol;       /* caller's columns */
+    int *field_col; /* record field -> caller column, -1: NULL (rowid alias), -2-k: literal k */
+    i64 *lit;
+    int format4;    /* schema format 4+: 0 and 1 take no bytes */
+    u8 *buf;
+    i64 nbuf;
+};
+typedef struct gmpscope_appender gmpscope_appender;
+
+/* SQLite's serial type for integer v and its size in bytes (OP_MakeRecord's). */
+static u32 int_serial_type(i64 v, int format4, u32 *len) {
+    u64 u = v < 0 ? ~(u64)v : (u64)v;
+    if (u <= 127) {
+        if ((v & 1) == v && format4) {
+            *len = 0;
+            return 8 + (u32)u;
+        }
+        *len = 1;
+        return 1;
+    }
+    if (u <= 32767) { *len = 2; return 2; }
+    if (u <= 8388607) { *len = 3; return 3; }
+    if (u <= 2147483647) { *len = 4; return 4; }
+    if (u <= 140737488355327LL) { *len = 6; return 5; }
+    *len = 8;
+    return 6;
+}
+
+static int refuse(char *err, int nerr, const char *why, const char *table) {
+    if (err && nerr > 0) sqlite3_snprintf(nerr, err, "%s: %s", table, why);
+    return SQLITE_MISUSE;
+}
+
+/* Whether the temp schema has a trigger on main's table tab. */
+static int temp_triggers_on(sqlite3 *db, Table *tab) {
+    if (db->nDb < 2 || db->aDb[1].pSchema == 0) return 0;
+    HashElem *e;
+    for (e = sqliteHashFirst(&db->aDb[1].pSchema->trigHash); e; e = sqliteHashNext(e)) {
+        Trigger *t = (Trigger *)sqliteHashData(e);
+        if (t->pTabSchema == tab->pSchema && sqlite3StrICmp(t->table, tab->zName) == 0) return 1;
+    }
+    return 0;
+}
+
+static int check_table(sqlite3 *db, Table *tab, char *err, int nerr, const char *name) {
+    if (!IsOrdinaryTable(tab) || !HasRowid(tab)) return refuse(err, nerr, "not a rowid table", name);
+    if (tab->pIndex) return refuse(err, nerr, "has an index", name);
+    if (tab->pCheck) return refuse(err, nerr, "has a CHECK constraint", name);
+    if (tab->tabFlags & (TF_HasGenerated | TF_Autoincrement | TF_Strict))
+        return refuse(err, nerr, "has generated columns, AUTOINCREMENT or STRICT", name);
+    if (tab->pTrigger || temp_triggers_on(db, tab)) return refuse(err, nerr, "has a trigger", name);
+    if ((db->flags & SQLITE_ForeignKeys) && (tab->u.tab.pFKey || sqlite3FkReferences(tab)))
+        return refuse(err, nerr, "has foreign keys to check", name);
+    if (db->xUpdateCallback) return refuse(err, nerr, "an update hook is set", name);
+#ifdef SQLITE_ENABLE_PREUPDATE_HOOK
+    if (db->xPreUpdateCallback) return refuse(err, nerr, "a pre-update hook is set", name);
+#endif
+#ifndef SQLITE_OMIT_AUTHORIZATION
+    if (db->xAuth) return refuse(err, nerr, "an authorizer is set", name);
+#endif
+    if (ENC(db) != SQLITE_UTF8) return refuse(err, nerr, "not a UTF-8 database", name);
+    return SQLITE_OK;
+}
+
+/* Which caller column or literal each field of the record comes from. */
+static int map_fields(gmpscope_appender *a, int ncol, const char *const *names,
+                      const int *is_text, int nlit, const char *const *lit_names,
+                      char *err, int nerr) {
+    Table *tab = a->tab;
+    int given = 0;
+    for (int f = 0; f < tab->nCol; f++) {
+        Column *col = &tab->aCol[f];
+        int from = -1, found = 0;
+        for (int j = 0; j < ncol; j++)
+            if (sqlite3StrICmp(names[j], col->zCnName) == 0) { from = j; found++; }
+        for (int k = 0; k < nlit; k++)
+            if (sqlite3StrICmp(lit_names[k], col->zCnName) == 0) { from = -2 - k; found++; }
+        if (f == tab->iPKey) {
+            if (found) return refuse(err, nerr, "the rowid is given", tab->zName);
+            a->field_col[f] = -1;
+            continue;
+        }
+        if (found != 1) return refuse(err, nerr, "a column is missing or given twice", tab->zName);
+        int text = from >= 0 && is_text[from];
+        char aff = col->affinity;
+        if (text ? (aff != SQLITE_AFF_TEXT && aff != SQLITE_AFF_BLOB)
+                 : (aff != SQLITE_AFF_INTEGER && aff != SQLITE_AFF_NUMERIC))
+            return refuse(err, nerr, "a column's affinity would convert its values", tab->zName);
+        a->field_col[f] = from;
+        given++;
+    }
+    if (given != ncol + nlit) return refuse(err, nerr, "a column is not in the table", tab->zName);
+    return SQLITE_OK;
+}
+
+/* Prepare to append rows to main.table, the caller's columns `names` (texts
+ * where is_text[j]) plus literal integer columns. SQLITE_MISUSE (err says
+ * why) when the appender cannot do exactly what an INSERT would. */
+SQLITE_API int gmpscope_appender_open(sqlite3 *db, const char *table, int ncol,
+                                      const char *const *names, const int *is_text, int nlit,
+                                      const char *const *lit_names, const sqlite3_int64 *lit_values,
+                                      gmpscope_appender **out, char *err, int nerr) {
+    int rc = SQLITE_OK;
+    gmpscope_appender *a = 0;
+    *out = 0;
+    if (err && nerr > 0) err[0] = 0;
+    if (!sqlite3SafetyCheckOk(db)) return SQLITE_MISUSE_BKPT;
+    sqlite3_mutex_enter(db->mutex);
+    sqlite3BtreeEnterAll(db);
+    Btree *bt = db->aDb[0].pBt;
+    Table *tab = 0;
+    u32 cookie = 0;
+    if (bt == 0 || sqlite3BtreeTxnState(bt) != SQLITE_TXN_WRITE) {
+        rc = refuse(err, nerr, "no write transaction open", table);
+        goto done;
+    }
+    if (!DbHasProperty(db, 0, DB_SchemaLoaded)) { /* as preparing a statement would */
+        char *msg = 0;
+        int init = sqlite3Init(db, &msg);
+        sqlite3DbFree(db, msg);
+        if (init != SQLITE_OK) {
+            rc = refuse(err, nerr, "the schema cannot be read", table);
+            goto done;
+        }
+    }
+    tab = sqlite3FindTable(db, table, "main");
+    if (tab == 0) {
+        rc = refuse(err, nerr, "no such table in main", table);
+        goto done;
+    }
+    sqlite3BtreeGetMeta(bt, BTREE_SCHEMA_VERSION, &cookie);
+    if ((int)cookie != tab->pSchema->schema_cookie) {
+        rc = refuse(err, nerr, "the schema changed", table);
+        goto done;
+    }
+    rc = check_table(db, tab, err, nerr, table);
+    if (rc) goto done;
+    a = sqlite3MallocZero(sizeof *a);
+    if (a) {
+        a->field_col = sqlite3MallocZero(sizeof(int) * (tab->nCol + 1));
+        a->lit = sqlite3MallocZero(sizeof(i64) * (nlit + 1));
+        a->cur = sqlite3MallocZero(sqlite3BtreeCursorSize());
+    }
+    if (!a || !a->field_col || !a->lit || !a->cur) {
+        rc = SQLITE_NOMEM_BKPT;
+        goto done;
+    }
+    a->db = db;
+    a->tab = tab;
+    a->nfield = tab->nCol;
+    a->ncol = ncol;
+    a->format4 = tab->pSchema->file_format >= 4;
+    for (int k = 0; k < nlit; k++) a->lit[k] = lit_values[k];
+    rc = map_fields(a, ncol, names, is_text, nlit, lit_names, err, nerr);
+    if (rc) goto done;
+    sqlite3BtreeCursorZero(a->cur);
+    rc = sqlite3BtreeCursor(bt, tab->tnum, BTREE_WRCSR, 0, a->cur);
+done:
+    if (rc && a) {
+        if (a->cur && a->cur->pBtree) sqlite3BtreeCloseCursor(a->cur);
+        sqlite3_free(a->cur);
+        sqlite3_free(a->field_col);
+        sqlite3_free(a->lit);
+        sqlite3_free(a);
+        a = 0;
+    }
+    sqlite3BtreeLeaveAll(db);
+    sqlite3_mutex_leave(db->mutex);
+    *out = a;
+    return rc;
+}
+
+/* The value of record field f in row r. */
+#define FIELD_INT(a, f, r, vals, stride) \
+    ((a)->field_col[f] >= 0 ? (vals)[(size_t)(a)->field_col[f] * (stride) + (r)] \
+                            : (a)->lit[-2 - (a)->field_col[f]])
+
+/* Append nrow rows. Caller column j of row r: NULL where
+ * nulls[j * stride + r], else values[j * stride + r], which for a text
+ * column (texts[j] not NULL) is an index into texts[j] / text_lengths[j].
+ * Rowids: the table's last + 1, as an INSERT assigns them. */
+SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride,
+                                      const sqlite3_int64 *values, const unsigned char *nulls,
+                                      const char *const *const *texts,
+                                      const sqlite3_int64 *const *text_lengths) {
+    sqlite3 *db = a->db;
+    int rc = SQLITE_OK;
+    u32 types[64];
+    u32 *type = a->nfield <= 64 ? types : sqlite3_malloc64(sizeof(u32) * a->nfield);
+    if (!type) return SQLITE_NOMEM_BKPT;
+    sqlite3_mutex_enter(db->mutex);
+    sqlite3BtreeEnterAll(db);
+    if (sqlite3BtreeTxnState(db->aDb[0].pBt) != SQLITE_TXN_WRITE) {
+        rc = SQLITE_MISUSE_BKPT;
+        sqlite3ErrorWithMsg(db, rc, "%s: the write transaction ended", a->tab->zName);
+        goto done;
+    }
+    for (int r = 0; r < nrow && rc == SQLITE_OK; r++) {
+        i64 nhdr = 0, ndata = 0;
+        for (int f = 0; f < a->nfield; f++) {
+            int j = a->field_col[f];
+            u32 len = 0;
+            if (j == -1 || (j >= 0 && nulls[(size_t)j * stride + r])) {
+                if (j >= 0 && a->tab->aCol[f].notNull) {
+                    rc = SQLITE_CONSTRAINT_NOTNULL;
+                    sqlite3ErrorWithMsg(db, rc, "NOT NULL constraint failed: %s.%s",
+                                        a->tab->zName, a->tab->aCol[f].zCnName);
+                    goto done;
+                }
+                type[f] = 0;
+            } else if (j >= 0 && texts[j]) {
+                i64 n = text_lengths[j][values[(size_t)j * stride + r]];
+                type[f] = (u32)(n * 2 + 13);
+                len = (u32)n;
+            } else {
+                type[f] = int_serial_type(FIELD_INT(a, f, r, values, stride), a->format4, &len);
+            }
+            nhdr += sqlite3VarintLen(type[f]);
+            ndata += len;
+        }
+        if (nhdr <= 126) {
+            nhdr += 1;
+        } else {
+            int nv = sqlite3VarintLen((u64)nhdr);
+            nhdr += nv;
+            if (nv < sqlite3VarintLen((u64)nhdr)) nhdr++;
+        }
+        i64 nbyte = nhdr + ndata;
+        if (nbyte > db->aLimit[SQLITE_LIMIT_LENGTH]) {
+            rc = SQLITE_TOOBIG;
+            sqlite3ErrorWithMsg(db, rc, "string or blob too big");
+            goto done;
+        }
+        if (nbyte > a->nbuf) {
+            u8 *nb = sqlite3_realloc64(a->buf, (u64)(nbyte < 4096 ? 4096 : nbyte));
+            if (!nb) {
+                rc = SQLITE_NOMEM_BKPT;
+                goto done;
+            }
+            a->buf = nb;
+            a->nbuf = nbyte < 4096 ? 4096 : nbyte;
+        }
+        u8 *hdr = a->buf, *body = a->buf + nhdr;
+        hdr += sqlite3PutVarint(hdr, (u64)nhdr);
+        for (int f = 0; f < a->nfield; f++) {
+            int j = a->field_col[f];
+            u32 t = type[f];
+            hdr += sqlite3PutVarint(hdr, t);
+            if (t == 0 || t == 8 || t == 9) continue;
+            if (t >= 13) {
+                i64 at = values[(size_t)j * stride + r];
+                u32 n = (t - 13) / 2;
+                if (n) memcpy(body, texts[j][at], n);
+                body += n;
+                continue;
+            }
+            i64 v = FIELD_INT(a, f, r, values, stride);
+            u32 n = sqlite3VdbeSerialTypeLen(t);
+            for (int b = (int)n - 1; b >= 0; b--) {
+                body[b] = (u8)(v & 0xff);
+                v >>= 8;
+            }
+            body += n;
+        }
+        /* As OP_NewRowid: the cursor at the table's last row (no seek when
+         * it is there already); then OP_Insert's append. */
+        int empty = 0;
+        i64 rowid = 1;
+        rc = sqlite3BtreeLast(a->cur, &empty);
+        if (rc) break;
+        if (!empty) {
+            i64 last = sqlite3BtreeIntegerKey(a->cur);
+            if (last >= LARGEST_INT64) {
+                rc = SQLITE_FULL;
+                sqlite3ErrorWithMsg(db, rc, "%s: no rowid left", a->tab->zName);
+                goto done;
+            }
+            rowid = last + 1;
+        }
+        BtreePayload x;
+        memset(&x, 0, sizeof x);
+        x.nKey = rowid;
+        x.pData = a->buf;
+        x.nData = (int)nbyte;
+        rc = sqlite3BtreeInsert(a->cur, &x, BTREE_APPEND, 0);
+    }
+    if (rc) sqlite3Error(db, rc);
+done:
+    sqlite3BtreeLeaveAll(db);
+    sqlite3_mutex_leave(db->mutex);
+    if (type != types) sqlite3_free(type);
+    return rc;
+}
+
+SQLITE_API void gmpscope_appender_close(gmpscope_appender *a) {
+    if (!a) return;
+    sqlite3 *db = a->db;
+    sqlite3_mutex_enter(db->mutex);
+    sqlite3BtreeEnterAll(db);
+    sqlite3BtreeCloseCursor(a->cur);
+    sqlite3BtreeLeaveAll(db);
+    sqlite3_mutex_leave(db->mutex);
+    sqlite3_free(a->cur);
+    sqlite3_free(a->field_col);
+    sqlite3_free(a->lit);
+    sqlite3_free(a->buf);
+    sqlite3_free(a);
+}

@@ -1,0 +1,186 @@
+"""Runs in a gmpscope process (gmpscope's own SQLite loaded first, which the
+pytest process cannot do: it imported sqlite3 long before) and prints JSON:
+what tests/test_sqlite_append.py checks of gmpscope's appender.
+
+``python -m tests.support.append_probe CASE DIR``
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gmpscope import cli
+
+#: One column of every kind the loader stores: integers of every serial
+#: type's range, a gather through an int32 order, NULLs, texts (empty, long
+#: enough for a two-byte header varint, not ASCII), and a literal.
+CREATE = ("CREATE TABLE t (id INTEGER NOT NULL PRIMARY KEY, trace_id INTEGER NOT NULL, "
+          "a BIGINT NOT NULL, b BIGINT, g INTEGER NOT NULL, s TEXT, n NUMERIC)")
+EDGES = [0, 1, -1, 2, 127, 128, -128, -129, 32767, 32768, -32768, -32769, 8388607, 8388608,
+         -8388608, -8388609, 2**31 - 1, 2**31, -2**31, -2**31 - 1, 2**47 - 1, 2**47, -2**47,
+         -2**47 - 1, 2**63 - 1, -2**63]
+
+
+def _columns(n: int) -> dict[str, Any]:
+    import numpy as np
+
+    from ingest.columns import Gather, Nullable
+
+    rng = np.random.default_rng(7)
+    a = np.resize(np.array(EDGES, np.int64), n)
+    b = Nullable(rng.integers(-2**40, 2**40, n), rng.random(n) < 0.3)
+    order = rng.permutation(n).astype(np.int32)
+    g = Gather(rng.integers(0, 300, n).astype(np.int16), order)
+    texts = ["", "x" * 200, "Grüße, 世界", "runtime.gopark"]
+    s: list[str | None] = [None if i % 7 == 0 else texts[i % 4] for i in range(n)]
+    return {"trace_id": 5, "a": a, "b": b, "g": g, "s": s, "n": rng.integers(0, 10, n)}
+
+
+def _fill(path: Path, append: bool, n: int) -> str:
+    """A fresh database with table t holding n rows, its WAL checkpointed
+    into the file; the file's sha256."""
+    os.environ["GMPSCOPE_SQLITE_APPEND"] = "1" if append else "0"
+    from sqlalchemy import MetaData, Table, text
+
+    from ingest import bulk
+    from ingest.db import make_engine, write_tx
+
+    engine = make_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(CREATE)
+        table = Table("t", MetaData(), autoload_with=conn)
+    cols = _columns(n)
+    with write_tx(engine, bulk=True) as conn:
+        half = n // 2
+        # Two calls: the second appends after the first's rows.
+        first = {k: v if isinstance(v, int) else _part(v, 0, half) for k, v in cols.items()}
+        rest = {k: v if isinstance(v, int) else _part(v, half, n) for k, v in cols.items()}
+        bulk.insert_columns(conn, table, first)
+        bulk.insert_columns(conn, table, rest)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert conn.execute(text("PRAGMA integrity_check")).scalar() == "ok"
+    engine.dispose()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _part(col: Any, a: int, b: int) -> Any:
+    from ingest.columns import Gather, Nullable
+
+    if isinstance(col, Gather):
+        return Gather(col.values, col.index[a:b])
+    if isinstance(col, Nullable):
+        return Nullable(col.values[a:b], col.null[a:b])
+    return col[a:b]
+
+
+def same_file(work: Path) -> dict[str, Any]:
+    import sqlite3
+
+    from ingest import sqlite_fast
+
+    ext = sqlite_fast._extension()
+    n = 50_000
+    return {"appender": bool(ext and ext.has_appender()), "sqlite": sqlite3.sqlite_version,
+            "appended": _fill(work / "appended.db", True, n),
+            "inserted": _fill(work / "inserted.db", False, n)}
+
+
+def refusals(work: Path) -> dict[str, Any]:
+    """What the appender answers for tables it must not take."""
+    import sqlite3
+
+    import numpy as np
+
+    from ingest import sqlite_fast
+
+    ext = sqlite_fast._extension()
+    conn = sqlite3.connect(work / "r.db", isolation_level=None)
+    conn.executescript("""
+        CREATE TABLE plain (id INTEGER PRIMARY KEY, a INTEGER NOT NULL, s TEXT);
+        CREATE TABLE indexed (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE INDEX ix ON indexed (a);
+        CREATE TABLE triggered (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE TABLE log (a INTEGER);
+        CREATE TRIGGER tr AFTER INSERT ON triggered BEGIN INSERT INTO log VALUES (new.a); END;
+        CREATE TABLE temp_triggered (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE TEMP TRIGGER ttr AFTER INSERT ON temp_triggered BEGIN SELECT 1; END;
+        CREATE TABLE checked (id INTEGER PRIMARY KEY, a INTEGER CHECK (a >= 0));
+        CREATE TABLE strict (id INTEGER PRIMARY KEY, a INTEGER) STRICT;
+        CREATE TABLE auto (id INTEGER PRIMARY KEY AUTOINCREMENT, a INTEGER);
+        CREATE TABLE textual (id INTEGER PRIMARY KEY, a TEXT);
+        CREATE TABLE realish (id INTEGER PRIMARY KEY, a REAL);
+        CREATE TABLE defaulted (id INTEGER PRIMARY KEY, a INTEGER, d INTEGER DEFAULT 3);
+        CREATE TABLE parent (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE TABLE child (id INTEGER PRIMARY KEY, a INTEGER REFERENCES parent (id));
+        CREATE TABLE nokey (a INTEGER PRIMARY KEY) WITHOUT ROWID;
+    """)
+    ints = (np.arange(3, dtype=np.int64), None, None, 0)
+    texts = (None, None, None, 0, ["x", None, "z"])
+
+    def ask(table: str, names: list[str] | None = None, specs: list[Any] | None = None,
+            fk: bool = False) -> Any:
+        conn.execute(f"PRAGMA foreign_keys={'ON' if fk else 'OFF'}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            return ext.append_columns(conn, table, names or ["a"], [], [], 3, specs or [ints])
+        finally:
+            conn.execute("ROLLBACK")
+
+    out = {"plain": ask("plain", ["a", "s"], [ints, texts])}
+    out |= {name: ask(name) for name in ("indexed", "triggered", "temp_triggered",
+                                        "checked", "strict", "auto", "textual", "realish",
+                                        "defaulted", "nokey", "nosuch")}
+    out["child, foreign keys on"] = ask("child", fk=True)
+    out["child, foreign keys off"] = ask("child")
+    out["parent, foreign keys on"] = ask("parent", fk=True)
+    out["rowid given"] = ask("plain", ["id", "a", "s"], [ints, ints, texts])
+    out["text into an integer column"] = ask("plain", ["a", "s"], [texts, texts])
+    out["a column left out"] = ask("plain")
+    out["no transaction"] = ext.append_columns(conn, "plain", ["a"], [], [], 3, [ints])
+    return out
+
+
+def not_null(work: Path) -> dict[str, Any]:
+    """A NULL in a NOT NULL column, appended and inserted: the error and the
+    rows kept before it (INSERT OR FAIL keeps them)."""
+    import sqlite3
+
+    import numpy as np
+
+    from ingest import sqlite_fast
+
+    out: dict[str, Any] = {}
+    for append in (True, False):
+        os.environ["GMPSCOPE_SQLITE_APPEND"] = "1" if append else "0"
+        conn = sqlite3.connect(work / f"nn{int(append)}.db", isolation_level=None)
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER NOT NULL, b INTEGER)")
+        conn.execute("BEGIN IMMEDIATE")
+        insert = sqlite_fast.column_inserter(conn)
+        assert insert is not None
+        null = np.zeros(10, bool)
+        null[6] = True
+        cols = [(np.arange(10, dtype=np.int64)), np.arange(10, dtype=np.int64)]
+        from ingest.columns import Nullable
+
+        try:
+            insert("t", ["a", "b"], [Nullable(cols[0], null), cols[1]], 0, 10, {})
+            error = None
+        except sqlite3.IntegrityError as e:
+            error = str(e)
+        kept = conn.execute("SELECT count(*) FROM t").fetchone()[0]
+        conn.execute("ROLLBACK")
+        out["appended" if append else "inserted"] = {"error": error, "kept": kept}
+    return out
+
+
+CASES = {"same_file": same_file, "refusals": refusals, "not_null": not_null}
+
+if __name__ == "__main__":
+    cli.configure_process()
+    print(json.dumps(CASES[sys.argv[1]](Path(sys.argv[2]))))
