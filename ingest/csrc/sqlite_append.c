@@ -206,10 +206,151 @@ done:
     return rc;
 }
 
-/* The value of record field f in row r. */
-#define FIELD_INT(a, f, r, vals, stride) \
-    ((a)->field_col[f] >= 0 ? (vals)[(size_t)(a)->field_col[f] * (stride) + (r)] \
-                            : (a)->lit[-2 - (a)->field_col[f]])
+/* Where each field of a row comes from, for one call's rows. */
+typedef struct {
+    int kind;               /* FIELD_NULL, FIELD_INT, FIELD_LITERAL, FIELD_TEXT */
+    const i64 *v;           /* the caller column's values (texts: indexes) */
+    const unsigned char *null;
+    const char *const *txt;
+    const i64 *txtlen;
+    u32 lit_type, lit_len;  /* a literal's serial type and size */
+    i64 lit;
+    int notnull;
+} FieldSource;
+
+#define FIELD_NULL 0
+#define FIELD_INT 1
+#define FIELD_LITERAL 2
+#define FIELD_TEXT 3
+
+/* Integer v as serial type t's big-endian bytes at p (t in 1..6). */
+static void put_int(u8 *p, u32 t, i64 v) {
+    u64 u = (u64)v;
+    switch (t) {
+    case 1: p[0] = (u8)u; break;
+    case 2: { u16 x = __builtin_bswap16((u16)u); memcpy(p, &x, 2); break; }
+    case 3: p[0] = (u8)(u >> 16); p[1] = (u8)(u >> 8); p[2] = (u8)u; break;
+    case 4: { u32 x = __builtin_bswap32((u32)u); memcpy(p, &x, 4); break; }
+    case 5: { u64 x = __builtin_bswap64(u << 16); memcpy(p, &x, 6); break; }
+    default: { u64 x = __builtin_bswap64(u); memcpy(p, &x, 8); break; }
+    }
+}
+
+static int grow(gmpscope_appender *a, i64 need) {
+    if (need <= a->nbuf) return SQLITE_OK;
+    i64 size = need < 4096 ? 4096 : need;
+    u8 *nb = sqlite3_realloc64(a->buf, (u64)size);
+    if (!nb) return SQLITE_NOMEM_BKPT;
+    a->buf = nb;
+    a->nbuf = size;
+    return SQLITE_OK;
+}
+
+/* Row r's record in a->buf (its size in *size): OP_MakeRecord's format. */
+static int make_record(gmpscope_appender *a, const FieldSource *src, int has_text, int r,
+                       i64 *size) {
+    sqlite3 *db = a->db;
+    int nfield = a->nfield;
+    if (!has_text) {
+        /* Integers and NULLs only: every serial type is one header byte, and
+         * the header (at most 126 fields + its size byte) fits one byte too. */
+        i64 nhdr = nfield + 1;
+        int rc = grow(a, nhdr + 8 * (i64)nfield);
+        if (rc) return rc;
+        u8 *hdr = a->buf, *body = a->buf + nhdr;
+        hdr[0] = (u8)nhdr;
+        for (int f = 0; f < nfield; f++) {
+            const FieldSource *s = &src[f];
+            u32 t, len;
+            if (s->kind == FIELD_LITERAL) {
+                t = s->lit_type;
+                if (s->lit_len) put_int(body, t, s->lit);
+                body += s->lit_len;
+            } else if (s->kind == FIELD_NULL || (s->null && s->null[r])) {
+                if (s->notnull) goto not_null;
+                t = 0;
+            } else {
+                i64 v = s->v[r];
+                t = int_serial_type(v, a->format4, &len);
+                if (len) put_int(body, t, v);
+                body += len;
+            }
+            hdr[1 + f] = (u8)t;
+        }
+        *size = body - a->buf;
+        return SQLITE_OK;
+    }
+    u32 types[64];
+    u32 *type = nfield <= 64 ? types : sqlite3_malloc64(sizeof(u32) * (u64)nfield);
+    if (!type) return SQLITE_NOMEM_BKPT;
+    i64 nhdr = 0, ndata = 0;
+    int rc = SQLITE_OK;
+    for (int f = 0; f < nfield; f++) {
+        const FieldSource *s = &src[f];
+        u32 len = 0;
+        if (s->kind == FIELD_LITERAL) {
+            type[f] = s->lit_type;
+            len = s->lit_len;
+        } else if (s->kind == FIELD_NULL || (s->null && s->null[r])) {
+            if (s->notnull) {
+                if (type != types) sqlite3_free(type);
+                goto not_null;
+            }
+            type[f] = 0;
+        } else if (s->kind == FIELD_TEXT) {
+            i64 n = s->txtlen[s->v[r]];
+            type[f] = (u32)(n * 2 + 13);
+            len = (u32)n;
+        } else {
+            type[f] = int_serial_type(s->v[r], a->format4, &len);
+        }
+        nhdr += sqlite3VarintLen(type[f]);
+        ndata += len;
+    }
+    if (nhdr <= 126) {
+        nhdr += 1;
+    } else {
+        int nv = sqlite3VarintLen((u64)nhdr);
+        nhdr += nv;
+        if (nv < sqlite3VarintLen((u64)nhdr)) nhdr++;
+    }
+    if (nhdr + ndata > db->aLimit[SQLITE_LIMIT_LENGTH]) {
+        rc = SQLITE_TOOBIG;
+        sqlite3ErrorWithMsg(db, rc, "string or blob too big");
+    }
+    if (!rc) rc = grow(a, nhdr + ndata);
+    if (!rc) {
+        u8 *hdr = a->buf, *body = a->buf + nhdr;
+        hdr += sqlite3PutVarint(hdr, (u64)nhdr);
+        for (int f = 0; f < nfield; f++) {
+            const FieldSource *s = &src[f];
+            u32 t = type[f];
+            hdr += sqlite3PutVarint(hdr, t);
+            if (t == 0 || t == 8 || t == 9) continue;
+            if (t >= 13) {
+                u32 n = (t - 13) / 2;
+                if (n) memcpy(body, s->txt[s->v[r]], n);
+                body += n;
+            } else {
+                i64 v = s->kind == FIELD_LITERAL ? s->lit : s->v[r];
+                put_int(body, t, v);
+                body += sqlite3VdbeSerialTypeLen(t);
+            }
+        }
+        *size = nhdr + ndata;
+    }
+    if (type != types) sqlite3_free(type);
+    return rc;
+not_null:
+    for (int f = 0; f < nfield; f++) {
+        if (src[f].notnull && (src[f].kind == FIELD_NULL || (src[f].null && src[f].null[r]))) {
+            sqlite3ErrorWithMsg(db, SQLITE_CONSTRAINT_NOTNULL, "NOT NULL constraint failed: %s.%s",
+                                a->tab->zName, a->tab->aCol[f].zCnName);
+            break;
+        }
+    }
+    return SQLITE_CONSTRAINT_NOTNULL;
+}
 
 /* Append nrow rows. Caller column j of row r: NULL where
  * nulls[j * stride + r], else values[j * stride + r], which for a text
@@ -220,10 +361,33 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
                                       const char *const *const *texts,
                                       const sqlite3_int64 *const *text_lengths) {
     sqlite3 *db = a->db;
-    int rc = SQLITE_OK;
-    u32 types[64];
-    u32 *type = a->nfield <= 64 ? types : sqlite3_malloc64(sizeof(u32) * a->nfield);
-    if (!type) return SQLITE_NOMEM_BKPT;
+    /* has_text: the general record path (texts, or too many fields for
+     * one-byte headers). */
+    int rc = SQLITE_OK, has_text = a->nfield > 126;
+    FieldSource sources[64];
+    FieldSource *src = a->nfield <= 64 ? sources
+                                       : sqlite3_malloc64(sizeof(FieldSource) * (u64)a->nfield);
+    if (!src) return SQLITE_NOMEM_BKPT;
+    for (int f = 0; f < a->nfield; f++) {
+        FieldSource *s = &src[f];
+        int j = a->field_col[f];
+        memset(s, 0, sizeof *s);
+        s->notnull = a->tab->aCol[f].notNull != OE_None && f != a->tab->iPKey;
+        if (j == -1) {
+            s->kind = FIELD_NULL;
+        } else if (j <= -2) {
+            s->kind = FIELD_LITERAL;
+            s->lit = a->lit[-2 - j];
+            s->lit_type = int_serial_type(s->lit, a->format4, &s->lit_len);
+        } else {
+            s->kind = texts[j] ? FIELD_TEXT : FIELD_INT;
+            s->v = values + (size_t)j * stride;
+            s->null = nulls + (size_t)j * stride;
+            s->txt = texts[j];
+            s->txtlen = text_lengths[j];
+            has_text |= texts[j] != 0;
+        }
+    }
     sqlite3_mutex_enter(db->mutex);
     sqlite3BtreeEnterAll(db);
     if (sqlite3BtreeTxnState(db->aDb[0].pBt) != SQLITE_TXN_WRITE) {
@@ -231,73 +395,10 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
         sqlite3ErrorWithMsg(db, rc, "%s: the write transaction ended", a->tab->zName);
         goto done;
     }
-    for (int r = 0; r < nrow && rc == SQLITE_OK; r++) {
-        i64 nhdr = 0, ndata = 0;
-        for (int f = 0; f < a->nfield; f++) {
-            int j = a->field_col[f];
-            u32 len = 0;
-            if (j == -1 || (j >= 0 && nulls[(size_t)j * stride + r])) {
-                if (j >= 0 && a->tab->aCol[f].notNull) {
-                    rc = SQLITE_CONSTRAINT_NOTNULL;
-                    sqlite3ErrorWithMsg(db, rc, "NOT NULL constraint failed: %s.%s",
-                                        a->tab->zName, a->tab->aCol[f].zCnName);
-                    goto done;
-                }
-                type[f] = 0;
-            } else if (j >= 0 && texts[j]) {
-                i64 n = text_lengths[j][values[(size_t)j * stride + r]];
-                type[f] = (u32)(n * 2 + 13);
-                len = (u32)n;
-            } else {
-                type[f] = int_serial_type(FIELD_INT(a, f, r, values, stride), a->format4, &len);
-            }
-            nhdr += sqlite3VarintLen(type[f]);
-            ndata += len;
-        }
-        if (nhdr <= 126) {
-            nhdr += 1;
-        } else {
-            int nv = sqlite3VarintLen((u64)nhdr);
-            nhdr += nv;
-            if (nv < sqlite3VarintLen((u64)nhdr)) nhdr++;
-        }
-        i64 nbyte = nhdr + ndata;
-        if (nbyte > db->aLimit[SQLITE_LIMIT_LENGTH]) {
-            rc = SQLITE_TOOBIG;
-            sqlite3ErrorWithMsg(db, rc, "string or blob too big");
-            goto done;
-        }
-        if (nbyte > a->nbuf) {
-            u8 *nb = sqlite3_realloc64(a->buf, (u64)(nbyte < 4096 ? 4096 : nbyte));
-            if (!nb) {
-                rc = SQLITE_NOMEM_BKPT;
-                goto done;
-            }
-            a->buf = nb;
-            a->nbuf = nbyte < 4096 ? 4096 : nbyte;
-        }
-        u8 *hdr = a->buf, *body = a->buf + nhdr;
-        hdr += sqlite3PutVarint(hdr, (u64)nhdr);
-        for (int f = 0; f < a->nfield; f++) {
-            int j = a->field_col[f];
-            u32 t = type[f];
-            hdr += sqlite3PutVarint(hdr, t);
-            if (t == 0 || t == 8 || t == 9) continue;
-            if (t >= 13) {
-                i64 at = values[(size_t)j * stride + r];
-                u32 n = (t - 13) / 2;
-                if (n) memcpy(body, texts[j][at], n);
-                body += n;
-                continue;
-            }
-            i64 v = FIELD_INT(a, f, r, values, stride);
-            u32 n = sqlite3VdbeSerialTypeLen(t);
-            for (int b = (int)n - 1; b >= 0; b--) {
-                body[b] = (u8)(v & 0xff);
-                v >>= 8;
-            }
-            body += n;
-        }
+    for (int r = 0; r < nrow; r++) {
+        i64 nbyte = 0;
+        rc = make_record(a, src, has_text, r, &nbyte);
+        if (rc) goto done; /* its message is set */
         /* As OP_NewRowid: the cursor at the table's last row (no seek when
          * it is there already); then OP_Insert's append. */
         int empty = 0;
@@ -319,12 +420,13 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
         x.pData = a->buf;
         x.nData = (int)nbyte;
         rc = sqlite3BtreeInsert(a->cur, &x, BTREE_APPEND, 0);
+        if (rc) break;
     }
     if (rc) sqlite3Error(db, rc);
 done:
     sqlite3BtreeLeaveAll(db);
     sqlite3_mutex_leave(db->mutex);
-    if (type != types) sqlite3_free(type);
+    if (src != sources) sqlite3_free(src);
     return rc;
 }
 

@@ -178,12 +178,35 @@ static int gather_fast(const Col *c, Py_ssize_t row, Py_ssize_t nrows, int64_t *
     }
 }
 
+/* values[row + r] of a plain column of type VT (no index, no NULLs). */
+#define COPY_PLAIN(VT)                                                                   \
+    do {                                                                                 \
+        const VT *v = (const VT *)c->values.buf + row;                                   \
+        for (Py_ssize_t r = 0; r < nrows; r++) out[r] = (int64_t)v[r];                   \
+        memset(nul, 0, (size_t)nrows);                                                   \
+    } while (0)
+
+/* Whether COPY_PLAIN applies to column c (and then fills out/nul). */
+static int copy_plain(const Col *c, Py_ssize_t row, Py_ssize_t nrows, int64_t *out,
+                      uint8_t *nul) {
+    if (!c->have_values || c->have_index || c->texts || c->have_null) return 0;
+    int is_signed = c->vkind == 's';
+    switch (c->values.itemsize) {
+    case 1: if (is_signed) COPY_PLAIN(int8_t); else COPY_PLAIN(uint8_t); return 1;
+    case 2: if (is_signed) COPY_PLAIN(int16_t); else COPY_PLAIN(uint16_t); return 1;
+    case 4: if (is_signed) COPY_PLAIN(int32_t); else COPY_PLAIN(uint32_t); return 1;
+    case 8: if (is_signed) { COPY_PLAIN(int64_t); return 1; } return 0;
+    default: return 0;
+    }
+}
+
 static void fill_batch(const Col *cols, int k, Py_ssize_t row, Py_ssize_t nrows, Batch *b) {
     for (int j = 0; j < k; j++) {
         const Col *c = &cols[j];
         int64_t *out = b->vals + (size_t)j * BATCH_ROWS;
         uint8_t *nul = b->nulls + (size_t)j * BATCH_ROWS;
         if (gather_fast(c, row, nrows, out, nul)) continue;
+        if (copy_plain(c, row, nrows, out, nul)) continue;
         if (c->have_values && c->have_index && !c->texts) {
             Py_ssize_t end = row + nrows, n_index = c->index.len / c->index.itemsize;
             Py_ssize_t n_values = c->values.len / c->values.itemsize;
