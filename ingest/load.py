@@ -368,9 +368,10 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                             # Only a cache: the views rebuild it from the database.
                             frames.abort()
                             frames = None
-                    worker.submit(partial(timings.timed, f"insert {table_name}", store_table,
-                                          conn, trace_id, table_name, cols, n, first,
-                                          tables.bases["intervals"], advance))
+                    with timings.phase("insert wait"):  # the worker still busy
+                        worker.submit(partial(timings.timed, f"insert {table_name}",
+                                              store_table, conn, trace_id, table_name, cols,
+                                              n, first, tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
                 if frames is not None and goroutine_cols:
@@ -385,6 +386,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                         except Exception:  # noqa: BLE001 - a cache never fails a load
                             log.exception("goroutine table not staged; built after the commit")
                 del goroutine_cols
+                with timings.phase("insert wait"):
+                    worker.close()
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
                 goroutines=counts["goroutines"], procs=counts["procs"],
                 threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
