@@ -44,7 +44,8 @@ struct gmpscope_appender {
 typedef struct gmpscope_appender gmpscope_appender;
 
 /* SQLite's serial type for integer v and its size in bytes (OP_MakeRecord's). */
-static u32 int_serial_type(i64 v, int format4, u32 *len) {
+static inline __attribute__((always_inline)) u32 int_serial_type(i64 v, int format4,
+                                                                 u32 *len) {
     u64 u = v < 0 ? ~(u64)v : (u64)v;
     if (u <= 127) {
         if ((v & 1) == v && format4) {
@@ -224,7 +225,7 @@ typedef struct {
 #define FIELD_TEXT 3
 
 /* Integer v as serial type t's big-endian bytes at p (t in 1..6). */
-static void put_int(u8 *p, u32 t, i64 v) {
+static inline __attribute__((always_inline)) void put_int(u8 *p, u32 t, i64 v) {
     u64 u = (u64)v;
     switch (t) {
     case 1: p[0] = (u8)u; break;
@@ -382,7 +383,10 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
         } else {
             s->kind = texts[j] ? FIELD_TEXT : FIELD_INT;
             s->v = values + (size_t)j * stride;
+            /* No per-row test for a column without a NULL in these rows. */
             s->null = nulls + (size_t)j * stride;
+            if (nrow > 0 && s->null[0] == 0 && memcmp(s->null, s->null + 1, (size_t)nrow - 1) == 0)
+                s->null = 0;
             s->txt = texts[j];
             s->txtlen = text_lengths[j];
             has_text |= texts[j] != 0;
