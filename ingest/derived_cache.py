@@ -35,7 +35,7 @@ from ingest.page_cache import save_npy
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
-DERIVED_VERSION = 1
+DERIVED_VERSION = 2
 
 T = TypeVar("T")
 

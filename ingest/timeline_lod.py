@@ -211,7 +211,8 @@ def _indexed_lane(ls: LaneSet, idx: LaneSetIndex, a: int, b: int, lane_no: int, 
     r0, r1 = r0[nonempty], r1[nonempty]
     ng = len(r0)
     occ = np.zeros((ng, NCAT), np.int64)
-    occ[:, idx.cats] = idx.cum[r1] - idx.cum[r0]
+    both = idx.cum_at(ls, np.concatenate([r1, r0]))
+    occ[:, idx.cats] = both[:ng] - both[ng:]
     # The window cuts the first and the last row.
     if start[a] < t1:
         occ[r0 == a, int(ls.cat[a])] -= t1 - int(start[a])

@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from ingest import derived_cache, timeline_lanes
 from ingest.config import Settings, sqlite_url
 from ingest.db import make_engine
+from ingest.derived_cache import DERIVED_VERSION
 from ingest.frames import FrameStore, TraceFrames
 from ingest.load import ingest_trace_file
 
@@ -232,7 +233,7 @@ def test_the_server_warms_the_reports_of_an_upload(tmp_path: Path) -> None:
                 "netpoll_summary-top10.json", "syscall_summary-top10.json"}
         deadline = time.monotonic() + 120  # a wait, not a speed check
         while time.monotonic() < deadline:
-            have = {p.name for p in (frames_dir / "derived-v1").glob("*.json")}
+            have = {p.name for p in (frames_dir / f"derived-v{DERIVED_VERSION}").glob("*.json")}
             if want <= have:
                 break
             time.sleep(0.2)

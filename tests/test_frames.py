@@ -12,6 +12,7 @@ import pytest
 
 from ingest.config import Settings, sqlite_url
 from ingest.db import make_engine
+from ingest.derived_cache import DERIVED_VERSION
 from ingest.frames import TABLE_COLUMNS, FrameStore, TraceNotFound, build_arrays
 from ingest.load import ingest_trace_file
 from ingest.queries import delete_trace
@@ -82,7 +83,7 @@ def test_server_start_clears_what_a_killed_server_left(tmp_path: Path) -> None:
 
     settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
     tmp, frames = settings.tmp_dir, tmp_path / "frames"
-    derived = frames / "3-abcdef-v2" / "derived-v1"
+    derived = frames / "3-abcdef-v2" / f"derived-v{DERIVED_VERSION}"
     old = [tmp / ".upload-abc.part", tmp / "ingest-x1", frames / ".staging-1",
            derived / ".m_lanes.1f2e.tmp"]
     new = [tmp / ".upload-def.part", tmp / "ingest-x2", frames / ".staging-2",
@@ -215,7 +216,7 @@ def test_a_second_writer_keeps_the_set_in_use(store: FrameStore) -> None:
     res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
     (final,) = (store.data_dir / "frames").glob(f"{res.id}-*")
     in_use = store.get(res.id)
-    marker = final / "derived-v1" / "saved-by-a-reader"
+    marker = final / f"derived-v{DERIVED_VERSION}" / "saved-by-a-reader"
     marker.parent.mkdir(exist_ok=True)
     marker.write_text("x")
     facts, tables = build_arrays(store.engine, res.id)
