@@ -61,16 +61,19 @@ def add_server_args(p: Any, *, port: int, threads: int, data_dir_help: str) -> N
 
 def prepare(settings: Settings) -> None:
     """Create the data directory, clear what a killed server left (spools, staging
-    directories, raw traces of loads that never committed), migrate the database once."""
+    directories, raw traces of loads that never committed) and views' caches of an
+    older layout, migrate the database once."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from ingest.db import make_engine
+    from ingest.derived_cache import remove_other_versions
     from ingest.load import remove_orphan_raw_files
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_uploads(settings.tmp_dir)
     remove_stale_uploads(settings.data_dir / "frames",
                          patterns=(".staging-*", "*/derived-v*/.*.tmp"))
+    remove_other_versions(settings.data_dir / "frames")
     try:
         engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
         try:

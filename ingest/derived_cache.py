@@ -116,6 +116,19 @@ def _memory(frames: TraceFrames) -> tuple[dict[str, Any], threading.Lock]:
     return store, lock
 
 
+def remove_other_versions(frames_root: Path) -> int:
+    """Delete every trace's derived values of another version than this one
+    (no reader looks at them: a value of an older layout is built again in
+    the current one); the number of directories removed."""
+    removed = 0
+    current = f"derived-v{DERIVED_VERSION}"
+    for d in frames_root.glob("*/derived-v*"):
+        if d.name != current and d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def cached(frames: TraceFrames, key: str, build: Callable[[], T],
            persist: tuple[type, ...] = ()) -> T:
     """``build()`` once per trace.

@@ -89,7 +89,9 @@ def test_server_start_clears_what_a_killed_server_left(tmp_path: Path) -> None:
     new = [tmp / ".upload-def.part", tmp / "ingest-x2", frames / ".staging-2",
            derived / ".p_lanes.3a4b.tmp"]
     keep = [tmp / "jobs", frames / "3-abcdef-v2", derived / "m_lanes", tmp_path / "traces"]
-    for p in old + new + keep:
+    # Lane sets of an older layout go whatever their age (nothing reads them).
+    older = frames / "3-abcdef-v2" / f"derived-v{DERIVED_VERSION - 1}" / "p_lanes"
+    for p in old + new + keep + [older]:
         p.parent.mkdir(parents=True, exist_ok=True)
         if p.suffix == ".part":
             p.write_bytes(b"x")
@@ -101,6 +103,7 @@ def test_server_start_clears_what_a_killed_server_left(tmp_path: Path) -> None:
         os.utime(p, (hour_ago, hour_ago))
     prepare(settings)
     assert [p.exists() for p in old] == [False] * 4
+    assert not older.parent.exists()
     assert all(p.exists() for p in new + keep)
 
 
