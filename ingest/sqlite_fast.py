@@ -11,6 +11,7 @@ returns the inserter, or None, and then callers bind through Python as before.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -20,6 +21,8 @@ import numpy as np
 
 from ingest.columns import Gather, Nullable, Seq
 from ingest.extensions import optional_extension
+
+log = logging.getLogger("gmpscope.ingest.sqlite_fast")
 
 #: Rows per multi-row statement (bench/sqlite_insert.py's rows, best of two:
 #: 64 rows 0.428 us a row, 256 0.417, 1024 0.422; from C, one row a
@@ -156,15 +159,26 @@ def column_inserter(dbapi_conn: Any) -> Inserter | None:
         if not k or len(cols) != k:
             raise ValueError(f"{table}: {len(cols)} columns for {k} names")
         specs = [_spec(c, a, b) for c in cols]
+        first = a
         if append and table not in refused:
             done = ext.append_columns(dbapi_conn, table, list(names), list(literals),
                                       [int(v) for v in literals.values()], b - a, specs)
-            if not isinstance(done, str):
-                return int(done)
-            refused[table] = done
+            if isinstance(done, str):
+                refused[table] = done
+                log.debug("%s: inserted through statements (%s)", table, done)
+            elif int(done) == b - a:
+                return b - a
+            else:
+                # A row whose index entry would not follow the last: it and
+                # the rest through statements (they seek), as will later calls.
+                refused[table] = "keys not in ascending order"
+                log.debug("%s: statements from row %d on (keys not in ascending order)",
+                          table, a + int(done))
+                a += int(done)
+                specs = [_spec(c, a, b) for c in cols]
         per = max(1, min(ROWS_PER_STATEMENT, 32766 // k))
         return int(ext.insert_columns(
             dbapi_conn, insert_sql(table, names, per, literals), per,
-            insert_sql(table, names, 1, literals), b - a, specs))
+            insert_sql(table, names, 1, literals), b - a, specs)) + (a - first)
 
     return insert

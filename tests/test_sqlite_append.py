@@ -48,7 +48,9 @@ def test_appended_rows_make_the_same_file_as_insert_statements(tmp_path: Path) -
     got = _probe("same_file", tmp_path)
     assert got["appender"], "gmpscope's SQLite library has the appender"
     # Integers at every serial type's edges, NULLs, texts, a gather, a
-    # literal, two calls in one transaction: byte for byte the same file.
+    # literal, two calls in one transaction, tables with a unique key (their
+    # entries appended, and handed to statements from a row out of order):
+    # byte for byte the same file.
     assert got["appended"] == got["inserted"]
 
 
@@ -58,12 +60,23 @@ def test_a_null_in_a_not_null_column_fails_as_insert_or_fail_does(tmp_path: Path
         "error": "NOT NULL constraint failed: t.a", "kept": 6}
 
 
+def test_a_duplicate_key_fails_as_insert_or_fail_does(tmp_path: Path) -> None:
+    got = _probe("duplicate_key", tmp_path)
+    assert got["appended"] == got["inserted"] == {
+        "error": "UNIQUE constraint failed: k.trace_id, k.seq", "kept": 4}
+
+
 def test_tables_it_must_not_take_are_refused(tmp_path: Path) -> None:
     got = _probe("refusals", tmp_path)
     assert got.pop("plain") == 3
     assert got.pop("child, foreign keys off") == 3
+    assert got.pop("indexed") == 3  # an ascending index on integers it keeps
     expected = {
-        "indexed": "has an index",
+        "text_index": "an index on a column not of integers",
+        "expr_index": "a partial, expression or wide index",
+        "partial_index": "a partial, expression or wide index",
+        "desc_index": "an index the appender cannot keep",
+        "nocase_index": "an index the appender cannot keep",
         "triggered": "has a trigger",
         "temp_triggered": "has a trigger",
         "checked": "has a CHECK constraint",
@@ -95,15 +108,22 @@ def _ingest(db: Path, trace: Path, append: bool) -> None:
     assert out.returncode == 0, out.stderr
 
 
+#: The tables a load appends to, and the unique indexes of their keys.
+APPENDED = ("intervals", "proc_run_index", "syscall_outcomes", "goroutines",
+            "sqlite_autoindex_goroutines_1", "metrics", "sqlite_autoindex_metrics_1",
+            "transition_stacks", "sqlite_autoindex_transition_stacks_1")
+
+
 def _pages(db: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """The big tables' b-tree pages: cells, payload and free bytes of each."""
+    """The appended tables' and indexes' b-tree pages: cells, payload and free
+    bytes of each."""
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
         assert conn.execute(text("PRAGMA integrity_check")).scalar() == "ok"
         return {name: [tuple(r) for r in conn.execute(text(
             "SELECT pagetype, ncell, payload, unused, mx_payload FROM dbstat "
             "WHERE name = :n ORDER BY path"), {"n": name})]
-            for name in ("intervals", "proc_run_index", "syscall_outcomes")}
+            for name in APPENDED}
 
 
 @pytest.mark.parametrize("trace", ["go1.23-workers.trace", "go1.21-mixed.trace"])

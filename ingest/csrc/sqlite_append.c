@@ -29,10 +29,29 @@
  * INSERT OR FAIL. */
 #include "sqlite3.c"
 
+/* An index the rows' entries are appended to: its key columns are integers
+ * (caller columns or literals) in ascending order, so the entries of rows
+ * whose keys grow sort after each other. */
+#define MAX_INDEXES 8
+#define MAX_KEY 16
+
+typedef struct {
+    Index *idx;
+    BtCursor *cur;
+    KeyInfo *key;
+    int nkey;            /* key columns */
+    int field[MAX_KEY];  /* the table column (record field) of each */
+    int unique;
+    int have_prev;       /* prev: the last entry's key and rowid */
+    i64 prev[MAX_KEY + 1];
+} IndexTarget;
+
 struct gmpscope_appender {
     sqlite3 *db;
     Table *tab;
     BtCursor *cur;
+    int nindex;
+    IndexTarget index[MAX_INDEXES];
     int nfield;     /* fields in a record: the table's columns */
     int ncol;       /* caller's columns */
     int *field_col; /* record field -> caller column, -1: NULL (rowid alias), -2-k: literal k */
@@ -42,6 +61,14 @@ struct gmpscope_appender {
     i64 nbuf;
 };
 typedef struct gmpscope_appender gmpscope_appender;
+
+/* gmpscope_appender_rows stopped before a row its indexes cannot take by
+ * appending (*done rows appended). */
+#define GMPSCOPE_APPEND_STOPPED 1000
+
+/* The interface's version: the binder uses the appender only when it is
+ * the one it was built for. */
+SQLITE_API int gmpscope_appender_version(void) { return 2; }
 
 /* SQLite's serial type for integer v and its size in bytes (OP_MakeRecord's). */
 static inline __attribute__((always_inline)) u32 int_serial_type(i64 v, int format4,
@@ -81,7 +108,6 @@ static int temp_triggers_on(sqlite3 *db, Table *tab) {
 
 static int check_table(sqlite3 *db, Table *tab, char *err, int nerr, const char *name) {
     if (!IsOrdinaryTable(tab) || !HasRowid(tab)) return refuse(err, nerr, "not a rowid table", name);
-    if (tab->pIndex) return refuse(err, nerr, "has an index", name);
     if (tab->pCheck) return refuse(err, nerr, "has a CHECK constraint", name);
     if (tab->tabFlags & (TF_HasGenerated | TF_Autoincrement | TF_Strict))
         return refuse(err, nerr, "has generated columns, AUTOINCREMENT or STRICT", name);
@@ -127,6 +153,91 @@ static int map_fields(gmpscope_appender *a, int ncol, const char *const *names,
         given++;
     }
     if (given != ncol + nlit) return refuse(err, nerr, "a column is not in the table", tab->zName);
+    return SQLITE_OK;
+}
+
+/* The table's indexes, when the appender can keep them: plain ascending
+ * BINARY keys of integer columns (given as integers), at most MAX_KEY. */
+static int map_indexes(gmpscope_appender *a, const int *is_text, char *err, int nerr) {
+    Table *tab = a->tab;
+    for (Index *idx = tab->pIndex; idx; idx = idx->pNext) {
+        if (a->nindex == MAX_INDEXES) return refuse(err, nerr, "has too many indexes", tab->zName);
+        IndexTarget *t = &a->index[a->nindex];
+        if (idx->pPartIdxWhere || idx->aColExpr || idx->nKeyCol > MAX_KEY ||
+            idx->nColumn != idx->nKeyCol + 1)
+            return refuse(err, nerr, "has a partial, expression or wide index", tab->zName);
+        for (int i = 0; i < idx->nKeyCol; i++) {
+            int c = idx->aiColumn[i];
+            if (c < 0 || c == tab->iPKey || idx->aSortOrder[i] ||
+                sqlite3StrICmp(idx->azColl[i], sqlite3StrBINARY) != 0)
+                return refuse(err, nerr, "has an index the appender cannot keep", tab->zName);
+            int from = a->field_col[c];
+            char aff = tab->aCol[c].affinity;
+            if ((from >= 0 && is_text[from]) ||
+                (aff != SQLITE_AFF_INTEGER && aff != SQLITE_AFF_NUMERIC))
+                return refuse(err, nerr, "has an index on a column not of integers",
+                              tab->zName);
+            t->field[i] = c;
+        }
+        t->idx = idx;
+        t->nkey = idx->nKeyCol;
+        t->unique = IsUniqueIndex(idx);
+        /* As sqlite3KeyInfoOfIndex makes it (BINARY, ascending). */
+        t->key = idx->uniqNotNull ? sqlite3KeyInfoAlloc(a->db, idx->nKeyCol, 1)
+                                  : sqlite3KeyInfoAlloc(a->db, idx->nColumn, 0);
+        t->cur = sqlite3MallocZero(sqlite3BtreeCursorSize());
+        a->nindex++;
+        if (!t->key || !t->cur) return SQLITE_NOMEM_BKPT;
+    }
+    return SQLITE_OK;
+}
+
+static void free_indexes(gmpscope_appender *a) {
+    for (int i = 0; i < a->nindex; i++) {
+        IndexTarget *t = &a->index[i];
+        if (t->cur && t->cur->pBtree) sqlite3BtreeCloseCursor(t->cur);
+        sqlite3_free(t->cur);
+        sqlite3KeyInfoUnref(t->key);
+    }
+    a->nindex = 0;
+}
+
+/* The last entry's key and rowid of index t into t->prev (have_prev 0 when
+ * the index is empty); SQLITE_MISUSE when an entry holds other than integers
+ * (and NULLs, which sort first: taken as the smallest integer). */
+static int read_last_entry(IndexTarget *t) {
+    int empty = 0;
+    int rc = sqlite3BtreeLast(t->cur, &empty);
+    if (rc || empty) {
+        t->have_prev = 0;
+        return rc;
+    }
+    u32 size = sqlite3BtreePayloadSize(t->cur), have = 0;
+    const u8 *rec = sqlite3BtreePayloadFetch(t->cur, &have);
+    if (have < size) return SQLITE_MISUSE; /* an overflowing entry: not ours */
+    u32 nhdr, type, at;
+    at = getVarint32(rec, nhdr);
+    const u8 *body = rec + nhdr;
+    for (int f = 0; f <= t->nkey; f++) {
+        if (at >= nhdr) return SQLITE_MISUSE;
+        at += getVarint32(rec + at, type);
+        i64 v;
+        if (type == 0) {
+            v = SMALLEST_INT64;
+        } else if (type == 8 || type == 9) {
+            v = type - 8;
+        } else if (type >= 1 && type <= 6) {
+            u32 n = sqlite3VdbeSerialTypeLen(type);
+            if (body + n > rec + size) return SQLITE_MISUSE;
+            v = (body[0] & 0x80) ? -1 : 0;
+            for (u32 b = 0; b < n; b++) v = (i64)(((u64)v << 8) | body[b]);
+            body += n;
+        } else {
+            return SQLITE_MISUSE;
+        }
+        t->prev[f] = v;
+    }
+    t->have_prev = 1;
     return SQLITE_OK;
 }
 
@@ -190,10 +301,20 @@ SQLITE_API int gmpscope_appender_open(sqlite3 *db, const char *table, int ncol,
     for (int k = 0; k < nlit; k++) a->lit[k] = lit_values[k];
     rc = map_fields(a, ncol, names, is_text, nlit, lit_names, err, nerr);
     if (rc) goto done;
+    rc = map_indexes(a, is_text, err, nerr);
+    if (rc) goto done;
     sqlite3BtreeCursorZero(a->cur);
     rc = sqlite3BtreeCursor(bt, tab->tnum, BTREE_WRCSR, 0, a->cur);
+    for (int i = 0; rc == SQLITE_OK && i < a->nindex; i++) {
+        IndexTarget *t = &a->index[i];
+        sqlite3BtreeCursorZero(t->cur);
+        rc = sqlite3BtreeCursor(bt, t->idx->tnum, BTREE_WRCSR, t->key, t->cur);
+        if (rc == SQLITE_OK) rc = read_last_entry(t);
+        if (rc == SQLITE_MISUSE) refuse(err, nerr, "an index holds other than integers", table);
+    }
 done:
     if (rc && a) {
+        free_indexes(a);
         if (a->cur && a->cur->pBtree) sqlite3BtreeCloseCursor(a->cur);
         sqlite3_free(a->cur);
         sqlite3_free(a->field_col);
@@ -353,6 +474,66 @@ not_null:
     return SQLITE_CONSTRAINT_NOTNULL;
 }
 
+/* Integer record field f of row r (a literal, a caller column; NULL is
+ * refused for key columns by their NOT NULL or taken as the smallest). */
+static i64 field_int(const FieldSource *s, int r) {
+    if (s->kind == FIELD_LITERAL) return s->lit;
+    if (s->kind == FIELD_NULL || (s->null && s->null[r])) return SMALLEST_INT64;
+    return s->v[r];
+}
+
+/* Whether row r's entry (key, rowid) sorts after index t's last; if so it
+ * becomes the last. */
+static int key_follows(gmpscope_appender *a, IndexTarget *t, const FieldSource *src, int r,
+                       i64 rowid) {
+    i64 key[MAX_KEY + 1];
+    int cmp = t->have_prev ? 0 : 1;
+    for (int i = 0; i < t->nkey; i++) {
+        key[i] = field_int(&src[t->field[i]], r);
+        if (cmp == 0 && key[i] != t->prev[i]) cmp = key[i] > t->prev[i] ? 1 : -1;
+    }
+    key[t->nkey] = rowid;
+    if (cmp == 0) /* the same key: a unique index refuses it, another orders by rowid */
+        cmp = t->unique ? -1 : (rowid > t->prev[t->nkey] ? 1 : -1);
+    if (cmp < 0) return 0;
+    memcpy(t->prev, key, sizeof(i64) * (size_t)(t->nkey + 1));
+    t->have_prev = 1;
+    (void)a;
+    return 1;
+}
+
+/* Row r's entry in index t: its key's integers and the rowid (an index
+ * record: OP_MakeRecord's format), appended after the last entry. */
+static int append_entry(gmpscope_appender *a, IndexTarget *t, const FieldSource *src, int r,
+                        i64 rowid) {
+    u8 rec[1 + (MAX_KEY + 1) * 9];
+    int nfield = t->nkey + 1;
+    u8 *body = rec + 1 + nfield;
+    rec[0] = (u8)(1 + nfield);
+    for (int f = 0; f < nfield; f++) {
+        const FieldSource *s = f < t->nkey ? &src[t->field[f]] : 0;
+        u32 type, len = 0;
+        if (s && (s->kind == FIELD_NULL || (s->null && s->null[r]))) {
+            type = 0;
+        } else {
+            i64 v = s ? field_int(s, r) : rowid;
+            type = int_serial_type(v, a->format4, &len);
+            if (len) put_int(body, type, v);
+            body += len;
+        }
+        rec[1 + f] = (u8)type;
+    }
+    int empty = 0;
+    int rc = sqlite3BtreeLast(t->cur, &empty);
+    if (rc) return rc;
+    BtreePayload x;
+    memset(&x, 0, sizeof x);
+    x.pKey = rec;
+    x.nKey = body - rec;
+    /* The cursor on the last entry, which the new one follows (-1). */
+    return sqlite3BtreeInsert(t->cur, &x, BTREE_APPEND, empty ? 0 : -1);
+}
+
 /* Append nrow rows. Caller column j of row r: NULL where
  * nulls[j * stride + r], else values[j * stride + r], which for a text
  * column (texts[j] not NULL) is an index into texts[j] / text_lengths[j].
@@ -360,7 +541,7 @@ not_null:
 SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride,
                                       const sqlite3_int64 *values, const unsigned char *nulls,
                                       const char *const *const *texts,
-                                      const sqlite3_int64 *const *text_lengths) {
+                                      const sqlite3_int64 *const *text_lengths, int *done) {
     sqlite3 *db = a->db;
     /* has_text: the general record path (texts, or too many fields for
      * one-byte headers). */
@@ -399,6 +580,7 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
         sqlite3ErrorWithMsg(db, rc, "%s: the write transaction ended", a->tab->zName);
         goto done;
     }
+    *done = 0;
     for (int r = 0; r < nrow; r++) {
         i64 nbyte = 0;
         rc = make_record(a, src, has_text, r, &nbyte);
@@ -418,6 +600,23 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
             }
             rowid = last + 1;
         }
+        if (a->nindex) {
+            /* Stop before a row whose entry would not sort after the index's
+             * last (the caller inserts it and the rest through statements,
+             * which seek, and fail on a duplicate of a unique key). */
+            int stop = 0;
+            for (int i = 0; i < a->nindex && !stop; i++)
+                stop = !key_follows(a, &a->index[i], src, r, rowid);
+            if (stop) {
+                rc = GMPSCOPE_APPEND_STOPPED;
+                goto done;
+            }
+            /* The entries first, then the row, as INSERT does (the pages
+             * are allocated in the same order: the same file). */
+            for (int i = 0; i < a->nindex && rc == SQLITE_OK; i++)
+                rc = append_entry(a, &a->index[i], src, r, rowid);
+            if (rc) break;
+        }
         BtreePayload x;
         memset(&x, 0, sizeof x);
         x.nKey = rowid;
@@ -425,6 +624,7 @@ SQLITE_API int gmpscope_appender_rows(gmpscope_appender *a, int nrow, int stride
         x.nData = (int)nbyte;
         rc = sqlite3BtreeInsert(a->cur, &x, BTREE_APPEND, 0);
         if (rc) break;
+        *done = r + 1;
     }
     if (rc) sqlite3Error(db, rc);
 done:
@@ -439,6 +639,7 @@ SQLITE_API void gmpscope_appender_close(gmpscope_appender *a) {
     sqlite3 *db = a->db;
     sqlite3_mutex_enter(db->mutex);
     sqlite3BtreeEnterAll(db);
+    free_indexes(a);
     sqlite3BtreeCloseCursor(a->cur);
     sqlite3BtreeLeaveAll(db);
     sqlite3_mutex_leave(db->mutex);

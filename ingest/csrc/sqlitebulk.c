@@ -531,7 +531,11 @@ typedef int (*appender_open_fn)(sqlite3 *, const char *, int, const char *const 
                                 gmpscope_appender **, char *, int);
 typedef int (*appender_rows_fn)(gmpscope_appender *, int, int, const sqlite3_int64 *,
                                 const unsigned char *, const char *const *const *,
-                                const sqlite3_int64 *const *);
+                                const sqlite3_int64 *const *, int *);
+typedef int (*appender_version_fn)(void);
+/* The appender's interface this binder speaks, and its "stopped" answer. */
+#define APPENDER_VERSION 2
+#define APPEND_STOPPED 1000
 typedef void (*appender_close_fn)(gmpscope_appender *);
 
 static struct {
@@ -552,8 +556,10 @@ static int find_appender(void) {
         void *o = dlsym(RTLD_DEFAULT, "gmpscope_appender_open");
         void *r = dlsym(RTLD_DEFAULT, "gmpscope_appender_rows");
         void *c = dlsym(RTLD_DEFAULT, "gmpscope_appender_close");
-        if (o && r && c && same_library(o, (void *)&sqlite3_step) &&
-            same_library(r, o) && same_library(c, o)) {
+        void *v = dlsym(RTLD_DEFAULT, "gmpscope_appender_version");
+        if (o && r && c && v && same_library(o, (void *)&sqlite3_step) &&
+            same_library(r, o) && same_library(c, o) && same_library(v, o) &&
+            ((appender_version_fn)v)() == APPENDER_VERSION) {
             appender.open = (appender_open_fn)o;
             appender.rows = (appender_rows_fn)r;
             appender.close = (appender_close_fn)c;
@@ -592,7 +598,9 @@ static const char **utf8_names(PyObject *list, Py_ssize_t *count) {
 }
 
 /* append_columns(conn, table, names, literal_names, literal_values, rows, columns):
- * the rows appended by gmpscope's appender; returns the number of rows, or a
+ * the rows appended by gmpscope's appender; returns the number of rows
+ * appended (fewer than given when a row's index entry would not sort after
+ * the last: the caller inserts it and the rest through statements), or a
  * str saying why the appender cannot take this table (then nothing was
  * written and the caller inserts through statements). */
 static PyObject *append_columns(PyObject *self, PyObject *args) {
@@ -654,6 +662,7 @@ static PyObject *append_columns(PyObject *self, PyObject *args) {
     int rc;
     char err[512] = "";
     int refused = 0;
+    Py_ssize_t appended = 0;
     Py_BEGIN_ALLOW_THREADS
     sqlite3_mutex *mu = sqlite3_db_mutex(db);
     sqlite3_mutex_enter(mu);
@@ -666,11 +675,13 @@ static PyObject *append_columns(PyObject *self, PyObject *args) {
         Batch b = {malloc((size_t)k * BATCH_ROWS * sizeof(int64_t)), malloc((size_t)k * BATCH_ROWS)};
         if (b.vals && b.nulls) {
             for (Py_ssize_t row = 0; rc == SQLITE_OK && row < n; row += BATCH_ROWS) {
-                int m = (int)(n - row < BATCH_ROWS ? n - row : BATCH_ROWS);
+                int m = (int)(n - row < BATCH_ROWS ? n - row : BATCH_ROWS), done = 0;
                 fill_batch(cols, k, row, m, &b);
                 rc = appender.rows(app, m, BATCH_ROWS, (const sqlite3_int64 *)b.vals, b.nulls,
-                                   texts, lengths);
+                                   texts, lengths, &done);
+                appended = row + done;
             }
+            if (rc == APPEND_STOPPED) rc = SQLITE_OK;
         } else {
             rc = SQLITE_NOMEM;
         }
@@ -686,7 +697,7 @@ static PyObject *append_columns(PyObject *self, PyObject *args) {
     else if (rc != SQLITE_OK)
         raise_sqlite(db, rc, err);
     else
-        result = PyLong_FromSsize_t(n);
+        result = PyLong_FromSsize_t(appended);
 out:
     if (cols) release_cols(cols, k);
     PyMem_Free(names);

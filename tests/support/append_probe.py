@@ -24,6 +24,14 @@ CREATE = ("CREATE TABLE t (id INTEGER NOT NULL PRIMARY KEY, trace_id INTEGER NOT
 #: The same without the text column: records of integers and NULLs alone
 #: (the appender's own path for those, the intervals' case).
 CREATE_INTS = CREATE.replace("TABLE t ", "TABLE u ").replace(" s TEXT,", "")
+#: Tables with a unique key led by the trace id, as metrics, goroutines and
+#: transition stacks have: k's keys ascend, kx's second index (on a column
+#: in random order) makes the appender stop at its first row out of order and
+#: hand the rest to statements.
+CREATE_KEYED = ("CREATE TABLE k (trace_id INTEGER NOT NULL, seq BIGINT NOT NULL, "
+                "v BIGINT, s TEXT, PRIMARY KEY (trace_id, seq))")
+CREATE_KEYED_X = (CREATE_KEYED.replace("TABLE k ", "TABLE kx "),
+                  "CREATE INDEX kx_v ON kx (v)")
 EDGES = [0, 1, -1, 2, 127, 128, -128, -129, 32767, 32768, -32768, -32769, 8388607, 8388608,
          -8388608, -8388609, 2**31 - 1, 2**31, -2**31, -2**31 - 1, 2**47 - 1, 2**47, -2**47,
          -2**47 - 1, 2**63 - 1, -2**63]
@@ -55,10 +63,11 @@ def _fill(path: Path, append: bool, n: int) -> str:
 
     engine = make_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
-        conn.exec_driver_sql(CREATE)
-        conn.exec_driver_sql(CREATE_INTS)
+        for sql in (CREATE, CREATE_INTS, CREATE_KEYED, *CREATE_KEYED_X):
+            conn.exec_driver_sql(sql)
         meta = MetaData()
-        tables = [Table("t", meta, autoload_with=conn), Table("u", meta, autoload_with=conn)]
+        tables = [Table(name, meta, autoload_with=conn) for name in ("t", "u")]
+        keyed = [Table(name, meta, autoload_with=conn) for name in ("k", "kx")]
     cols = _columns(n)
     with write_tx(engine, bulk=True) as conn:
         half = n // 2
@@ -69,6 +78,16 @@ def _fill(path: Path, append: bool, n: int) -> str:
             names = {c.name for c in table.columns}
             for part in (first, rest):
                 bulk.insert_columns(conn, table, {k: v for k, v in part.items() if k in names})
+        # Keyed rows of trace 5 in two calls, then of trace 6 (its keys follow),
+        # then of trace 4 (they sort before: statements from its first row).
+        import numpy as np
+
+        seq = np.cumsum(np.arange(n) % 5 + 1)
+        for table in keyed:
+            for trace_id, lo, hi in ((5, 0, half), (5, half, n), (6, 0, n), (4, 0, half)):
+                bulk.insert_columns(conn, table, {
+                    "trace_id": trace_id, "seq": seq[lo:hi], "v": _part(cols["b"], lo, hi),
+                    "s": cols["s"][lo:hi]})
     with engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         assert conn.execute(text("PRAGMA integrity_check")).scalar() == "ok"
@@ -126,6 +145,16 @@ def refusals(work: Path) -> dict[str, Any]:
         CREATE TABLE parent (id INTEGER PRIMARY KEY, a INTEGER);
         CREATE TABLE child (id INTEGER PRIMARY KEY, a INTEGER REFERENCES parent (id));
         CREATE TABLE nokey (a INTEGER PRIMARY KEY) WITHOUT ROWID;
+        CREATE TABLE text_index (id INTEGER PRIMARY KEY, a INTEGER, s TEXT);
+        CREATE INDEX tix ON text_index (s);
+        CREATE TABLE expr_index (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE INDEX eix ON expr_index (a + 1);
+        CREATE TABLE partial_index (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE INDEX pix ON partial_index (a) WHERE a > 0;
+        CREATE TABLE desc_index (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE INDEX dix ON desc_index (a DESC);
+        CREATE TABLE nocase_index (id INTEGER PRIMARY KEY, a INTEGER);
+        CREATE INDEX nix ON nocase_index (a COLLATE NOCASE);
     """)
     ints = (np.arange(3, dtype=np.int64), None, None, 0)
     texts = (None, None, None, 0, ["x", None, "z"])
@@ -142,7 +171,9 @@ def refusals(work: Path) -> dict[str, Any]:
     out = {"plain": ask("plain", ["a", "s"], [ints, texts])}
     out |= {name: ask(name) for name in ("indexed", "triggered", "temp_triggered",
                                         "checked", "strict", "auto", "textual", "realish",
-                                        "defaulted", "nokey", "nosuch")}
+                                        "defaulted", "nokey", "nosuch", "expr_index",
+                                        "partial_index", "desc_index", "nocase_index")}
+    out["text_index"] = ask("text_index", ["a", "s"], [ints, texts])
     out["child, foreign keys on"] = ask("child", fk=True)
     out["child, foreign keys off"] = ask("child")
     out["parent, foreign keys on"] = ask("parent", fk=True)
@@ -186,7 +217,38 @@ def not_null(work: Path) -> dict[str, Any]:
     return out
 
 
-CASES = {"same_file": same_file, "refusals": refusals, "not_null": not_null}
+def duplicate_key(work: Path) -> dict[str, Any]:
+    """A key given twice in a table with a unique key, appended and inserted:
+    the error and the rows kept before it."""
+    import sqlite3
+
+    import numpy as np
+
+    from ingest import sqlite_fast
+
+    out: dict[str, Any] = {}
+    for append in (True, False):
+        os.environ["GMPSCOPE_SQLITE_APPEND"] = "1" if append else "0"
+        conn = sqlite3.connect(work / f"dup{int(append)}.db", isolation_level=None)
+        conn.execute(CREATE_KEYED)
+        conn.execute("BEGIN IMMEDIATE")
+        insert = sqlite_fast.column_inserter(conn)
+        assert insert is not None
+        seq = np.array([1, 2, 3, 4, 4, 5, 6], np.int64)
+        v = np.arange(7, dtype=np.int64)
+        try:
+            insert("k", ["seq", "v", "s"], [seq, v, ["x"] * 7], 0, 7, {"trace_id": 1})
+            error = None
+        except sqlite3.IntegrityError as e:
+            error = str(e)
+        kept = conn.execute("SELECT count(*) FROM k").fetchone()[0]
+        conn.execute("ROLLBACK")
+        out["appended" if append else "inserted"] = {"error": error, "kept": kept}
+    return out
+
+
+CASES = {"same_file": same_file, "refusals": refusals, "not_null": not_null,
+         "duplicate_key": duplicate_key}
 
 if __name__ == "__main__":
     cli.configure_process()
