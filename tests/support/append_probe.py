@@ -184,67 +184,55 @@ def refusals(work: Path) -> dict[str, Any]:
     return out
 
 
-def not_null(work: Path) -> dict[str, Any]:
-    """A NULL in a NOT NULL column, appended and inserted: the error and the
-    rows kept before it (INSERT OR FAIL keeps them)."""
+def _both_ways(work: Path, label: str, create: str, table: str, names: list[str],
+               cols: list[Any], n: int, literals: dict[str, int]) -> dict[str, Any]:
+    """Rows that fail an insert, appended and inserted through statements,
+    each in a transaction of a fresh database: the error and the rows kept
+    before it (INSERT OR FAIL keeps them)."""
     import sqlite3
-
-    import numpy as np
 
     from ingest import sqlite_fast
 
     out: dict[str, Any] = {}
     for append in (True, False):
         os.environ["GMPSCOPE_SQLITE_APPEND"] = "1" if append else "0"
-        conn = sqlite3.connect(work / f"nn{int(append)}.db", isolation_level=None)
-        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER NOT NULL, b INTEGER)")
+        conn = sqlite3.connect(work / f"{label}{int(append)}.db", isolation_level=None)
+        conn.execute(create)
         conn.execute("BEGIN IMMEDIATE")
         insert = sqlite_fast.column_inserter(conn)
         assert insert is not None
-        null = np.zeros(10, bool)
-        null[6] = True
-        cols = [(np.arange(10, dtype=np.int64)), np.arange(10, dtype=np.int64)]
-        from ingest.columns import Nullable
-
         try:
-            insert("t", ["a", "b"], [Nullable(cols[0], null), cols[1]], 0, 10, {})
+            insert(table, names, cols, 0, n, literals)
             error = None
         except sqlite3.IntegrityError as e:
             error = str(e)
-        kept = conn.execute("SELECT count(*) FROM t").fetchone()[0]
+        kept = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         conn.execute("ROLLBACK")
         out["appended" if append else "inserted"] = {"error": error, "kept": kept}
     return out
+
+
+def not_null(work: Path) -> dict[str, Any]:
+    """A NULL in a NOT NULL column."""
+    import numpy as np
+
+    from ingest.columns import Nullable
+
+    null = np.zeros(10, bool)
+    null[6] = True
+    return _both_ways(
+        work, "nn", "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER NOT NULL, b INTEGER)",
+        "t", ["a", "b"], [Nullable(np.arange(10, dtype=np.int64), null),
+                          np.arange(10, dtype=np.int64)], 10, {})
 
 
 def duplicate_key(work: Path) -> dict[str, Any]:
-    """A key given twice in a table with a unique key, appended and inserted:
-    the error and the rows kept before it."""
-    import sqlite3
-
+    """A key given twice in a table with a unique key."""
     import numpy as np
 
-    from ingest import sqlite_fast
-
-    out: dict[str, Any] = {}
-    for append in (True, False):
-        os.environ["GMPSCOPE_SQLITE_APPEND"] = "1" if append else "0"
-        conn = sqlite3.connect(work / f"dup{int(append)}.db", isolation_level=None)
-        conn.execute(CREATE_KEYED)
-        conn.execute("BEGIN IMMEDIATE")
-        insert = sqlite_fast.column_inserter(conn)
-        assert insert is not None
-        seq = np.array([1, 2, 3, 4, 4, 5, 6], np.int64)
-        v = np.arange(7, dtype=np.int64)
-        try:
-            insert("k", ["seq", "v", "s"], [seq, v, ["x"] * 7], 0, 7, {"trace_id": 1})
-            error = None
-        except sqlite3.IntegrityError as e:
-            error = str(e)
-        kept = conn.execute("SELECT count(*) FROM k").fetchone()[0]
-        conn.execute("ROLLBACK")
-        out["appended" if append else "inserted"] = {"error": error, "kept": kept}
-    return out
+    seq = np.array([1, 2, 3, 4, 4, 5, 6], np.int64)
+    return _both_ways(work, "dup", CREATE_KEYED, "k", ["seq", "v", "s"],
+                      [seq, np.arange(7, dtype=np.int64), ["x"] * 7], 7, {"trace_id": 1})
 
 
 CASES = {"same_file": same_file, "refusals": refusals, "not_null": not_null,
