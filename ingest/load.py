@@ -368,7 +368,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                             # Only a cache: the views rebuild it from the database.
                             frames.abort()
                             frames = None
-                    with timings.phase("insert wait"):  # the worker still busy
+                    with timings.phase("worker wait"):  # the worker still busy
                         worker.submit(partial(timings.timed, f"insert {table_name}",
                                               store_table, conn, trace_id, table_name, cols,
                                               n, first, tables.bases["intervals"], advance))
@@ -386,7 +386,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                         except Exception:  # noqa: BLE001 - a cache never fails a load
                             log.exception("goroutine table not staged; built after the commit")
                 del goroutine_cols
-                with timings.phase("insert wait"):
+                with timings.phase("worker wait"):
                     worker.close()
             conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
                 goroutines=counts["goroutines"], procs=counts["procs"],
