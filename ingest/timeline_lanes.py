@@ -10,7 +10,10 @@ reduction (:mod:`ingest.timeline_lod`) wants them:
 - G lanes: the goroutine's own intervals (the frames' rows, no copy);
 - the GC/STW/sweep/assist bands from the ``ranges`` table.
 
-Building the P and M sets takes one sort of the trace's rows; they are built
+Building the P and M sets takes one pass each over the frames in C
+(``ingest._lanesets``: the M rows taken in Go's order, which is start order
+within a thread; the P rows merged from two inputs already in order), or,
+without it or where its assumptions fail, one numpy sort; they are built
 once per trace (:func:`precompute_steps`, right after a load) and kept next to the
 frames on disk and on the :class:`~ingest.frames.TraceFrames` object
 (:mod:`ingest.derived_cache`).
@@ -28,6 +31,7 @@ from sqlalchemy import Engine, select
 
 from ingest import models
 from ingest.derived_cache import cached
+from ingest.extensions import optional_extension
 from ingest.frames import TraceFrames, release_pages
 
 I64 = npt.NDArray[np.int64]
@@ -295,65 +299,123 @@ def _proc_rows(frames: TraceFrames) -> I64:
                            for a, b in zip(idx.p_lo.tolist(), idx.p_hi.tolist(), strict=True)])
 
 
+#: Set to 1 to build the P and M lane sets with numpy even where
+#: ``ingest._lanesets`` is built (tests compare the two).
+PURE_ENV = "GMPSCOPE_PURE_LANES"
+
+
+def _lane_set(got: tuple[Any, ...], ref: npt.NDArray[Any]) -> LaneSet:
+    """A LaneSet from ``ingest._lanesets``' bytearrays and the rows' refs."""
+    ids, lo, hi, start, end, cat = got[:6]
+    return build_index(LaneSet(np.frombuffer(ids, np.int64), np.frombuffer(lo, np.int64),
+                               np.frombuffer(hi, np.int64), np.frombuffer(start, np.int64),
+                               np.frombuffer(end, np.int64), np.frombuffer(cat, np.int8), ref))
+
+
+def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
+    ext = optional_extension("_lanesets", PURE_ENV)
+    if ext is None:
+        return None
+    runs, iv = frames.proc_runs, frames.intervals
+    n_goroutine_rows = int(frames.goroutines.off[-1]) if len(frames.goroutines.ids) else 0
+    got = ext.p_lane_rows(
+        runs["p"], runs["start_ts"], runs["end_ts"], iv["rid"], iv["start_ts"], iv["end_ts"],
+        frames.state, n_goroutine_rows,
+        bytes([models.STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES, SRC_RUN,
+               SRC_INTERVAL]))
+    for col in (runs["p"], runs["start_ts"], runs["end_ts"], iv["start_ts"], iv["end_ts"]):
+        release_pages(col)  # read: see m_lanes
+    if got is None:
+        return None
+    return _lane_set(got, np.frombuffer(got[6], np.int64).astype(ref_dtype(frames)))
+
+
+def _m_lanes_c(frames: TraceFrames) -> LaneSet | None:
+    ext = optional_extension("_lanesets", PURE_ENV)
+    if ext is None:
+        return None
+    iv = frames.intervals
+    got = ext.m_lane_rows(
+        iv["seq"], frames.resource, frames.state, iv["m"], iv["start_ts"], iv["end_ts"],
+        bytes([models.GOROUTINE, models.RUNNING, models.SYSCALL, CAT["Running"],
+               CAT["Syscall"]]))
+    for col in (iv["seq"], iv["m"], iv["start_ts"], iv["end_ts"]):
+        release_pages(col)
+    if got is None:
+        return None
+    ref = np.frombuffer(got[6], np.int64).astype(ref_dtype(frames))
+    ref *= REF_SOURCES
+    ref += SRC_INTERVAL
+    return _lane_set(got, ref)
+
+
 def p_lanes(frames: TraceFrames) -> LaneSet:
     """Per proc: the goroutines it ran (Running) and its Idle intervals (cached)."""
     def build() -> LaneSet:
-        runs = frames.proc_runs
-        iv = frames.intervals
-        prows = _proc_rows(frames)
-        idle = prows[frames.state[prows] == models.STATE_CODE["Idle"]]
-        key = np.concatenate([runs["p"], iv["rid"][idle]])
-        start = np.concatenate([runs["start_ts"], iv["start_ts"][idle]])
-        end = np.concatenate([runs["end_ts"], iv["end_ts"][idle]])
-        for col in (runs["p"], runs["start_ts"], runs["end_ts"], iv["start_ts"],
-                    iv["end_ts"]):
-            release_pages(col)  # read: see m_lanes
-        cat = np.concatenate([np.full(len(runs), CAT["Running"], np.int8),
-                              np.full(len(idle), CAT["Idle"], np.int8)])
-        rt = ref_dtype(frames)
-        ref = np.concatenate([np.arange(len(runs), dtype=rt) * REF_SOURCES + SRC_RUN,
-                              idle.astype(rt) * REF_SOURCES + SRC_INTERVAL])
-        order, ids, lo, hi = _group_sorted(key, start)
-        del key
-        # One column reordered at a time: one copy in memory, not four.
-        start = start[order]
-        end = end[order]
-        cat = cat[order]
-        ref = ref[order]
-        del order
-        return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))
+        return _p_lanes_c(frames) or _p_lanes_numpy(frames)
     return cached(frames, "p_lanes", build, persist=(LaneSet, LaneSetIndex))
+
+
+def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
+    runs = frames.proc_runs
+    iv = frames.intervals
+    prows = _proc_rows(frames)
+    idle = prows[frames.state[prows] == models.STATE_CODE["Idle"]]
+    key = np.concatenate([runs["p"], iv["rid"][idle]])
+    start = np.concatenate([runs["start_ts"], iv["start_ts"][idle]])
+    end = np.concatenate([runs["end_ts"], iv["end_ts"][idle]])
+    for col in (runs["p"], runs["start_ts"], runs["end_ts"], iv["start_ts"],
+                iv["end_ts"]):
+        release_pages(col)  # read: see m_lanes
+    cat = np.concatenate([np.full(len(runs), CAT["Running"], np.int8),
+                          np.full(len(idle), CAT["Idle"], np.int8)])
+    rt = ref_dtype(frames)
+    ref = np.concatenate([np.arange(len(runs), dtype=rt) * REF_SOURCES + SRC_RUN,
+                          idle.astype(rt) * REF_SOURCES + SRC_INTERVAL])
+    order, ids, lo, hi = _group_sorted(key, start)
+    del key
+    # One column reordered at a time: one copy in memory, not four.
+    start = start[order]
+    end = end[order]
+    cat = cat[order]
+    ref = ref[order]
+    del order
+    return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))
 
 
 def m_lanes(frames: TraceFrames) -> LaneSet:
     """Per thread: the goroutine Running/Syscall intervals begun on it (cached)."""
     def build() -> LaneSet:
-        iv = frames.intervals
-        st = frames.state
-        rows = np.flatnonzero((frames.resource == models.GOROUTINE)
-                              & ((st == models.RUNNING) | (st == models.SYSCALL))
-                              & (iv["m"] >= 0)).astype(ref_dtype(frames))
-        # Each mapped column let go once read (release_pages): a lane set of
-        # 2.9 M rows otherwise holds 100 MB of them until it is done.
-        m = iv["m"][rows]
-        release_pages(iv["m"])
-        start = iv["start_ts"][rows]
-        release_pages(iv["start_ts"])
-        order, ids, lo, hi = _group_sorted(m, start)
-        del m
-        rows = rows[order]
-        start = start[order]
-        del order
-        cat = np.where(st[rows] == models.SYSCALL, np.int8(CAT["Syscall"]),
-                       np.int8(CAT["Running"]))
-        end = iv["end_ts"][rows]
-        release_pages(iv["end_ts"])
-        ref = rows  # the refs made in place: one array, not two
-        del rows
-        ref *= REF_SOURCES
-        ref += SRC_INTERVAL
-        return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))
+        return _m_lanes_c(frames) or _m_lanes_numpy(frames)
     return cached(frames, "m_lanes", build, persist=(LaneSet, LaneSetIndex))
+
+
+def _m_lanes_numpy(frames: TraceFrames) -> LaneSet:
+    iv = frames.intervals
+    st = frames.state
+    rows = np.flatnonzero((frames.resource == models.GOROUTINE)
+                          & ((st == models.RUNNING) | (st == models.SYSCALL))
+                          & (iv["m"] >= 0)).astype(ref_dtype(frames))
+    # Each mapped column let go once read (release_pages): a lane set of
+    # 2.9 M rows otherwise holds 100 MB of them until it is done.
+    m = iv["m"][rows]
+    release_pages(iv["m"])
+    start = iv["start_ts"][rows]
+    release_pages(iv["start_ts"])
+    order, ids, lo, hi = _group_sorted(m, start)
+    del m
+    rows = rows[order]
+    start = start[order]
+    del order
+    cat = np.where(st[rows] == models.SYSCALL, np.int8(CAT["Syscall"]),
+                   np.int8(CAT["Running"]))
+    end = iv["end_ts"][rows]
+    release_pages(iv["end_ts"])
+    ref = rows  # the refs made in place: one array, not two
+    del rows
+    ref *= REF_SOURCES
+    ref += SRC_INTERVAL
+    return build_index(LaneSet(ids, lo, hi, start, end, cat, ref))
 
 
 def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneSet:

@@ -33,6 +33,11 @@ from ingest.timeline_lanes import (
     REF_SOURCES,
     SRC_INTERVAL,
     SRC_RUN,
+    LaneSet,
+    _m_lanes_c,
+    _m_lanes_numpy,
+    _p_lanes_c,
+    _p_lanes_numpy,
     category_of,
     m_lanes,
     p_lanes,
@@ -270,6 +275,61 @@ def test_indexed_reduction_equals_row_by_row(loaded: Loaded, mode: str) -> None:
                 for field in ("lane", "start", "end", "cat", "n", "ref", "mix"):
                     np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field),
                                                   err_msg=f"{name} {mode} {nb} {field}")
+
+
+def _canonical(ls: LaneSet) -> dict[str, Any]:
+    """A lane set's rows ordered by (lane, start, ref): the two builders may
+    order rows of one lane that start at the same time differently."""
+    lane = np.repeat(np.arange(len(ls.ids)), ls.hi - ls.lo)
+    order = np.lexsort((ls.ref, ls.start, lane))
+    return {"ids": ls.ids, "lo": ls.lo, "hi": ls.hi, "start": ls.start[order],
+            "end": ls.end[order], "cat": ls.cat[order], "ref": ls.ref[order],
+            "ref dtype": ls.ref.dtype}
+
+
+@pytest.mark.parametrize("mode", ["p", "m"])
+def test_c_lane_sets_equal_numpys(loaded: Loaded, mode: str) -> None:
+    """ingest._lanesets builds the same P and M lane sets as the numpy sort."""
+    pytest.importorskip("ingest._lanesets")
+    for name, f in loaded.frames.items():
+        c = (_p_lanes_c if mode == "p" else _m_lanes_c)(f)
+        assert c is not None, f"{name}: the one-pass build refused a real trace"
+        numpy_built = (_p_lanes_numpy if mode == "p" else _m_lanes_numpy)(f)
+        ours, theirs = _canonical(c), _canonical(numpy_built)
+        assert len(ours["start"]) > 0, name
+        for field, value in theirs.items():
+            if field == "ref dtype":
+                assert ours[field] == value, name
+            else:
+                np.testing.assert_array_equal(ours[field], value, err_msg=f"{name} {field}")
+        assert (c.index is None) == (numpy_built.index is None), name
+
+
+def test_c_lane_sets_refuse_what_needs_a_sort() -> None:
+    """Rows not in start order in Go's order, or seq not a permutation: None,
+    and the numpy sort builds the lane set instead."""
+    ext = pytest.importorskip("ingest._lanesets")
+    codes = bytes([models.GOROUTINE, models.RUNNING, models.SYSCALL, CAT["Running"],
+                   CAT["Syscall"]])
+    res = np.full(4, models.GOROUTINE, np.int8)
+    state = np.full(4, models.RUNNING, np.int8)
+    m = np.array([3, 3, 5, 3], np.int64)
+    start = np.array([10, 20, 30, 40], np.int64)
+    seq = np.array([0, 1, 2, 3], np.int32)
+    ok = ext.m_lane_rows(seq, res, state, m, start, start + 5, codes)
+    assert [np.frombuffer(x, np.int64).tolist() for x in ok[:3]] == [[3, 5], [0, 3], [3, 4]]
+    assert np.frombuffer(ok[6], np.int64).tolist() == [0, 1, 3, 2]
+    # Go's order puts row 3 (start 40) before row 1 (start 20) on thread 3.
+    assert ext.m_lane_rows(np.array([0, 3, 2, 1], np.int32), res, state, m, start,
+                           start + 5, codes) is None
+    assert ext.m_lane_rows(np.array([0, 1, 1, 3], np.int32), res, state, m, start,
+                           start + 5, codes) is None
+    p_codes = bytes([models.STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES,
+                     SRC_RUN, SRC_INTERVAL])
+    runs_p = np.array([0, 0, 1], np.int64)
+    runs_start = np.array([5, 1, 2], np.int64)  # proc 0's runs out of order
+    assert ext.p_lane_rows(runs_p, runs_start, runs_start + 1, m, start, start + 5, state, 4,
+                           p_codes) is None
 
 
 def test_cap_bounds_the_answer(loaded: Loaded) -> None:
