@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 EXTENSIONS = ("collectors.gotrace._v2fast", "ingest._intervalorder", "ingest._summaries",
-              "ingest._sqlitebulk", "ingest._columnappend")
+              "ingest._sqlitebulk", "ingest._columnappend", "ingest._lanesets")
 
 
 @pytest.mark.parametrize("name", EXTENSIONS)
