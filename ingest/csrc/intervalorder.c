@@ -137,25 +137,48 @@ static PyObject *interval_ends(PyObject *self, PyObject *args)
     const void *rows = b[4].held ? b[4].b.buf : NULL;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (order[k] < 0 || order[k] >= n) {
-            bad = 1;
-            break;
-        }
-    }
-    for (Py_ssize_t i = 0; i < nrows && !bad; i++) {
-        Py_ssize_t k = i;
+    /* The order's entries are checked as they are read, not all of them on
+     * every call (the loader asks for the ends a part at a time). Row k's
+     * end is row k+1's own ts: for consecutive rows each ts is read once
+     * (they are cache misses: the order scatters them). */
+    Py_ssize_t next_k = -1;
+    int64_t next_ts = 0;
+    for (Py_ssize_t i = 0; i < nrows; i++) {
+        Py_ssize_t k = i, ahead = i + 16 < nrows ? i + 16 : -1;
         if (rows) {
             k = rowsize == 4 ? (Py_ssize_t)((const int32_t *)rows)[i]
                              : (Py_ssize_t)((const int64_t *)rows)[i];
-            if (k < 0 || k >= n) {
+            if (ahead >= 0)
+                ahead = rowsize == 4 ? (Py_ssize_t)((const int32_t *)rows)[ahead]
+                                     : (Py_ssize_t)((const int64_t *)rows)[ahead];
+        }
+        if (k < 0 || k >= n) {
+            bad = 1;
+            break;
+        }
+        if (ahead >= 0 && ahead + 1 < n) {
+            int32_t a = order[ahead + 1];
+            if (a >= 0 && a < n)
+                __builtin_prefetch(&ts[a]);
+        }
+        int32_t own = order[k];
+        if (own < 0 || own >= n) {
+            bad = 1;
+            break;
+        }
+        int64_t t = k == next_k ? next_ts : ts[own];
+        int64_t e = (int64_t)last_ts;
+        if (!last[k] && k + 1 < n) {
+            int32_t nx = order[k + 1];
+            if (nx < 0 || nx >= n) {
                 bad = 1;
                 break;
             }
-        } else if (k + 16 < n) {
-            __builtin_prefetch(&ts[order[k + 16]]); /* a cache miss each */
+            e = ts[nx];
+            next_k = k + 1;
+            next_ts = e;
         }
-        end[i] = row_end(order, ts, k, last[k] || k + 1 == n, (int64_t)last_ts);
+        end[i] = e > t ? e : t;
     }
     Py_END_ALLOW_THREADS
     buf_release(b, 5);
