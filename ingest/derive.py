@@ -428,6 +428,9 @@ def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
         return [], np.zeros(0, dtype=np.int16)
     nr = max(len(tr.reasons), 1)
     top = 2 * 8 * 8 * nr
+    fast = _kinds_c(tr, nr, top)
+    if fast is not None:
+        return _kind_rows(tr, nr, *fast)
     wide = np.int64 if top >= 2**31 else np.int32
     # In place: one temporary array of the trace's length, not two.
     code: npt.NDArray[np.signedinteger[Any]] = tr.res.astype(wide)
@@ -454,6 +457,38 @@ def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
     del code
     if len(vals) > 32767:
         raise ValueError(f"too many distinct transition kinds ({len(vals)})")
+    # int8 while the kinds fit (a byte a transition, held until the intervals
+    # are stored), else int16; never a copy of an array of that type.
+    return _kind_rows(tr, nr, vals, counts,
+                      inverse.astype(np.int8 if len(vals) <= 127 else np.int16,
+                                     copy=False).reshape(-1))
+
+
+def _kinds_c(tr: Transitions, nr: int, top: int) -> tuple[Arr, Arr, Arr] | None:
+    """(kind codes present, their counts, each transition's kind number) in
+    two passes in C (ingest/csrc/summaries.c) instead of numpy's nine; None
+    where that does not apply."""
+    c = optional_extension("_summaries", PURE_SUMMARIES_ENV)
+    if (c is None or top > 1 << 22 or tr.res.dtype != np.int8 or tr.frm.dtype != np.int8
+            or tr.to.dtype != np.int8 or tr.reason.dtype not in (np.int8, np.int16)):
+        return None
+    all_counts = np.zeros(top, np.int64)
+    if not c.kind_counts(tr.res, tr.frm, tr.to, tr.reason, nr, all_counts):
+        return None
+    vals = np.flatnonzero(all_counts)
+    if len(vals) > 32767:
+        raise ValueError(f"too many distinct transition kinds ({len(vals)})")
+    lut = np.zeros(top, dtype=np.int16)
+    lut[vals] = np.arange(len(vals), dtype=np.int16)
+    kinds = np.empty(len(tr), np.int8 if len(vals) <= 127 else np.int16)
+    c.kind_numbers(tr.res, tr.frm, tr.to, tr.reason, nr, lut, kinds)
+    return vals, all_counts[vals], kinds
+
+
+def _kind_rows(tr: Transitions, nr: int, vals: Arr, counts: Arr,
+               kinds: Arr) -> tuple[list[tuple[Any, ...]], Arr]:
+    """transition_kinds' answer from the kind codes present, their counts and
+    each transition's kind number."""
     out = []
     for kind, (v, c) in enumerate(zip(vals.tolist(), counts.tolist(), strict=True)):
         rest, reason = divmod(v, nr)
@@ -461,10 +496,7 @@ def transition_kinds(tr: Transitions) -> tuple[list[tuple[Any, ...]], Arr]:
         res, frm = divmod(rest, 8)
         out.append((kind, RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to],
                     tr.reasons[reason] if tr.reasons else "", int(c)))
-    # int8 while the kinds fit (a byte a transition, held until the intervals
-    # are stored), else int16; never a copy of an array of that type.
-    return out, inverse.astype(np.int8 if len(vals) <= 127 else np.int16,
-                               copy=False).reshape(-1)
+    return out, kinds
 
 
 def nearest_rank(sorted_values: Arr, q: float) -> int:

@@ -153,6 +153,30 @@ def test_state_edges_equal_numpy(decoded: tuple[Transitions, int]) -> None:
             assert a[5] == pytest.approx(b[5], rel=1e-12)
 
 
+def test_transition_kinds_equal_numpy(decoded: tuple[Transitions, int],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    tr, _ = decoded
+    nr = max(len(tr.reasons), 1)
+    assert derive._kinds_c(tr, nr, 2 * 8 * 8 * nr) is not None, "the C kinds apply"
+    rows, kinds = derive.transition_kinds(tr)
+    monkeypatch.setenv(derive.PURE_SUMMARIES_ENV, "1")
+    want_rows, want_kinds = derive.transition_kinds(tr)
+    assert rows == want_rows
+    assert kinds.dtype == want_kinds.dtype
+    assert np.array_equal(kinds, want_kinds)
+
+
+def test_kind_codes_out_of_range_fall_back() -> None:
+    """A code outside 2 resources x 8 x 8 states x the reasons: the C count
+    says no and the numpy form is used."""
+    res = np.array([0, 1], np.int8)
+    st = np.array([1, 2], np.int8)
+    assert _summaries.kind_counts(res, st, st, np.array([0, 0], np.int8), 1,
+                                  np.zeros(128, np.int64))
+    assert not _summaries.kind_counts(res, st, st, np.array([0, 1], np.int8), 1,
+                                      np.zeros(128, np.int64))
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 64, 1000, 4097])
 def test_quantiles_of_ties_and_extremes(n: int) -> None:
     """One goroutine whose transitions alternate Running/Runnable with dwells

@@ -29,6 +29,14 @@
  *     another M than the one that last made it Running, within the syscall
  *     (-1: none).
  *
+ * kind_counts(res, frm, to, reason, nreasons, counts)
+ *     Adds to counts (int64, 2*8*8*nreasons items) each transition's kind
+ *     code ((res*8 + frm)*8 + to)*nreasons + reason; False when a code is out
+ *     of that range.
+ * kind_numbers(res, frm, to, reason, nreasons, lut, kinds)
+ *     kinds[i] (int8 or int16) = lut[code of transition i] (lut: int16, one
+ *     item per code).
+ *
  * An interval's end is computed where it is needed (row_end), not read from
  * an array of the trace's length: the loader does not hold one meanwhile.
  * Sums wrap like numpy's int64 arithmetic (they are done unsigned here).
@@ -671,6 +679,128 @@ static PyObject *syscall_rows(PyObject *self, PyObject *args)
     return tuple;
 }
 
+/* ------------------------------------------------------------ kinds */
+
+/* The four code columns (int8 each; reason int8 or int16) and nreasons,
+ * checked; -1 with an error set. */
+static Py_ssize_t kind_inputs(PyObject *const *o, Buf *b, long nreasons, const char *fn)
+{
+    static const char *names[4] = {"res", "frm", "to", "reason"};
+    memset(b, 0, 4 * sizeof *b);
+    for (int i = 0; i < 3; i++)
+        if (buf_get(o[i], &b[i], 0, "b", 1, names[i]) < 0) {
+            buf_release(b, 4);
+            return -1;
+        }
+    if (buf_get(o[3], &b[3], 0, "bh", 1, names[3]) < 0) {
+        PyErr_Clear();
+        buf_release(&b[3], 1);
+        b[3].held = 0;
+        if (buf_get(o[3], &b[3], 0, "bh", 2, names[3]) < 0) {
+            buf_release(b, 4);
+            return -1;
+        }
+    }
+    if (nreasons < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: nreasons must be positive", fn);
+        buf_release(b, 4);
+        return -1;
+    }
+    return buf_same_items(b, 4, names, fn);
+}
+
+static inline int64_t kind_code(const Buf *b, Py_ssize_t i, long nreasons)
+{
+    int64_t res = ((const int8_t *)b[0].b.buf)[i], frm = ((const int8_t *)b[1].b.buf)[i];
+    int64_t to = ((const int8_t *)b[2].b.buf)[i];
+    int64_t reason = b[3].b.itemsize == 1 ? ((const int8_t *)b[3].b.buf)[i]
+                                          : ((const int16_t *)b[3].b.buf)[i];
+    if (res < 0 || res > 1 || frm < 0 || frm > 7 || to < 0 || to > 7 || reason < 0 ||
+        reason >= nreasons)
+        return -1;
+    return ((res * 8 + frm) * 8 + to) * nreasons + reason;
+}
+
+static PyObject *kind_counts(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    long nreasons;
+    if (!PyArg_ParseTuple(args, "OOOOlO:kind_counts", &o[0], &o[1], &o[2], &o[3], &nreasons,
+                          &o[4]))
+        return NULL;
+    Buf b[5];
+    Py_ssize_t n = kind_inputs(o, b, nreasons, "kind_counts");
+    if (n < 0)
+        return NULL;
+    if (buf_get(o[4], &b[4], 1, "lq", 8, "counts") < 0) {
+        buf_release(b, 5);
+        return NULL;
+    }
+    int64_t *counts = b[4].b.buf;
+    Py_ssize_t top = buf_items(&b[4]);
+    int ok = top == 2 * 8 * 8 * (Py_ssize_t)nreasons;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        int64_t c = kind_code(b, i, nreasons);
+        if (c < 0)
+            ok = 0;
+        else
+            counts[c]++;
+    }
+    Py_END_ALLOW_THREADS
+    buf_release(b, 5);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *kind_numbers(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    long nreasons;
+    if (!PyArg_ParseTuple(args, "OOOOlOO:kind_numbers", &o[0], &o[1], &o[2], &o[3], &nreasons,
+                          &o[4], &o[5]))
+        return NULL;
+    Buf b[6];
+    Py_ssize_t n = kind_inputs(o, b, nreasons, "kind_numbers");
+    if (n < 0)
+        return NULL;
+    if (buf_get(o[4], &b[4], 0, "h", 2, "lut") < 0) {
+        buf_release(b, 6);
+        return NULL;
+    }
+    if (buf_get(o[5], &b[5], 1, "bh", 1, "kinds") < 0) {
+        PyErr_Clear();
+        buf_release(&b[5], 1);
+        b[5].held = 0;
+        if (buf_get(o[5], &b[5], 1, "bh", 2, "kinds") < 0) {
+            buf_release(b, 6);
+            return NULL;
+        }
+    }
+    const int16_t *lut = b[4].b.buf;
+    Py_ssize_t top = buf_items(&b[4]);
+    int wide = b[5].b.itemsize == 2, ok = buf_items(&b[5]) == n;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        int64_t c = kind_code(b, i, nreasons);
+        if (c < 0 || c >= top) {
+            ok = 0;
+            break;
+        }
+        if (wide)
+            ((int16_t *)b[5].b.buf)[i] = lut[c];
+        else
+            ((int8_t *)b[5].b.buf)[i] = (int8_t)lut[c];
+    }
+    Py_END_ALLOW_THREADS
+    buf_release(b, 6);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "kind_numbers: a code out of range, or kinds of "
+                        "another length");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"resource_sums", resource_sums, METH_VARARGS,
      "Per resource run: ns per state, the creating row and the end (see the module doc)."},
@@ -680,6 +810,10 @@ static PyMethodDef methods[] = {
      "Per goroutine syscall: its row, next state, P, whether the P was lost, the steal."},
     {"state_edges", state_edges, METH_VARARGS,
      "Per edge code: count, dwell count, sum, p50, p99 and max."},
+    {"kind_counts", kind_counts, METH_VARARGS,
+     "Counts of the transitions' kind codes; False when one is out of range."},
+    {"kind_numbers", kind_numbers, METH_VARARGS,
+     "Each transition's kind number, through a table by kind code."},
     {NULL, NULL, 0, NULL},
 };
 
