@@ -49,7 +49,7 @@ setup(
         # One-pass reductions of the transitions (ingest/derive.py); optional:
         # the numpy forms give the same columns without it.
         _ingest_extension("summaries"),
-        # The timeline's P and M lane sets' rows in one pass each
+        # The timeline's P lane set's rows in one pass
         # (ingest/timeline_lanes.py); optional: numpy sorts them instead.
         _ingest_extension("lanesets"),
     ],

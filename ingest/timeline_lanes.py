@@ -10,13 +10,12 @@ reduction (:mod:`ingest.timeline_lod`) wants them:
 - G lanes: the goroutine's own intervals (the frames' rows, no copy);
 - the GC/STW/sweep/assist bands from the ``ranges`` table.
 
-Building the P and M sets takes one pass each over the frames in C
-(``ingest._lanesets``: the M rows taken in Go's order, which is start order
-within a thread; the P rows merged from two inputs already in order), or,
-without it or where its assumptions fail, one numpy sort; they are built
-once per trace (:func:`precompute_steps`, right after a load) and kept next to the
-frames on disk and on the :class:`~ingest.frames.TraceFrames` object
-(:mod:`ingest.derived_cache`).
+Building the P set takes one pass over the frames in C (``ingest._lanesets``:
+the proc runs and the Idle intervals, both already in (proc, start) order,
+merged), or, without it or where that order does not hold, one numpy sort, as
+the M set does; they are built once per trace (:func:`precompute_steps`, right
+after a load) and kept next to the frames on disk and on the
+:class:`~ingest.frames.TraceFrames` object (:mod:`ingest.derived_cache`).
 """
 
 from __future__ import annotations
@@ -299,7 +298,7 @@ def _proc_rows(frames: TraceFrames) -> I64:
                            for a, b in zip(idx.p_lo.tolist(), idx.p_hi.tolist(), strict=True)])
 
 
-#: Set to 1 to build the P and M lane sets with numpy even where
+#: Set to 1 to build the P lane set with numpy even where
 #: ``ingest._lanesets`` is built (tests compare the two).
 PURE_ENV = "GMPSCOPE_PURE_LANES"
 
@@ -328,25 +327,6 @@ def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
     if got is None:
         return None
     return _lane_set(got, np.frombuffer(got[6], np.int64).astype(ref_dtype(frames)))
-
-
-def _m_lanes_c(frames: TraceFrames) -> LaneSet | None:
-    ext = optional_extension("_lanesets", PURE_ENV)
-    if ext is None:
-        return None
-    iv = frames.intervals
-    got = ext.m_lane_rows(
-        iv["seq"], frames.resource, frames.state, iv["m"], iv["start_ts"], iv["end_ts"],
-        bytes([models.GOROUTINE, models.RUNNING, models.SYSCALL, CAT["Running"],
-               CAT["Syscall"]]))
-    for col in (iv["seq"], iv["m"], iv["start_ts"], iv["end_ts"]):
-        release_pages(col)
-    if got is None:
-        return None
-    ref = np.frombuffer(got[6], np.int64).astype(ref_dtype(frames))
-    ref *= REF_SOURCES
-    ref += SRC_INTERVAL
-    return _lane_set(got, ref)
 
 
 def p_lanes(frames: TraceFrames) -> LaneSet:
@@ -386,11 +366,11 @@ def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
 def m_lanes(frames: TraceFrames) -> LaneSet:
     """Per thread: the goroutine Running/Syscall intervals begun on it (cached)."""
     def build() -> LaneSet:
-        return _m_lanes_c(frames) or _m_lanes_numpy(frames)
+        return _build_m_lanes(frames)
     return cached(frames, "m_lanes", build, persist=(LaneSet, LaneSetIndex))
 
 
-def _m_lanes_numpy(frames: TraceFrames) -> LaneSet:
+def _build_m_lanes(frames: TraceFrames) -> LaneSet:
     iv = frames.intervals
     st = frames.state
     rows = np.flatnonzero((frames.resource == models.GOROUTINE)

@@ -34,8 +34,6 @@ from ingest.timeline_lanes import (
     SRC_INTERVAL,
     SRC_RUN,
     LaneSet,
-    _m_lanes_c,
-    _m_lanes_numpy,
     _p_lanes_c,
     _p_lanes_numpy,
     category_of,
@@ -287,14 +285,13 @@ def _canonical(ls: LaneSet) -> dict[str, Any]:
             "ref dtype": ls.ref.dtype}
 
 
-@pytest.mark.parametrize("mode", ["p", "m"])
-def test_c_lane_sets_equal_numpys(loaded: Loaded, mode: str) -> None:
-    """ingest._lanesets builds the same P and M lane sets as the numpy sort."""
+def test_c_p_lane_set_equals_numpys(loaded: Loaded) -> None:
+    """ingest._lanesets builds the same P lane set as the numpy sort."""
     pytest.importorskip("ingest._lanesets")
     for name, f in loaded.frames.items():
-        c = (_p_lanes_c if mode == "p" else _m_lanes_c)(f)
+        c = _p_lanes_c(f)
         assert c is not None, f"{name}: the one-pass build refused a real trace"
-        numpy_built = (_p_lanes_numpy if mode == "p" else _m_lanes_numpy)(f)
+        numpy_built = _p_lanes_numpy(f)
         ours, theirs = _canonical(c), _canonical(numpy_built)
         assert len(ours["start"]) > 0, name
         for field, value in theirs.items():
@@ -305,31 +302,29 @@ def test_c_lane_sets_equal_numpys(loaded: Loaded, mode: str) -> None:
         assert (c.index is None) == (numpy_built.index is None), name
 
 
-def test_c_lane_sets_refuse_what_needs_a_sort() -> None:
-    """Rows not in start order in Go's order, or seq not a permutation: None,
-    and the numpy sort builds the lane set instead."""
+def test_c_p_lane_set_refuses_inputs_out_of_order() -> None:
+    """Proc runs or Idle intervals not in (proc, start) order: None, and the
+    numpy sort builds the lane set instead."""
     ext = pytest.importorskip("ingest._lanesets")
-    codes = bytes([models.GOROUTINE, models.RUNNING, models.SYSCALL, CAT["Running"],
-                   CAT["Syscall"]])
-    res = np.full(4, models.GOROUTINE, np.int8)
-    state = np.full(4, models.RUNNING, np.int8)
-    m = np.array([3, 3, 5, 3], np.int64)
-    start = np.array([10, 20, 30, 40], np.int64)
-    seq = np.array([0, 1, 2, 3], np.int32)
-    ok = ext.m_lane_rows(seq, res, state, m, start, start + 5, codes)
-    assert [np.frombuffer(x, np.int64).tolist() for x in ok[:3]] == [[3, 5], [0, 3], [3, 4]]
-    assert np.frombuffer(ok[6], np.int64).tolist() == [0, 1, 3, 2]
-    # Go's order puts row 3 (start 40) before row 1 (start 20) on thread 3.
-    assert ext.m_lane_rows(np.array([0, 3, 2, 1], np.int32), res, state, m, start,
-                           start + 5, codes) is None
-    assert ext.m_lane_rows(np.array([0, 1, 1, 3], np.int32), res, state, m, start,
-                           start + 5, codes) is None
-    p_codes = bytes([models.STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES,
-                     SRC_RUN, SRC_INTERVAL])
+    codes = bytes([models.STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES,
+                   SRC_RUN, SRC_INTERVAL])
+    idle = np.full(3, models.STATE_CODE["Idle"], np.int8)
+    rid = np.array([0, 0, 1], np.int64)
+    start = np.array([3, 8, 4], np.int64)
     runs_p = np.array([0, 0, 1], np.int64)
-    runs_start = np.array([5, 1, 2], np.int64)  # proc 0's runs out of order
-    assert ext.p_lane_rows(runs_p, runs_start, runs_start + 1, m, start, start + 5, state, 4,
-                           p_codes) is None
+    runs_start = np.array([1, 5, 2], np.int64)
+    ok = ext.p_lane_rows(runs_p, runs_start, runs_start + 1, rid, start, start + 1, idle, 0,
+                         codes)
+    assert [np.frombuffer(x, np.int64).tolist() for x in ok[:4]] == [
+        [0, 1], [0, 4], [4, 6], [1, 3, 5, 8, 2, 4]]
+    assert np.frombuffer(ok[6], np.int64).tolist() == [
+        0 * REF_SOURCES + SRC_RUN, 0 * REF_SOURCES + SRC_INTERVAL, 1 * REF_SOURCES + SRC_RUN,
+        1 * REF_SOURCES + SRC_INTERVAL, 2 * REF_SOURCES + SRC_RUN,
+        2 * REF_SOURCES + SRC_INTERVAL]
+    assert ext.p_lane_rows(runs_p, np.array([5, 1, 2], np.int64), runs_start + 1, rid, start,
+                           start + 1, idle, 0, codes) is None
+    assert ext.p_lane_rows(runs_p, runs_start, runs_start + 1, rid,
+                           np.array([8, 3, 4], np.int64), start + 1, idle, 0, codes) is None
 
 
 def test_cap_bounds_the_answer(loaded: Loaded) -> None:
