@@ -11,11 +11,12 @@ typedef struct {
     int held;
 } Buf;
 
-/* Get a C-contiguous buffer of items of `itemsize` bytes (0: 2 or 4 bytes)
- * whose struct format is one of `formats`; TypeError naming `what` otherwise. */
-static inline int buf_get(PyObject *o, Buf *buf, int writable, const char *formats,
-                          Py_ssize_t itemsize, const char *what)
+/* Get a C-contiguous buffer of items of `size_a` or `size_b` bytes whose
+ * struct format is one of `formats`; TypeError naming `what` otherwise. */
+static inline int buf_get_sizes(PyObject *o, Buf *buf, int writable, const char *formats,
+                                Py_ssize_t size_a, Py_ssize_t size_b, const char *what)
 {
+    buf->held = 0; /* so that buf_release skips it if the buffer is not got */
     if (PyObject_GetBuffer(o, &buf->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
                                            (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
@@ -23,26 +24,36 @@ static inline int buf_get(PyObject *o, Buf *buf, int writable, const char *forma
     const char *f = buf->b.format ? buf->b.format : "B";
     if (*f == '<' || *f == '=' || *f == '@')
         f++;
-    int size_ok = itemsize ? buf->b.itemsize == itemsize
-                           : buf->b.itemsize == 2 || buf->b.itemsize == 4;
+    int size_ok = buf->b.itemsize == size_a || buf->b.itemsize == size_b;
     if (!size_ok || strlen(f) != 1 || !strchr(formats, *f)) {
         const char *got = buf->b.format ? buf->b.format : "B";
-        if (itemsize)
+        if (size_a == size_b)
             PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes (%s), got '%s'",
-                         what, itemsize, formats, got);
+                         what, size_a, formats, got);
         else
-            PyErr_Format(PyExc_TypeError, "%s: expected items of 2 or 4 bytes (%s), got '%s'",
-                         what, formats, got);
+            PyErr_Format(PyExc_TypeError, "%s: expected items of %zd or %zd bytes (%s), got "
+                         "'%s'", what, size_a, size_b, formats, got);
         return -1;
     }
     return 0;
 }
 
+/* buf_get_sizes for items of `itemsize` bytes (0: 2 or 4 bytes). */
+static inline int buf_get(PyObject *o, Buf *buf, int writable, const char *formats,
+                          Py_ssize_t itemsize, const char *what)
+{
+    return itemsize ? buf_get_sizes(o, buf, writable, formats, itemsize, itemsize, what)
+                    : buf_get_sizes(o, buf, writable, formats, 2, 4, what);
+}
+
+/* Release the buffers held (each once: a released one is marked so). */
 static inline void buf_release(Buf *bufs, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (bufs[i].held)
             PyBuffer_Release(&bufs[i].b);
+        bufs[i].held = 0;
+    }
 }
 
 /* Items in a buffer got by buf_get. */

@@ -97,19 +97,13 @@ static PyObject *p_lane_rows(PyObject *self, PyObject *args)
     static const char *names[7] = {"run_p", "run_start", "run_end", "rid", "start", "end",
                                    "state"};
     static const char *formats[7] = {"ilq", "lq", "lq", "ilq", "lq", "lq", "b"};
-    Py_ssize_t sizes[7] = {0, 8, 8, 0, 8, 8, 1};
+    /* Procs in 4 or 8 bytes; times 8; states 1. */
+    static const Py_ssize_t small[7] = {4, 8, 8, 4, 8, 8, 1};
+    static const Py_ssize_t large[7] = {8, 8, 8, 8, 8, 8, 1};
     Buf b[7];
     memset(b, 0, sizeof b);
     for (int i = 0; i < 7; i++) {
-        Py_ssize_t size = sizes[i];
-        if (buf_get(o[i], &b[i], 0, formats[i], size ? size : 8, names[i]) < 0) {
-            if (!size) {
-                PyErr_Clear();
-                buf_release(&b[i], 1);
-                b[i].held = 0;
-                if (buf_get(o[i], &b[i], 0, formats[i], 4, names[i]) == 0)
-                    continue;
-            }
+        if (buf_get_sizes(o[i], &b[i], 0, formats[i], small[i], large[i], names[i]) < 0) {
             buf_release(b, 7);
             return NULL;
         }

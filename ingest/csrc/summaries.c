@@ -692,14 +692,9 @@ static Py_ssize_t kind_inputs(PyObject *const *o, Buf *b, long nreasons, const c
             buf_release(b, 4);
             return -1;
         }
-    if (buf_get(o[3], &b[3], 0, "bh", 1, names[3]) < 0) {
-        PyErr_Clear();
-        buf_release(&b[3], 1);
-        b[3].held = 0;
-        if (buf_get(o[3], &b[3], 0, "bh", 2, names[3]) < 0) {
-            buf_release(b, 4);
-            return -1;
-        }
+    if (buf_get_sizes(o[3], &b[3], 0, "bh", 1, 2, names[3]) < 0) {
+        buf_release(b, 4);
+        return -1;
     }
     if (nreasons < 1) {
         PyErr_Format(PyExc_ValueError, "%s: nreasons must be positive", fn);
@@ -767,14 +762,9 @@ static PyObject *kind_numbers(PyObject *self, PyObject *args)
         buf_release(b, 6);
         return NULL;
     }
-    if (buf_get(o[5], &b[5], 1, "bh", 1, "kinds") < 0) {
-        PyErr_Clear();
-        buf_release(&b[5], 1);
-        b[5].held = 0;
-        if (buf_get(o[5], &b[5], 1, "bh", 2, "kinds") < 0) {
-            buf_release(b, 6);
-            return NULL;
-        }
+    if (buf_get_sizes(o[5], &b[5], 1, "bh", 1, 2, "kinds") < 0) {
+        buf_release(b, 6);
+        return NULL;
     }
     const int16_t *lut = b[4].b.buf;
     Py_ssize_t top = buf_items(&b[4]);
