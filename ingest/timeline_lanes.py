@@ -303,15 +303,9 @@ def _proc_rows(frames: TraceFrames) -> I64:
 PURE_ENV = "GMPSCOPE_PURE_LANES"
 
 
-def _lane_set(got: tuple[Any, ...], ref: npt.NDArray[Any]) -> LaneSet:
-    """A LaneSet from ``ingest._lanesets``' bytearrays and the rows' refs."""
-    ids, lo, hi, start, end, cat = got[:6]
-    return build_index(LaneSet(np.frombuffer(ids, np.int64), np.frombuffer(lo, np.int64),
-                               np.frombuffer(hi, np.int64), np.frombuffer(start, np.int64),
-                               np.frombuffer(end, np.int64), np.frombuffer(cat, np.int8), ref))
-
-
 def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
+    """The P lane set merged in one pass by ``ingest._lanesets``; None without
+    it or where its inputs are not in (proc, start) order."""
     ext = optional_extension("_lanesets", PURE_ENV)
     if ext is None:
         return None
@@ -326,7 +320,11 @@ def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
         release_pages(col)  # read: see m_lanes
     if got is None:
         return None
-    return _lane_set(got, np.frombuffer(got[6], np.int64).astype(ref_dtype(frames)))
+    ids, lo, hi, start, end, cat, ref = got
+    return build_index(LaneSet(
+        np.frombuffer(ids, np.int64), np.frombuffer(lo, np.int64), np.frombuffer(hi, np.int64),
+        np.frombuffer(start, np.int64), np.frombuffer(end, np.int64),
+        np.frombuffer(cat, np.int8), np.frombuffer(ref, np.int64).astype(ref_dtype(frames))))
 
 
 def p_lanes(frames: TraceFrames) -> LaneSet:
