@@ -202,6 +202,18 @@ static void free_indexes(gmpscope_appender *a) {
     a->nindex = 0;
 }
 
+/* Close an appender's cursors and free it (the db's mutex and b-trees held;
+ * also a half-opened one: a cursor is closed only if it was opened). */
+static void appender_free(gmpscope_appender *a) {
+    free_indexes(a);
+    if (a->cur && a->cur->pBtree) sqlite3BtreeCloseCursor(a->cur);
+    sqlite3_free(a->cur);
+    sqlite3_free(a->field_col);
+    sqlite3_free(a->lit);
+    sqlite3_free(a->buf);
+    sqlite3_free(a);
+}
+
 /* The last entry's key and rowid of index t into t->prev (have_prev 0 when
  * the index is empty); SQLITE_MISUSE when an entry holds other than integers
  * (and NULLs, which sort first: taken as the smallest integer). */
@@ -314,12 +326,7 @@ SQLITE_API int gmpscope_appender_open(sqlite3 *db, const char *table, int ncol,
     }
 done:
     if (rc && a) {
-        free_indexes(a);
-        if (a->cur && a->cur->pBtree) sqlite3BtreeCloseCursor(a->cur);
-        sqlite3_free(a->cur);
-        sqlite3_free(a->field_col);
-        sqlite3_free(a->lit);
-        sqlite3_free(a);
+        appender_free(a);
         a = 0;
     }
     sqlite3BtreeLeaveAll(db);
@@ -639,13 +646,7 @@ SQLITE_API void gmpscope_appender_close(gmpscope_appender *a) {
     sqlite3 *db = a->db;
     sqlite3_mutex_enter(db->mutex);
     sqlite3BtreeEnterAll(db);
-    free_indexes(a);
-    sqlite3BtreeCloseCursor(a->cur);
+    appender_free(a);
     sqlite3BtreeLeaveAll(db);
     sqlite3_mutex_leave(db->mutex);
-    sqlite3_free(a->cur);
-    sqlite3_free(a->field_col);
-    sqlite3_free(a->lit);
-    sqlite3_free(a->buf);
-    sqlite3_free(a);
 }
