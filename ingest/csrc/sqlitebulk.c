@@ -144,6 +144,21 @@ typedef struct {
     uint8_t *nulls;
 } Batch;
 
+/* A batch's buffers for k columns: 0, or -1 out of memory (nothing held). */
+static int batch_alloc(Batch *b, int k) {
+    b->vals = malloc((size_t)k * BATCH_ROWS * sizeof(int64_t));
+    b->nulls = malloc((size_t)k * BATCH_ROWS);
+    if (b->vals && b->nulls) return 0;
+    free(b->vals);
+    free(b->nulls);
+    return -1;
+}
+
+static void batch_free(Batch *b) {
+    free(b->vals);
+    free(b->nulls);
+}
+
 /* Rows fetched ahead in a gather (the index is read in order, the values
  * at random: prefetching them keeps more misses in flight). */
 #define AHEAD 16
@@ -497,15 +512,14 @@ static PyObject *insert_columns(PyObject *self, PyObject *args) {
         snprintf(err, sizeof err, "the statements do not take %d values a row", k);
     }
     if (rc == SQLITE_OK) {
-        Batch b = {malloc((size_t)k * BATCH_ROWS * sizeof(int64_t)), malloc((size_t)k * BATCH_ROWS)};
-        if (b.vals && b.nulls) {
+        Batch b;
+        if (batch_alloc(&b, k) == 0) {
             rc = insert_rows(many, one, per, cols, k, n, &b);
+            batch_free(&b);
         } else {
             rc = SQLITE_NOMEM;
             snprintf(err, sizeof err, "out of memory");
         }
-        free(b.vals);
-        free(b.nulls);
     }
     if (rc != SQLITE_DONE && !err[0]) snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
     sqlite3_finalize(many);
@@ -672,8 +686,8 @@ static PyObject *append_columns(PyObject *self, PyObject *args) {
     if (rc == SQLITE_MISUSE) {
         refused = 1;
     } else if (rc == SQLITE_OK) {
-        Batch b = {malloc((size_t)k * BATCH_ROWS * sizeof(int64_t)), malloc((size_t)k * BATCH_ROWS)};
-        if (b.vals && b.nulls) {
+        Batch b;
+        if (batch_alloc(&b, k) == 0) {
             for (Py_ssize_t row = 0; rc == SQLITE_OK && row < n; row += BATCH_ROWS) {
                 int m = (int)(n - row < BATCH_ROWS ? n - row : BATCH_ROWS), done = 0;
                 fill_batch(cols, k, row, m, &b);
@@ -682,11 +696,10 @@ static PyObject *append_columns(PyObject *self, PyObject *args) {
                 appended = row + done;
             }
             if (rc == APPEND_STOPPED) rc = SQLITE_OK;
+            batch_free(&b);
         } else {
             rc = SQLITE_NOMEM;
         }
-        free(b.vals);
-        free(b.nulls);
         appender.close(app);
     }
     if (rc != SQLITE_OK && !refused) snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
