@@ -21,8 +21,8 @@ type node struct {
 }
 
 func main() {
-	debug.SetGCPercent(50)
-	total := flag.Int("allocs", 12000, "allocations in total (bounds the number of collections)")
+	debug.SetGCPercent(20)
+	total := flag.Int("allocs", 48000, "allocations in total (bounds the number of collections)")
 	// Leaving a P idle keeps the background sweeper from yielding after
 	// every span, which would flood the trace with Gosched transitions.
 	workers := flag.Int("workers", (runtime.GOMAXPROCS(0)+1)/2, "allocating goroutines")

@@ -95,8 +95,13 @@ func main() {
 			defer wg.Done()
 			x := seed
 			for !run.Done() {
-				for j := 0; j < 200000; j++ {
-					x = x*6364136223846793005 + 1442695040888963407
+				// A fixed time on the P, not a fixed amount of work: the
+				// others' wait for it must not shrink on a faster CPU.
+				until := time.Now().Add(2 * time.Millisecond)
+				for time.Now().Before(until) {
+					for j := 0; j < 1000; j++ {
+						x = x*6364136223846793005 + 1442695040888963407
+					}
 				}
 				runtime.Gosched()
 			}
