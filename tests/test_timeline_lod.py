@@ -327,6 +327,48 @@ def test_c_p_lane_set_refuses_inputs_out_of_order() -> None:
                            np.array([8, 3, 4], np.int64), start + 1, idle, 0, codes) is None
 
 
+def test_m_lane_set_from_go_order_equals_a_sort_by_time(
+        loaded: Loaded, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The M lanes grouped from the rows in Go's order (no sort by time) hold
+    the same rows as when the rows come in (goroutine, time) order, which
+    the time sort puts right."""
+    import ingest.timeline_lanes as tl
+
+    for name, f in loaded.frames.items():
+        ours = tl._build_m_lanes(f)
+        with monkeypatch.context() as m:
+            m.setattr(tl, "_trace_order", lambda seq, rows: rows)
+            sorted_by_time = tl._build_m_lanes(f)
+        a, b = _canonical(ours), _canonical(sorted_by_time)
+        assert len(a["start"]) > 0, name
+        for field, value in b.items():
+            if field == "ref dtype":
+                assert a[field] == value, name
+            else:
+                np.testing.assert_array_equal(a[field], value, err_msg=f"{name} {field}")
+        # Each lane in time order, whichever way it was built.
+        for ls in (ours, sorted_by_time):
+            for lo, hi in zip(ls.lo.tolist(), ls.hi.tolist(), strict=True):
+                assert (np.diff(ls.start[lo:hi]) >= 0).all(), name
+
+
+def test_grouping_rows_in_time_order_equals_the_sort() -> None:
+    """_group_in_time_order on rows in time order, and on rows out of it (it
+    sorts those), gives _group_sorted's lanes; distinct starts, so one answer."""
+    from ingest.timeline_lanes import _group_in_time_order, _group_sorted
+
+    rng = np.random.default_rng(7)
+    start = np.cumsum(rng.integers(1, 50, 5000)).astype(np.int64)
+    for key in (rng.integers(3, 40, 5000), rng.integers(0, 2**40, 5000) % 7 * 2**33):
+        key = key.astype(np.int64)
+        for s in (start, rng.permutation(start)):
+            order, ids, lo, hi, got_start = _group_in_time_order(key, s)
+            want = _group_sorted(key, s)
+            for x, y in zip((order, ids, lo, hi), want, strict=True):
+                np.testing.assert_array_equal(x, y)
+            np.testing.assert_array_equal(got_start, s[want[0]])
+
+
 def test_cap_bounds_the_answer(loaded: Loaded) -> None:
     f = loaded.frames["httpnet"]
     for mode in ("p", "m", "g"):
