@@ -44,7 +44,7 @@ from ingest.frames import Kind
 from ingest.insert_worker import InsertWorker
 from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
-from ingest.timeline_lanes import GOROUTINE_TABLE_STEP, LANE_FRAME_COLUMNS
+from ingest.timeline_lanes import GOROUTINE_TABLE_STEP, LANE_FRAME_COLUMNS, RANGES_STEP
 from ingest.timings import Timings
 
 if TYPE_CHECKING:
@@ -361,6 +361,9 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                         kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
                             cols["kind"], cols["resource"], cols["from_state"],
                             cols["to_state"], cols["reason"], strict=True)}
+                    if frames is not None and table_name == "ranges" and \
+                            _stage_range_lanes(frames, cols, trace_row):
+                        early.add(RANGES_STEP)
                     if frames is not None and table_name in FRAME_TABLES:
                         try:
                             frames.add(table_name, cols, n)
@@ -450,6 +453,23 @@ def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: A
     table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
                           np.asarray(cols["first_ts"], np.int64), alive_hi)
     return frames.add_derived("goroutines", table)
+
+
+def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
+                       trace_row: dict[str, Any]) -> bool:
+    """The timeline's range lanes (timeline_lanes.range_lanes) from the
+    ranges' columns at hand, stored with the frames being written; False when
+    they were not (only a cache: built after the commit then)."""
+    from ingest.timeline_lanes import ranges_of
+
+    try:
+        value = ranges_of(cols["id"], cols["kind"], cols["start_ts"], cols["end_ts"],
+                          cols["g"], int(trace_row["first_ts"] or 0),
+                          int(trace_row["last_ts"] or 0))
+    except Exception:  # noqa: BLE001 - a cache never fails a load
+        log.exception("range lanes not staged; built after the commit")
+        return False
+    return frames.add_derived("ranges", value)
 
 
 def _precompute_views(engine: Engine, frame_dir: Path,

@@ -20,7 +20,7 @@ after a load) and kept next to the frames on disk and on the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -546,30 +546,46 @@ def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
     """The trace's ranges of kinds gc, stw, sweep and assist (cached)."""
     def build() -> Ranges:
         r = models.ranges
-        kinds = [k for k, _ in RANGE_LANES]
         with engine.connect() as conn:
             rows = conn.execute(select(r.c.id, r.c.kind, r.c.start_ts, r.c.end_ts, r.c.g)
                                 .where(r.c.trace_id == frames.trace_id,
-                                       r.c.kind.in_(kinds))).all()
-        lane = np.array([kinds.index(x.kind) for x in rows], dtype=np.int64)
-        start = np.array([frames.first_ts if x.start_ts is None else x.start_ts
-                          for x in rows], dtype=np.int64)
-        end = np.array([frames.last_ts if x.end_ts is None else x.end_ts for x in rows],
-                       dtype=np.int64)
-        rid = np.array([x.id for x in rows], dtype=np.int64)
-        g = np.array([x.g for x in rows], dtype=np.int64)
-        order, ids, lo, hi = _group_sorted(lane, start)
-        cats = np.array([CAT[label] for _, label in RANGE_LANES], dtype=np.int8)
-        cat = cats[lane[order]] if len(order) else np.zeros(0, np.int8)
-        ref = order * REF_SOURCES + SRC_RANGE  # row in the arrays below
-        return Ranges(LaneSet(ids, lo, hi, start[order], end[order], cat.astype(np.int8),
-                              ref.astype(np.int64)), rid, g)
+                                       r.c.kind.in_([k for k, _ in RANGE_LANES]))
+                                .order_by(r.c.id)).all()
+        return ranges_of([x.id for x in rows], [x.kind for x in rows],
+                         [x.start_ts for x in rows], [x.end_ts for x in rows],
+                         [x.g for x in rows], frames.first_ts, frames.last_ts)
     return cached(frames, "ranges", build, persist=(Ranges, LaneSet, LaneSetIndex))
+
+
+def ranges_of(rid: Sequence[int], kind: Sequence[str], start_ts: Sequence[int | None],
+              end_ts: Sequence[int | None], g: Sequence[int], first_ts: int,
+              last_ts: int) -> Ranges:
+    """:func:`range_lanes`' value from the ranges table's columns (rows in id
+    order; those of other kinds are left out): the loader makes it from the
+    columns it stores, the views from the database."""
+    kinds = [k for k, _ in RANGE_LANES]
+    keep = [i for i, k in enumerate(kind) if k in kinds]
+    lane = np.array([kinds.index(kind[i]) for i in keep], dtype=np.int64)
+    start = np.array([first_ts if start_ts[i] is None else start_ts[i] for i in keep],
+                     dtype=np.int64)
+    end = np.array([last_ts if end_ts[i] is None else end_ts[i] for i in keep],
+                   dtype=np.int64)
+    ids = np.array([rid[i] for i in keep], dtype=np.int64)
+    gs = np.array([g[i] for i in keep], dtype=np.int64)
+    order, lanes, lo, hi = _group_sorted(lane, start)
+    cats = np.array([CAT[label] for _, label in RANGE_LANES], dtype=np.int8)
+    cat = cats[lane[order]] if len(order) else np.zeros(0, np.int8)
+    ref = order * REF_SOURCES + SRC_RANGE  # row in the arrays below
+    return Ranges(LaneSet(lanes, lo, hi, start[order], end[order], cat.astype(np.int8),
+                          ref.astype(np.int64)), ids, gs)
 
 
 #: Index in :func:`precompute_steps` of the goroutine table (the loader
 #: builds it from memory before its commit).
 GOROUTINE_TABLE_STEP = 2
+#: Index in :func:`precompute_steps` of the range lanes (the loader makes
+#: them from the ranges' columns before its commit).
+RANGES_STEP = 3
 
 
 def precompute_steps(engine: Engine) -> list[Callable[[TraceFrames], object]]:

@@ -82,8 +82,9 @@ def loaded_any(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FrameSto
 
 def test_the_loader_stores_the_lane_sets_and_they_equal_a_fresh_build(
         loaded_any: tuple[FrameStore, int]) -> None:
-    """The goroutine table is made by the loader from memory before its commit,
-    the others from the frames after it: each equals a build from the database."""
+    """The goroutine table and the range lanes are made by the loader from
+    memory before its commit, the others from the frames after it: each equals
+    a build from the database."""
     store, tid = loaded_any
     root = derived_root(store, tid)
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == sorted(KEYS)
@@ -96,6 +97,27 @@ def test_the_loader_stores_the_lane_sets_and_they_equal_a_fresh_build(
     assert len(want["p_lanes"].ids) >= 1 and len(want["m_lanes"].ids) >= 2
     for key in KEYS:
         assert_same_value(got[key], want[key], key)
+
+
+def test_the_range_lanes_come_from_the_loaders_columns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made before the commit from the ranges' columns: the database is never
+    asked for them during the load, and they equal its answer afterwards."""
+    def no_query(*_: object) -> None:
+        raise AssertionError("the range lanes were built from the database")
+
+    with monkeypatch.context() as m:
+        m.setattr(timeline_lanes, "range_lanes", no_query)
+        settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
+        engine = make_engine(settings.db_url)
+        tid = ingest_trace_file(engine, SAMPLE, data_dir=settings.data_dir).id
+    store = FrameStore(engine, settings.data_dir)
+    assert (derived_root(store, tid) / "ranges").is_dir()
+    frames = store.get(tid)
+    got = timeline_lanes.range_lanes(engine, frames)
+    assert isinstance(got.lanes.start, np.memmap)  # read back, not built
+    assert len(got.lanes.start) > 0
+    assert_same_value(got, fresh_build(engine, frames)["ranges"], "ranges")
 
 
 def test_a_server_restart_reads_them_back_without_building(
