@@ -245,7 +245,7 @@ def _group_sorted(key: I64, start: I64) -> tuple[I64, I64, I64, I64]:
     code, uniq = _lane_codes(key)
     order = _lane_time_order(code, start, len(uniq))
     lo, hi = _code_bounds(code, len(uniq))
-    return order.astype(np.int64, copy=False), uniq.astype(np.int64), lo, hi
+    return order.astype(np.int64, copy=False), uniq, lo, hi
 
 
 def _lane_codes(key: I64) -> tuple[npt.NDArray[np.integer[Any]], I64]:

@@ -58,9 +58,14 @@ def fresh_build(engine: Engine, frames: TraceFrames) -> dict[str, Any]:
 
 @pytest.fixture()
 def loaded(tmp_path: Path) -> tuple[FrameStore, int]:
+    return load_sample(tmp_path)
+
+
+def load_sample(tmp_path: Path, trace: Path = SAMPLE) -> tuple[FrameStore, int]:
+    """``trace`` ingested into a new database and data directory under tmp_path."""
     settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
     engine = make_engine(settings.db_url)
-    res = ingest_trace_file(engine, SAMPLE, data_dir=settings.data_dir)
+    res = ingest_trace_file(engine, trace, data_dir=settings.data_dir)
     return FrameStore(engine, settings.data_dir), res.id
 
 
@@ -74,10 +79,7 @@ def derived_root(store: FrameStore, trace_id: int) -> Path:
                         REPO / "tests" / "data" / "traces" / "go1.21-mixed.trace"],
                 ids=lambda p: p.name)
 def loaded_any(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FrameStore, int]:
-    settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
-    engine = make_engine(settings.db_url)
-    res = ingest_trace_file(engine, request.param, data_dir=settings.data_dir)
-    return FrameStore(engine, settings.data_dir), res.id
+    return load_sample(tmp_path, request.param)
 
 
 def test_the_loader_stores_the_lane_sets_and_they_equal_a_fresh_build(
@@ -108,10 +110,8 @@ def test_the_range_lanes_come_from_the_loaders_columns(
 
     with monkeypatch.context() as m:
         m.setattr(timeline_lanes, "range_lanes", no_query)
-        settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
-        engine = make_engine(settings.db_url)
-        tid = ingest_trace_file(engine, SAMPLE, data_dir=settings.data_dir).id
-    store = FrameStore(engine, settings.data_dir)
+        store, tid = load_sample(tmp_path)
+    engine = store.engine
     assert (derived_root(store, tid) / "ranges").is_dir()
     frames = store.get(tid)
     got = timeline_lanes.range_lanes(engine, frames)

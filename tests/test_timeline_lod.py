@@ -285,6 +285,17 @@ def _canonical(ls: LaneSet) -> dict[str, Any]:
             "ref dtype": ls.ref.dtype}
 
 
+def assert_same_lane_rows(ours: LaneSet, theirs: LaneSet, name: str) -> None:
+    """The same non-empty lanes holding the same rows (see _canonical)."""
+    a, b = _canonical(ours), _canonical(theirs)
+    assert len(a["start"]) > 0, name
+    for field, value in b.items():
+        if field == "ref dtype":
+            assert a[field] == value, name
+        else:
+            np.testing.assert_array_equal(a[field], value, err_msg=f"{name} {field}")
+
+
 def test_c_p_lane_set_equals_numpys(loaded: Loaded) -> None:
     """ingest._lanesets builds the same P lane set as the numpy sort."""
     pytest.importorskip("ingest._lanesets")
@@ -292,13 +303,7 @@ def test_c_p_lane_set_equals_numpys(loaded: Loaded) -> None:
         c = _p_lanes_c(f)
         assert c is not None, f"{name}: the one-pass build refused a real trace"
         numpy_built = _p_lanes_numpy(f)
-        ours, theirs = _canonical(c), _canonical(numpy_built)
-        assert len(ours["start"]) > 0, name
-        for field, value in theirs.items():
-            if field == "ref dtype":
-                assert ours[field] == value, name
-            else:
-                np.testing.assert_array_equal(ours[field], value, err_msg=f"{name} {field}")
+        assert_same_lane_rows(c, numpy_built, name)
         assert (c.index is None) == (numpy_built.index is None), name
 
 
@@ -339,13 +344,7 @@ def test_m_lane_set_from_go_order_equals_a_sort_by_time(
         with monkeypatch.context() as m:
             m.setattr(tl, "_trace_order", lambda seq, rows: rows)
             sorted_by_time = tl._build_m_lanes(f)
-        a, b = _canonical(ours), _canonical(sorted_by_time)
-        assert len(a["start"]) > 0, name
-        for field, value in b.items():
-            if field == "ref dtype":
-                assert a[field] == value, name
-            else:
-                np.testing.assert_array_equal(a[field], value, err_msg=f"{name} {field}")
+        assert_same_lane_rows(ours, sorted_by_time, name)
         # Each lane in time order, whichever way it was built.
         for ls in (ours, sorted_by_time):
             for lo, hi in zip(ls.lo.tolist(), ls.hi.tolist(), strict=True):
