@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ingest.row_group_handoff import RowGroupHandOff
+
 if TYPE_CHECKING:
     from ingest.decoded import Decoded
 
@@ -40,6 +42,7 @@ class DecodeAhead:
         self._hashed = threading.Event()
         self._cancelled = threading.Event()
         self._decoded: Decoded | None = None
+        self._handoff = RowGroupHandOff()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="gmpscope-decode-ahead",
                                         daemon=True)
@@ -57,10 +60,12 @@ class DecodeAhead:
             content = [self.path.read_bytes()]
             self._sha = hashlib.sha256(content[0]).hexdigest()
             self._hashed.set()
-            self._decoded = decode_bytes(self.path, content, self._sha, self._cancelled.is_set)
+            self._decoded = decode_bytes(self.path, content, self._sha, self._cancelled.is_set,
+                                         self._handoff)
         except BaseException as e:  # noqa: BLE001 - handed to result()
             self._error = e
         finally:
+            self._handoff.close()  # a decode that never started: the helper returns
             self._hashed.set()
             self.seconds = time.perf_counter() - start
 
@@ -75,7 +80,10 @@ class DecodeAhead:
         return self._sha
 
     def result(self) -> Decoded | None:
-        """The decoded trace, or None when the C decoder does not apply to it."""
+        """The decoded trace, or None when the C decoder does not apply to it.
+        Meanwhile this thread copies the decoder's row groups into the
+        transitions' columns (ingest.row_group_handoff)."""
+        self._handoff.help()
         self._thread.join()
         if self._error is not None:
             error, self._error = self._error, None

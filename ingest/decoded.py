@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ingest.row_group_handoff import RowGroupHandOff
+
 if TYPE_CHECKING:
     from ingest.columns import Transitions
 
@@ -47,11 +49,15 @@ def decode_file_in_memory(path: Path) -> Decoded | None:
 
 
 def decode_bytes(path: Path, content: list[bytes], sha256: str,
-                 cancelled: Callable[[], bool] = lambda: False) -> Decoded | None:
+                 cancelled: Callable[[], bool] = lambda: False,
+                 handoff: RowGroupHandOff | None = None) -> Decoded | None:
     """:func:`decode_file_in_memory` of the file's content, the one item of
     ``content`` (whose hash is ``sha256``), which it takes out: the raw bytes
     are freed as soon as they are decoded, before the columns are joined.
-    Stops with DecodeCancelled between row groups once ``cancelled()`` is true."""
+    Stops with DecodeCancelled between row groups once ``cancelled()`` is true.
+    With ``handoff``, the row groups are copied into the transitions' columns
+    through it (by a thread that helps, or by this one); it is closed when
+    this returns or raises."""
     from collectors.gotrace import columnar
     from collectors.gotrace.errors import TraceFormatError
     from collectors.gotrace.reader import read_header
@@ -68,15 +74,22 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
     # holds (the benchmark's: one every five); the columns' untouched room
     # takes no memory, and a trace denser than that goes on as parts.
     builder = TransitionsBuilder(capacity=len(data) // 2)
+    if handoff is None:
+        handoff = RowGroupHandOff()
+    handoff.bind(builder.add)
 
     def add(table: Any) -> None:
         if cancelled():
             raise DecodeCancelled(str(path))
-        builder.add(table)
+        handoff.put(table)
 
     source = {"name": path.name, "size": len(data), "sha256": sha256}
-    meta, tables = columnar.decode_in_memory(data, add, source=source)
-    del data
+    try:
+        meta, tables = columnar.decode_in_memory(data, add, source=source)
+        del data
+        handoff.finish()
+    finally:
+        handoff.close()
     return Decoded(meta, builder.finish(int(meta["transitions"])), tables["events"],
                    tables["transition_stacks"], tables["stacks"])
 
