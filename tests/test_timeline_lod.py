@@ -351,6 +351,63 @@ def test_m_lane_set_from_go_order_equals_a_sort_by_time(
                 assert (np.diff(ls.start[lo:hi]) >= 0).all(), name
 
 
+def test_c_m_lane_set_equals_numpys(loaded: Loaded) -> None:
+    """ingest._lanesets places the M lane set's rows as the numpy form
+    groups them, array for array, wherever it takes a trace; it takes the
+    benchmark's workload."""
+    pytest.importorskip("ingest._lanesets")
+    import ingest.timeline_lanes as tl
+
+    taken = []
+    for name, f in loaded.frames.items():
+        c = tl._m_lanes_c(f)
+        if c is None:
+            continue  # seqs or times out of the order it needs: numpy sorts
+        taken.append(name)
+        numpy_built = tl._build_m_lanes(f)
+        for field in ("ids", "lo", "hi", "start", "end", "cat", "ref"):
+            a, b = getattr(c, field), getattr(numpy_built, field)
+            assert a.dtype == b.dtype, (name, field)
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
+        assert (c.index is None) == (numpy_built.index is None), name
+        if c.index is not None and numpy_built.index is not None:
+            np.testing.assert_array_equal(c.index.cum, numpy_built.index.cum)
+    assert "httpnet" in taken
+
+
+def test_c_m_lane_rows_place_by_seq_and_refuse_what_needs_a_sort() -> None:
+    """Rows grouped by thread in seq order; None for a seq given twice, and
+    for a lane whose starts do not ascend in that order."""
+    ext = pytest.importorskip("ingest._lanesets")
+    run, sys_, wait = models.RUNNING, models.SYSCALL, models.STATE_CODE["Waiting"]
+    # Goroutine rows 0-5 (row 6 is a proc's): row 3 waits, row 4 has no M.
+    state = np.array([run, sys_, run, wait, run, run, run], np.int8)
+    m = np.array([7, 2, 7, 2, -1, 2, 7], np.int32)
+    seq = np.array([40, 10, 30, 5, 20, 0, 1], np.int32)
+    start = np.array([400, 100, 300, 50, 200, 0, 10], np.int64)
+    codes = bytes([run, sys_])
+    ids, lo, hi, rows = ext.m_lane_rows(state, m, seq, 6, codes)
+    assert [np.frombuffer(x, np.int64).tolist() for x in (ids, lo, hi)] == [
+        [2, 7], [0, 2], [2, 4]]
+    rows = np.frombuffer(rows, np.int32)
+    assert rows.tolist() == [5, 1, 2, 0]  # thread 2 by seq (0, 10), thread 7 (30, 40)
+    lo64, hi64 = np.array([0, 2], np.int64), np.array([2, 4], np.int64)
+    col_codes = bytes([sys_, CAT["Syscall"], CAT["Running"], REF_SOURCES, SRC_INTERVAL, 4])
+    st, en, cat, ref = ext.m_lane_columns(rows, lo64, hi64, state, start, start + 1,
+                                          col_codes)
+    assert np.frombuffer(st, np.int64).tolist() == [0, 100, 300, 400]
+    assert np.frombuffer(cat, np.int8).tolist() == [CAT["Running"], CAT["Syscall"],
+                                                    CAT["Running"], CAT["Running"]]
+    assert np.frombuffer(ref, np.int32).tolist() == [r * REF_SOURCES + SRC_INTERVAL
+                                                     for r in (5, 1, 2, 0)]
+    twice = seq.copy()
+    twice[2] = 40
+    assert ext.m_lane_rows(state, m, twice, 6, codes) is None
+    late = start.copy()
+    late[2] = 500  # thread 7: seq 30 starts after seq 40
+    assert ext.m_lane_columns(rows, lo64, hi64, state, late, late + 1, col_codes) is None
+
+
 def test_grouping_rows_in_time_order_equals_the_sort() -> None:
     """_group_in_time_order on rows in time order, and on rows out of it (it
     sorts those), gives _group_sorted's lanes; distinct starts, so one answer."""

@@ -13,9 +13,26 @@
  *     codes = bytes(idle, cat_running, cat_idle, ref_sources, src_run,
  *     src_interval).
  *
- * The M lane set stays numpy's: taking its rows in Go's order (start order
- * within a thread) was faster in C but held every column it reads mapped at
- * once, and raised the load's peak memory by ~10 MiB.
+ * m_lane_rows(state, m, seq, goroutine_rows, codes) -> None, or (ids, lo, hi,
+ *     rows): the M lane set's rows (goroutine rows below goroutine_rows whose
+ *     state is Running or Syscall and whose m is known) grouped by thread
+ *     (ids ascending; lane k's rows lo[k] .. hi[k]-1) and in Go's order (their
+ *     seq) within each; rows as int32 (int64 for lo, hi and ids). Placed by
+ *     their seq, then counted into their thread's place: no sort. None when
+ *     two rows share a seq, a seq or thread id is out of reach (negative seq,
+ *     threads spread over more than 2**20) or the rows need more than int32.
+ *     codes = bytes(running, syscall).
+ * m_lane_columns(rows, lo, hi, state, start, end, codes) -> None, or (start,
+ *     end, cat, ref): the rows' columns (ref = row * ref_sources +
+ *     src_interval, int32 or int64 as codes say); None when a lane's starts do
+ *     not ascend (the caller sorts them by time instead). codes =
+ *     bytes(syscall, cat_syscall, cat_running, ref_sources, src_interval,
+ *     ref_bytes).
+ *
+ * The M lane set's two calls read different columns, so that the caller lets
+ * each group's mapped pages go before the next is read: one pass over
+ * everything held ~130 MB of mapped frames at once and raised the load's
+ * peak memory by ~10 MiB.
  */
 #include "buffers.h"
 #include <stdint.h>
@@ -236,16 +253,242 @@ static PyObject *p_lane_rows(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------ M lanes */
+
+static PyObject *m_lane_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[3];
+    Py_ssize_t ng;
+    const char *codes;
+    Py_ssize_t ncodes;
+    if (!PyArg_ParseTuple(args, "OOOny#:m_lane_rows", &o[0], &o[1], &o[2], &ng, &codes,
+                          &ncodes))
+        return NULL;
+    if (ncodes != 2) {
+        PyErr_SetString(PyExc_ValueError, "m_lane_rows: 2 codes expected");
+        return NULL;
+    }
+    static const char *names[3] = {"state", "m", "seq"};
+    static const char *formats[3] = {"b", "ilq", "ilq"};
+    static const Py_ssize_t small[3] = {1, 4, 4};
+    static const Py_ssize_t large[3] = {1, 8, 8};
+    Buf b[3];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 3; i++) {
+        if (buf_get_sizes(o[i], &b[i], 0, formats[i], small[i], large[i], names[i]) < 0) {
+            buf_release(b, 3);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = buf_same_items(b, 3, names, "m_lane_rows");
+    if (n < 0) {
+        buf_release(b, 3);
+        return NULL;
+    }
+    if (ng < 0 || ng > n) {
+        buf_release(b, 3);
+        PyErr_SetString(PyExc_ValueError, "m_lane_rows: goroutine_rows out of range");
+        return NULL;
+    }
+    const int8_t *state = b[0].b.buf;
+    int8_t running = codes[0], syscall = codes[1];
+    PyObject *result = NULL;
+    int32_t *slot = NULL;
+    Py_ssize_t *count = NULL, *lane = NULL;
+    Out out = {0};
+    int ok = n < INT32_MAX;
+    int64_t mmin = INT64_MAX, mmax = INT64_MIN, smax = -1;
+    Py_ssize_t rows = 0, lanes = 0, span = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    /* The rows taken, their threads' spread and the seqs' reach. */
+    for (Py_ssize_t r = 0; ok && r < ng; r++) {
+        if (state[r] != running && state[r] != syscall)
+            continue;
+        int64_t m = item(&b[1], r);
+        if (m < 0)
+            continue;
+        int64_t q = item(&b[2], r);
+        if (q < 0 || q >= INT32_MAX)
+            ok = 0;
+        mmin = m < mmin ? m : mmin;
+        mmax = m > mmax ? m : mmax;
+        smax = q > smax ? q : smax;
+        rows++;
+    }
+    span = rows ? (Py_ssize_t)(mmax - mmin + 1) : 0;
+    if (ok && (span < 0 || span > MAX_SPAN))
+        ok = 0;
+    if (ok) {
+        count = calloc((size_t)(span ? span : 1), sizeof *count);
+        lane = calloc((size_t)(span ? span : 1), sizeof *lane);
+        slot = malloc((size_t)(smax + 1 > 0 ? smax + 1 : 1) * sizeof *slot);
+        ok = count && lane && slot;
+    }
+    if (ok) {
+        memset(slot, 0xff, (size_t)(smax + 1 > 0 ? smax + 1 : 1) * sizeof *slot); /* -1 */
+        for (Py_ssize_t r = 0; ok && r < ng; r++) {
+            if ((state[r] != running && state[r] != syscall) || item(&b[1], r) < 0)
+                continue;
+            int64_t q = item(&b[2], r);
+            if (slot[q] >= 0)
+                ok = 0; /* a seq given twice: no single Go order */
+            slot[q] = (int32_t)r;
+            count[item(&b[1], r) - mmin]++;
+        }
+    }
+    if (ok)
+        lanes = lanes_of(count, span, lane);
+    Py_END_ALLOW_THREADS
+
+    PyObject *placed = NULL;
+    if (ok && (out.ids = PyByteArray_FromStringAndSize(NULL, lanes * 8)) &&
+        (out.lo = PyByteArray_FromStringAndSize(NULL, lanes * 8)) &&
+        (out.hi = PyByteArray_FromStringAndSize(NULL, lanes * 8)) &&
+        (placed = PyByteArray_FromStringAndSize(NULL, rows * 4))) {
+        int64_t *ids = I64(out.ids), *lo = I64(out.lo), *hi = I64(out.hi);
+        int32_t *dst = (int32_t *)PyByteArray_AS_STRING(placed);
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t at = 0;
+        for (Py_ssize_t c = 0; c < span; c++) {
+            if (lane[c] < 0)
+                continue;
+            ids[lane[c]] = mmin + c;
+            lo[lane[c]] = at;
+            at += count[c];
+            hi[lane[c]] = at;
+            count[c] = lo[lane[c]]; /* from here on: the thread's next place */
+        }
+        for (int64_t q = 0; q <= smax; q++) {
+            int32_t r = slot[q];
+            if (r >= 0)
+                dst[count[item(&b[1], r) - mmin]++] = r;
+        }
+        Py_END_ALLOW_THREADS
+        result = PyTuple_Pack(4, out.ids, out.lo, out.hi, placed);
+    } else if (ok) {
+        ok = -1;
+    }
+    Py_XDECREF(placed);
+    out_clear(&out);
+    free(slot);
+    free(count);
+    free(lane);
+    buf_release(b, 3);
+    if (result)
+        return result;
+    if (ok == -1 || PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_lane_columns(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    const char *codes;
+    Py_ssize_t ncodes;
+    if (!PyArg_ParseTuple(args, "OOOOOOy#:m_lane_columns", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &codes, &ncodes))
+        return NULL;
+    if (ncodes != 6 || (codes[5] != 4 && codes[5] != 8)) {
+        PyErr_SetString(PyExc_ValueError, "m_lane_columns: 6 codes expected");
+        return NULL;
+    }
+    static const char *names[6] = {"rows", "lo", "hi", "state", "start", "end"};
+    static const char *formats[6] = {"i", "lq", "lq", "b", "lq", "lq"};
+    static const Py_ssize_t sizes[6] = {4, 8, 8, 1, 8, 8};
+    Buf b[6];
+    if (buf_get_all(o, b, 6, 6, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t rows = buf_items(&b[0]), lanes = buf_items(&b[1]);
+    Py_ssize_t n = buf_same_items(b + 3, 3, names + 3, "m_lane_columns");
+    if (n < 0 || buf_items(&b[2]) != lanes) {
+        if (n >= 0)
+            PyErr_SetString(PyExc_ValueError, "m_lane_columns: lo and hi differ in length");
+        buf_release(b, 6);
+        return NULL;
+    }
+    const int32_t *src = b[0].b.buf;
+    const int64_t *lo = b[1].b.buf, *hi = b[2].b.buf;
+    const int8_t *state = b[3].b.buf;
+    const int64_t *start = b[4].b.buf, *end = b[5].b.buf;
+    int8_t syscall = codes[0], cat_syscall = codes[1], cat_running = codes[2];
+    int64_t ref_sources = codes[3], src_interval = codes[4];
+    int wide = codes[5] == 8;
+    for (Py_ssize_t k = 0; k < lanes; k++) {
+        if (lo[k] < 0 || hi[k] < lo[k] || hi[k] > rows) {
+            buf_release(b, 6);
+            PyErr_SetString(PyExc_ValueError, "m_lane_columns: a lane outside the rows");
+            return NULL;
+        }
+    }
+    PyObject *ostart = PyByteArray_FromStringAndSize(NULL, rows * 8);
+    PyObject *oend = PyByteArray_FromStringAndSize(NULL, rows * 8);
+    PyObject *ocat = PyByteArray_FromStringAndSize(NULL, rows);
+    PyObject *oref = PyByteArray_FromStringAndSize(NULL, rows * (wide ? 8 : 4));
+    PyObject *result = NULL;
+    int ok = 1, bad_row = 0;
+    if (ostart && oend && ocat && oref) {
+        int64_t *st = I64(ostart), *en = I64(oend);
+        int8_t *cat = (int8_t *)PyByteArray_AS_STRING(ocat);
+        char *ref = PyByteArray_AS_STRING(oref);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            if (src[i] < 0 || src[i] >= n) {
+                bad_row = 1;
+                break;
+            }
+        }
+        for (Py_ssize_t k = 0; !bad_row && k < lanes; k++) {
+            for (Py_ssize_t i = lo[k]; i < hi[k]; i++) {
+                if (i + 16 < hi[k]) {
+                    __builtin_prefetch(&start[src[i + 16]]);
+                    __builtin_prefetch(&end[src[i + 16]]);
+                    __builtin_prefetch(&state[src[i + 16]]);
+                }
+                int64_t r = src[i];
+                st[i] = start[r];
+                en[i] = end[r];
+                cat[i] = state[r] == syscall ? cat_syscall : cat_running;
+                int64_t v = r * ref_sources + src_interval;
+                if (wide)
+                    ((int64_t *)ref)[i] = v;
+                else
+                    ((int32_t *)ref)[i] = (int32_t)v;
+                if (i > lo[k] && st[i] < st[i - 1])
+                    ok = 0; /* not in time order: keep going, the caller sorts */
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad_row)
+            PyErr_SetString(PyExc_ValueError, "m_lane_columns: a row outside the columns");
+        else if (ok)
+            result = PyTuple_Pack(4, ostart, oend, ocat, oref);
+    }
+    Py_XDECREF(ostart);
+    Py_XDECREF(oend);
+    Py_XDECREF(ocat);
+    Py_XDECREF(oref);
+    buf_release(b, 6);
+    if (result || PyErr_Occurred())
+        return result;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"p_lane_rows", p_lane_rows, METH_VARARGS,
      "p_lane_rows(run_p, run_start, run_end, rid, start, end, state, first_proc_row, codes)"
      " -> lane rows or None"},
+    {"m_lane_rows", m_lane_rows, METH_VARARGS,
+     "m_lane_rows(state, m, seq, goroutine_rows, codes) -> (ids, lo, hi, rows) or None"},
+    {"m_lane_columns", m_lane_columns, METH_VARARGS,
+     "m_lane_columns(rows, lo, hi, state, start, end, codes) -> (start, end, cat, ref) or None"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_lanesets",
-    "The timeline's P lane set's rows in one pass (see ingest/timeline_lanes.py).", -1,
+    "The timeline's P and M lane sets' rows in C (see ingest/timeline_lanes.py).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 
