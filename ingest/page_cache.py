@@ -64,8 +64,12 @@ class DroppingFile:
     the caller to remove.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, wait: bool = True) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        # wait=False: never wait for the disk; what is not written back yet
+        # when it would be dropped stays in the page cache (the kernel writes
+        # it back and frees it later, as for a plain write).
+        self._wait = _WAIT_BEFORE | _WRITE | _WAIT_AFTER if wait else _WRITE
         self.offset = 0
         self._started = 0  # write-back started for [0, _started)
         self._dropped = 0  # on disk and dropped: [0, _dropped)
@@ -87,8 +91,7 @@ class DroppingFile:
         # The previous window has had a whole window's writing to reach the
         # disk: wait for what is left of it, drop it, then start this one.
         if self._started > self._dropped:
-            self._sync(self._dropped, self._started - self._dropped,
-                       _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
+            self._sync(self._dropped, self._started - self._dropped, self._wait)
             self._drop(self._dropped, self._started)
             self._dropped = self._started
         self._sync(self._started, self.offset - self._started, _WRITE)
@@ -110,8 +113,7 @@ class DroppingFile:
             return
         try:
             if self._sfr is not None and self.offset > self._dropped:
-                self._sync(self._dropped, self.offset - self._dropped,
-                           _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
+                self._sync(self._dropped, self.offset - self._dropped, self._wait)
                 self._drop(0, self.offset)
         finally:
             fd, self.fd = self.fd, -1
@@ -124,11 +126,11 @@ class DroppingFile:
         self.close()
 
 
-def save_npy(path: Path, array: np.ndarray[Any, Any]) -> None:
+def save_npy(path: Path, array: np.ndarray[Any, Any], wait: bool = True) -> None:
     """``np.save(path, array)`` through a :class:`DroppingFile` (same bytes:
-    the .npy header, then the array in C order)."""
+    the .npy header, then the array in C order); ``wait`` as DroppingFile's."""
     array = np.ascontiguousarray(array)
-    with DroppingFile(path) as f:
+    with DroppingFile(path, wait) as f:
         np.lib.format.write_array_header_1_0(
             f, {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": False,
                 "shape": array.shape})

@@ -69,10 +69,11 @@ def test_same_bytes_as_a_plain_write(tmp_path: Path, small_window: int,
     np.arange(10**6, dtype=np.int64), np.zeros(0, np.int32), np.arange(7, dtype=np.int8),
     np.arange(3 * 5, dtype=np.int64).reshape(5, 3), np.ones((4, 2), np.int64)[:, 1],
     np.array([True, False, True])])
+@pytest.mark.parametrize("wait", [True, False])
 def test_save_npy_writes_what_np_save_writes(tmp_path: Path, small_window: int,
-                                             array: np.ndarray) -> None:
+                                             array: np.ndarray, wait: bool) -> None:
     ours = tmp_path / "ours.npy"
-    save_npy(ours, array)
+    save_npy(ours, array, wait)
     theirs = io.BytesIO()
     np.save(theirs, array, allow_pickle=False)
     assert ours.read_bytes() == theirs.getvalue()
