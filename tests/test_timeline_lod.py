@@ -537,3 +537,35 @@ def test_parse_params_rejects_bad_values() -> None:
             parse_params(bad)
     p = parse_params({"mode": "G", "t1": "10", "t2": "2e3", "g": "17"})
     assert (p.mode, p.t1, p.t2, p.g) == ("g", 10, 2000, 17)
+
+
+def test_c_block_index_equals_numpys(loaded: Loaded) -> None:
+    """ingest._lanesets' one-pass LaneSetIndex equals the numpy form's on
+    the P and M lane sets of the real traces,
+    and both say None for rows of a lane that overlap."""
+    ext = pytest.importorskip("ingest._lanesets")
+    import ingest.timeline_lanes as tl
+
+    checked = 0
+    for name, f in loaded.frames.items():
+        for ls in (tl._p_lanes_numpy(f), tl._build_m_lanes(f)):
+            c, ref = tl._block_index_c(ext, ls), tl._block_index_numpy(ls)
+            assert (c is None) == (ref is None), name
+            if c is not None and ref is not None:
+                for field in ("block_max", "cats", "cum"):
+                    a, b = getattr(c, field), getattr(ref, field)
+                    assert a.dtype == b.dtype and a.shape == b.shape, (name, field)
+                    np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
+                checked += 1
+    assert checked >= 4
+    # Two lanes, the second's rows overlapping: None; apart: an index.
+    start = np.array([0, 10, 20, 25], np.int64)
+    end = np.array([5, 15, 30, 40], np.int64)
+    cat = np.array([0, 2, 0, 2], np.int8)
+    ls = tl.LaneSet(np.array([1, 2], np.int64), np.array([0, 2], np.int64),
+                    np.array([2, 4], np.int64), start, end, cat, np.arange(4, dtype=np.int64))
+    assert tl._block_index_c(ext, ls) is None and tl._block_index_numpy(ls) is None
+    ls.end = np.array([5, 15, 25, 40], np.int64)
+    c, ref = tl._block_index_c(ext, ls), tl._block_index_numpy(ls)
+    assert c is not None and ref is not None
+    assert c.cats.tolist() == [0, 2] and c.cum.tolist() == ref.cum.tolist() == [[0, 0], [10, 20]]

@@ -29,6 +29,12 @@
  *     bytes(syscall, cat_syscall, cat_running, ref_sources, src_interval,
  *     ref_bytes).
  *
+ * block_index(start, end, cat, lo, block) -> None, or (block_max, cats, cum)
+ *     as bytearrays of int64: build_index's LaneSetIndex in one pass (the
+ *     largest duration of each block of rows, the categories present, and
+ *     per block boundary the ns of each category before it); None when two
+ *     consecutive rows of a lane (lanes begin at lo) overlap.
+ *
  * The M lane set's two calls read different columns, so that the caller lets
  * each group's mapped pages go before the next is read: one pass over
  * everything held ~130 MB of mapped frames at once and raised the load's
@@ -475,6 +481,114 @@ static PyObject *m_lane_columns(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------ block index */
+
+static PyObject *block_index(PyObject *self, PyObject *args)
+{
+    PyObject *o[4];
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "OOOOn:block_index", &o[0], &o[1], &o[2], &o[3], &block))
+        return NULL;
+    if (block < 1) {
+        PyErr_SetString(PyExc_ValueError, "block_index: block must be positive");
+        return NULL;
+    }
+    static const char *names[4] = {"start", "end", "cat", "lo"};
+    static const char *formats[4] = {"lq", "lq", "b", "lq"};
+    static const Py_ssize_t sizes[4] = {8, 8, 1, 8};
+    Buf b[4];
+    if (buf_get_all(o, b, 4, 4, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 3, names, "block_index");
+    if (n < 0) {
+        buf_release(b, 4);
+        return NULL;
+    }
+    const int64_t *start = b[0].b.buf, *end = b[1].b.buf, *lo = b[3].b.buf;
+    const int8_t *cat = b[2].b.buf;
+    Py_ssize_t lanes = buf_items(&b[3]);
+    for (Py_ssize_t k = 0; k < lanes; k++) {
+        if (lo[k] < 0 || lo[k] > n) {
+            buf_release(b, 4);
+            PyErr_SetString(PyExc_ValueError, "block_index: a lane outside the rows");
+            return NULL;
+        }
+    }
+    Py_ssize_t nblocks = (n + block - 1) / block;
+    unsigned char *first = calloc((size_t)(n ? n : 1), 1); /* rows that begin a lane */
+    int overlap = 0, ncats = 0, bad_cat = 0;
+    int code_of[128];
+    int64_t cats[128];
+    PyObject *bmax = NULL, *ocats = NULL, *cum = NULL, *result = NULL;
+    if (!first) {
+        buf_release(b, 4);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 1; k < lanes; k++)
+        if (lo[k] > 0)
+            first[lo[k]] = 1;
+    for (Py_ssize_t i = 0; i + 1 < n && !overlap; i++)
+        if (!first[i + 1] && end[i] > start[i + 1])
+            overlap = 1; /* rows of one lane overlap: no index (reduced row by row) */
+    if (!overlap) {
+        unsigned char seen[128] = {0};
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (cat[i] < 0) {
+                bad_cat = 1;
+                break;
+            }
+            seen[cat[i]] = 1;
+        }
+        for (int c = 0; c < 128; c++) {
+            code_of[c] = seen[c] ? ncats : -1;
+            if (seen[c])
+                cats[ncats++] = c;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(first);
+    if (bad_cat) {
+        buf_release(b, 4);
+        PyErr_SetString(PyExc_ValueError, "block_index: a negative category");
+        return NULL;
+    }
+    if (overlap) {
+        buf_release(b, 4);
+        Py_RETURN_NONE;
+    }
+    bmax = PyByteArray_FromStringAndSize(NULL, nblocks * 8);
+    ocats = PyByteArray_FromStringAndSize(NULL, ncats * 8);
+    cum = PyByteArray_FromStringAndSize(NULL, (nblocks + 1) * ncats * 8);
+    if (bmax && ocats && cum) {
+        int64_t *mx = I64(bmax), *cs = I64(cum);
+        memcpy(PyByteArray_AS_STRING(ocats), cats, (size_t)ncats * 8);
+        Py_BEGIN_ALLOW_THREADS
+        for (int c = 0; c < ncats; c++)
+            cs[c] = 0;
+        for (Py_ssize_t j = 0; j < nblocks; j++) {
+            int64_t *row = cs + (j + 1) * ncats, *prev = cs + j * ncats;
+            for (int c = 0; c < ncats; c++)
+                row[c] = prev[c];
+            int64_t m = 0; /* durations are positive: build_index dropped empty rows */
+            Py_ssize_t a = j * block, z = a + block < n ? a + block : n;
+            for (Py_ssize_t i = a; i < z; i++) {
+                int64_t d = end[i] - start[i];
+                m = d > m ? d : m;
+                row[code_of[cat[i]]] += d;
+            }
+            mx[j] = m;
+        }
+        Py_END_ALLOW_THREADS
+        result = PyTuple_Pack(3, bmax, ocats, cum);
+    }
+    Py_XDECREF(bmax);
+    Py_XDECREF(ocats);
+    Py_XDECREF(cum);
+    buf_release(b, 4);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"p_lane_rows", p_lane_rows, METH_VARARGS,
      "p_lane_rows(run_p, run_start, run_end, rid, start, end, state, first_proc_row, codes)"
@@ -483,6 +597,9 @@ static PyMethodDef methods[] = {
      "m_lane_rows(state, m, seq, goroutine_rows, codes) -> (ids, lo, hi, rows) or None"},
     {"m_lane_columns", m_lane_columns, METH_VARARGS,
      "m_lane_columns(rows, lo, hi, state, start, end, codes) -> (start, end, cat, ref) or None"},
+    {"block_index", block_index, METH_VARARGS,
+     "block_index(start, end, cat, lo, block) -> (block_max, cats, cum) or None (rows of a "
+     "lane overlap)"},
     {NULL, NULL, 0, NULL},
 };
 
