@@ -36,7 +36,7 @@ from ingest.columns import (
     read_transitions,
 )
 from ingest.config import Settings
-from ingest.db import checkpoint_meanwhile, write_tx
+from ingest.db import checkpoint_meanwhile, is_sqlite, write_tx
 from ingest.decoded import Decoded, decode_file_in_memory
 from ingest.frame_writer import FrameWriter
 from ingest.frames import TABLE_COLUMNS as FRAME_TABLES
@@ -46,6 +46,7 @@ from ingest.load_tables import derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
 from ingest.timeline_lanes import GOROUTINE_TABLE_STEP, LANE_FRAME_COLUMNS, RANGES_STEP
 from ingest.timings import Timings
+from ingest.writeback import Writeback, sqlite_files
 
 if TYPE_CHECKING:
     from ingest.decode_ahead import DecodeAhead
@@ -333,6 +334,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     kinds: dict[int, Kind] = {}
     goroutine_cols: dict[str, Any] = {}
     early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit
+    writeback = Writeback(sqlite_files(engine.url.database) if is_sqlite(engine) else [])
     try:
         with write_tx(engine, bulk=True) as conn:
             if conn.dialect.name == "postgresql":
@@ -377,6 +379,9 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                                               n, first, tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
+                # The intervals are stored (the worker has taken the syscalls):
+                # the log's write-back starts, for the checkpoint (ingest.writeback).
+                writeback.start()
                 if frames is not None and goroutine_cols:
                     # While the worker stores the intervals: the timeline's
                     # goroutine table, from the columns at hand (not the database).
@@ -401,12 +406,14 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         # columns that do not fit together.
         if frames is not None:
             frames.abort()
+        writeback.stop()
         raise BadParquetError(f"{where}: inconsistent decoded trace: {e!r}") from None
     except IntegrityError:
         # Another writer stored the same content first (PostgreSQL: no
         # up-front write lock); answer with its trace.
         if frames is not None:
             frames.abort()
+        writeback.stop()
         found = find_by_sha(engine, sha)
         if found is None:
             raise
@@ -414,16 +421,20 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     except BaseException:
         if frames is not None:
             frames.abort()
+        writeback.stop()
         raise
-    with timings.phase("after commit"), checkpoint_meanwhile(engine):
-        if frames is not None:
-            with timings.phase("frames"):  # what is left to write after the commit
-                frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
-                                          int(trace_row["last_ts"] or 0), kinds)
-            if frame_dir is not None:
-                del tr, tables  # the loader's arrays go before the views' are built
-                with timings.phase("lanes"):
-                    _precompute_views(engine, frame_dir, skip=early)
+    try:
+        with timings.phase("after commit"), checkpoint_meanwhile(engine):
+            if frames is not None:
+                with timings.phase("frames"):  # what is left to write after the commit
+                    frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                              int(trace_row["last_ts"] or 0), kinds)
+                if frame_dir is not None:
+                    del tr, tables  # the loader's arrays go before the views' are built
+                    with timings.phase("lanes"):
+                        _precompute_views(engine, frame_dir, skip=early)
+    finally:
+        writeback.stop()
     if progress:
         progress("load", total, total)
     timings.add("load", time.perf_counter() - started)
