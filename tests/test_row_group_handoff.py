@@ -60,18 +60,25 @@ def decoding_thread(h: RowGroupHandOff, items: range, helping: threading.Event,
     return threading.Thread(target=run, name="decoder")
 
 
-def test_every_row_group_once_in_order_and_the_helper_takes_them() -> None:
+def decode_with_a_helper(rec: Recorder, rows: int) -> list[BaseException]:
+    """``rows`` row groups put by a decoding thread, a helper helping from
+    the middle on; the decoding thread's errors."""
     h = RowGroupHandOff()
-    rec = Recorder()
     h.bind(rec)
     helping, errors = threading.Event(), []
-    t = decoding_thread(h, range(40), helping, errors)
+    t = decoding_thread(h, range(rows), helping, errors)
     t.start()
     helper = threading.Thread(target=lambda: (helping.set(), h.help()), name="helper")
     helper.start()
     t.join(60)
     helper.join(60)
-    assert not t.is_alive() and not helper.is_alive() and errors == []
+    assert not t.is_alive() and not helper.is_alive()
+    return errors
+
+
+def test_every_row_group_once_in_order_and_the_helper_takes_them() -> None:
+    rec = Recorder()
+    assert decode_with_a_helper(rec, 40) == []
     assert rec.items == list(range(40))
     assert set(rec.threads[:20]) == {"decoder"}  # before the helper helped
     assert "helper" in rec.threads[20:]
@@ -89,17 +96,8 @@ def test_without_a_helper_the_decoding_thread_adds_everything() -> None:
 
 
 def test_an_error_on_the_helpers_side_stops_the_decode() -> None:
-    h = RowGroupHandOff()
     rec = Recorder(fail_at=30)
-    h.bind(rec)
-    helping, errors = threading.Event(), []
-    t = decoding_thread(h, range(40), helping, errors)
-    t.start()
-    helper = threading.Thread(target=lambda: (helping.set(), h.help()), name="helper")
-    helper.start()
-    t.join(60)
-    helper.join(60)
-    assert not helper.is_alive()
+    errors = decode_with_a_helper(rec, 40)
     assert len(errors) == 1 and str(errors[0]) == "bad row group 30"
     assert rec.items == list(range(30))  # nothing after the failed one
 
