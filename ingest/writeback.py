@@ -29,9 +29,17 @@ EVERY = 0.02
 
 
 class Writeback:
-    """Starts write-back of ``paths`` (those that exist) every :data:`EVERY`
-    seconds on a thread, from :meth:`start` until :meth:`stop`. Errors (a
-    file not there yet, or gone) are ignored: write-back is only a hint."""
+    """Starts write-back of ``paths`` every :data:`EVERY` seconds on a
+    thread, from :meth:`start` until :meth:`stop`, through the file
+    descriptors this process already has open on them (SQLite's).
+
+    It never opens or closes the files itself: closing any descriptor of a
+    file drops every POSIX lock this process holds on it, SQLite's included
+    (fcntl(2)), and another process could then take the database for its
+    own (a last connection's checkpoint and log removal while ours still use
+    it). A file not open here is skipped; errors are ignored: write-back is
+    only a hint.
+    """
 
     def __init__(self, paths: list[Path]) -> None:
         self.paths = paths  # none: start() does nothing
@@ -54,25 +62,42 @@ class Writeback:
             self._thread = None
 
     def _run(self) -> None:
-        fds: dict[Path, int] = {}
-        try:
-            while True:
-                for path in self.paths:
-                    fd = fds.get(path)
+        targets = [str(p.resolve()) for p in self.paths]
+        fds: dict[str, int] = {}
+        while True:
+            for target in targets:
+                fd = fds.get(target)
+                if fd is None or _fd_path(fd) != target:
+                    fd = _open_fd(target)
                     if fd is None:
-                        try:
-                            fd = fds[path] = os.open(path, os.O_RDONLY)
-                        except OSError:
-                            continue
-                    try:
-                        start_write_back(fd)
-                    except OSError:
-                        pass
-                if self._stop.wait(EVERY):
-                    return
-        finally:
-            for fd in fds.values():
-                os.close(fd)
+                        fds.pop(target, None)
+                        continue
+                    fds[target] = fd
+                try:
+                    start_write_back(fd)
+                except OSError:
+                    pass  # closed and reused meanwhile: a hint lost
+            if self._stop.wait(EVERY):
+                return
+
+
+def _fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def _open_fd(target: str) -> int | None:
+    """A descriptor this process has open on ``target`` (Linux's /proc)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in names:
+        if _fd_path(int(name)) == target:
+            return int(name)
+    return None
 
 
 def sqlite_files(database: str | None) -> list[Path]:
