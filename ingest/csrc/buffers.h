@@ -79,6 +79,22 @@ static inline int buf_get_all(PyObject *const *o, Buf *bufs, int n, int writable
     return 0;
 }
 
+/* buf_get_all for read-only buffers whose items may take either of two
+ * sizes (small[i] or large[i] bytes, as buf_get_sizes). */
+static inline int buf_get_all_sizes(PyObject *const *o, Buf *bufs, int n,
+                                    const char *const *names, const char *const *formats,
+                                    const Py_ssize_t *small, const Py_ssize_t *large)
+{
+    memset(bufs, 0, (size_t)n * sizeof *bufs);
+    for (int i = 0; i < n; i++) {
+        if (buf_get_sizes(o[i], &bufs[i], 0, formats[i], small[i], large[i], names[i]) < 0) {
+            buf_release(bufs, n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* ValueError (in function fn), with every buffer released, unless all n
  * buffers hold as many items as the first; its item count otherwise. */
 static inline Py_ssize_t buf_same_items(Buf *bufs, int n, const char *const *names,

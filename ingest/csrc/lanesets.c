@@ -124,13 +124,8 @@ static PyObject *p_lane_rows(PyObject *self, PyObject *args)
     static const Py_ssize_t small[7] = {4, 8, 8, 4, 8, 8, 1};
     static const Py_ssize_t large[7] = {8, 8, 8, 8, 8, 8, 1};
     Buf b[7];
-    memset(b, 0, sizeof b);
-    for (int i = 0; i < 7; i++) {
-        if (buf_get_sizes(o[i], &b[i], 0, formats[i], small[i], large[i], names[i]) < 0) {
-            buf_release(b, 7);
-            return NULL;
-        }
-    }
+    if (buf_get_all_sizes(o, b, 7, names, formats, small, large) < 0)
+        return NULL;
     Py_ssize_t nruns = buf_same_items(b, 3, names, "p_lane_rows");
     if (nruns < 0) {
         buf_release(b, 7);
@@ -279,13 +274,8 @@ static PyObject *m_lane_rows(PyObject *self, PyObject *args)
     static const Py_ssize_t small[3] = {1, 4, 4};
     static const Py_ssize_t large[3] = {1, 8, 8};
     Buf b[3];
-    memset(b, 0, sizeof b);
-    for (int i = 0; i < 3; i++) {
-        if (buf_get_sizes(o[i], &b[i], 0, formats[i], small[i], large[i], names[i]) < 0) {
-            buf_release(b, 3);
-            return NULL;
-        }
-    }
+    if (buf_get_all_sizes(o, b, 3, names, formats, small, large) < 0)
+        return NULL;
     Py_ssize_t n = buf_same_items(b, 3, names, "m_lane_rows");
     if (n < 0) {
         buf_release(b, 3);
