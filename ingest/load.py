@@ -335,6 +335,13 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     goroutine_cols: dict[str, Any] = {}
     early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit
     writeback = Writeback(sqlite_files(engine.url.database) if is_sqlite(engine) else [])
+
+    def abandon() -> None:
+        """The load failed: its staged frames go, its write-back stops."""
+        if frames is not None:
+            frames.abort()
+        writeback.stop()
+
     try:
         with write_tx(engine, bulk=True) as conn:
             if conn.dialect.name == "postgresql":
@@ -404,24 +411,18 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     except (KeyError, IndexError, ValueError) as e:
         # Raised while deriving a table (the transaction is rolled back):
         # columns that do not fit together.
-        if frames is not None:
-            frames.abort()
-        writeback.stop()
+        abandon()
         raise BadParquetError(f"{where}: inconsistent decoded trace: {e!r}") from None
     except IntegrityError:
         # Another writer stored the same content first (PostgreSQL: no
         # up-front write lock); answer with its trace.
-        if frames is not None:
-            frames.abort()
-        writeback.stop()
+        abandon()
         found = find_by_sha(engine, sha)
         if found is None:
             raise
         return found
     except BaseException:
-        if frames is not None:
-            frames.abort()
-        writeback.stop()
+        abandon()
         raise
     try:
         with timings.phase("after commit"), checkpoint_meanwhile(engine):
