@@ -11,7 +11,7 @@ from ingest_fixtures import ROOT, TRACES, db_url, engine
 from sqlalchemy import Engine, inspect, text
 
 from ingest import models, queries
-from ingest.db import current_revision, make_engine, migrate
+from ingest.db import PAGE_SIZE, current_revision, make_engine, migrate
 from ingest.load import (
     BadParquetError,
     BadTraceError,
@@ -177,7 +177,7 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
-        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 16384
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == PAGE_SIZE
     eng.dispose()
 
 
