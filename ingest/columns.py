@@ -12,12 +12,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    # Imported where Parquet is read: a raw trace's load needs none of it.
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from ingest.codes import RESOURCE_CODE, STATE_CODE
 
@@ -215,6 +218,8 @@ def _dict_codes(pf: pq.ParquetFile, name: str, table: dict[str, int], n: int,
 
 def read_transitions(directory: Path, expected_rows: int | None = None) -> Transitions:
     """transitions.parquet as compact columns (see :class:`Transitions`)."""
+    import pyarrow.parquet as pq
+
     path = directory / "transitions.parquet"
     try:
         pf = pq.ParquetFile(path, read_dictionary=_DICT_COLS)
@@ -265,6 +270,8 @@ def read_transitions(directory: Path, expected_rows: int | None = None) -> Trans
 
 def read_table(directory: Path, name: str) -> pa.Table:
     """One of the small files (events, transition_stacks, stacks) as an Arrow table."""
+    import pyarrow.parquet as pq
+
     path = directory / f"{name}.parquet"
     try:
         return pq.read_table(path)

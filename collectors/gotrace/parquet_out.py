@@ -23,10 +23,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    # Imported where files are written: a decode into memory (gmpscope
+    # ingest of a raw trace) needs the schemas here, not Parquet (~20 ms
+    # and ~10 MB of a process's memory; docs/ingest.md).
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from collectors.gotrace.model import Event, StackTable, TraceInfo
 
@@ -131,6 +136,8 @@ def writer_options(schema: pa.Schema) -> dict[str, Any]:
 def open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     """A ParquetWriter with writer_options and the schema's metadata
     (``schema_version``) in the file's key-value metadata."""
+    import pyarrow.parquet as pq
+
     w = pq.ParquetWriter(str(path), schema, **writer_options(schema))
     if schema.metadata:
         w.add_key_value_metadata(schema.metadata)
