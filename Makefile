@@ -19,6 +19,7 @@ setup: $(VENV)/.installed ingest/lib/libsqlite3.so.0
 # network or a compiler, setup goes on with the system's SQLite.
 ingest/lib/libsqlite3.so.0: tools/sqlite_lib.py ingest/csrc/sqlite_append.c | $(VENV)/.installed
 	$(BIN)/python -m tools.sqlite_lib build
+	$(BIN)/python -m tools.settle_libs ingest/lib
 
 # The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder;
 # ingest/_intervalorder and ingest/_summaries, the loader's interval order and
@@ -31,6 +32,7 @@ $(VENV)/.installed: pyproject.toml $(CSRC)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
 	$(BIN)/python setup.py -q build_ext --inplace
+	$(BIN)/python -m tools.settle_libs  # see the tool: libraries just written cost RSS
 	touch $@
 
 # The explorer on the embedded default (SQLite in $GMPSCOPE_DATA, default
@@ -50,6 +52,7 @@ test-setup: setup
 	$(BIN)/python -m tools.system_packages ensure
 	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
 	$(BIN)/python -m tools.sqlite_lib build --require  # the tests check it is used
+	$(BIN)/python -m tools.settle_libs
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench
