@@ -10,7 +10,7 @@ On this project's virtual machines the first and third cost ~10x the second:
 memory the guest has freed is handed back to the host after a moment (free
 page reporting, ``virtio_balloon``), and each page of it costs again when
 touched. It is why every byte a load writes or allocates anew counts
-(docs/ingest.md, "Fresh memory").
+(docs/ingest.md, "Speed and memory": "Memory the host has not backed yet").
 """
 
 from __future__ import annotations
