@@ -59,7 +59,7 @@ test-setup: setup
 	$(BIN)/python -m tools.system_packages ensure
 	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
 	$(BIN)/python -m tools.sqlite_lib build --require  # the tests check it is used
-	$(BIN)/python -m tools.settle_libs
+	$(BIN)/python -m tools.settle_libs ingest collectors  # what the two lines above rebuilt
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench

@@ -44,8 +44,8 @@ def shared_libraries(roots: Iterable[Path]) -> Iterator[Path]:
 
 
 def settle(path: Path) -> bool:
-    """Write ``path`` back and drop it from the page cache; False if it
-    could not be opened."""
+    """Write ``path`` back and drop it from the page cache; False where the
+    system refused (the file gone meanwhile, say)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
