@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not hasattr(os, "posix_fadvise"):
         return 0
-    roots = args.roots or [Path(sys.prefix), ROOT]
+    # The venv is usually inside the checkout: walked once, not twice.
+    venv = Path(sys.prefix).resolve()
+    roots = args.roots or ([ROOT] if venv.is_relative_to(ROOT) else [venv, ROOT])
     done = sum(settle(p) for p in shared_libraries(roots))
     print(f"settle_libs: {done} shared libraries written back and dropped from the page cache")
     return 0
