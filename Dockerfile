@@ -5,7 +5,7 @@
 FROM python:3.11-slim-bookworm
 
 # gcc and the Python headers build the C decoder extension, SQLite's headers the
-# loader's SQLite binder (ingest/sqlite_fast.py; it binds into the libsqlite3 that
+# loader's SQLite binder (ingest/store/sqlite_fast.py; it binds into the libsqlite3 that
 # this image's Python uses, and checks that it is the same); strace is what
 # `gmpscope record` runs.
 RUN apt-get update \

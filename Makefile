@@ -29,8 +29,8 @@ ingest/lib/libsqlite3.so.0: tools/sqlite_lib.py ingest/csrc/sqlite_append.c | $(
 	$(BIN)/python -m tools.settle_libs ingest/lib
 
 # The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder;
-# ingest/_intervalorder and ingest/_summaries, the loader's interval order and
-# reductions; ingest/_sqlitebulk, its SQLite binder, where SQLite's headers are)
+# ingest/derive/_intervalorder and ingest/derive/_summaries, the loader's interval order and
+# reductions; ingest/store/_sqlitebulk, its SQLite binder, where SQLite's headers are)
 # are built in place by the editable install; a changed C source rebuilds them.
 CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h ingest/csrc/*.c ingest/csrc/*.h)
 

@@ -3,7 +3,7 @@
 Everything else about the package is declared in pyproject.toml. The
 extensions are optional at run time: without ``_v2fast`` gmpscope uses the
 pure-Python decoder (also forced with GMPSCOPE_PURE=1), without
-``ingest._sqlitebulk`` the loader binds SQLite rows through Python. The browser assets live in the
+``ingest.store._sqlitebulk`` the loader binds SQLite rows through Python. The browser assets live in the
 root folder static/ and install as the data-only package ``gmpscope_static``
 (app/server.py finds them through it, in a checkout and in a wheel alike).
 """
@@ -17,10 +17,10 @@ C_FLAGS = ["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wextra",
                  "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
 
-def _ingest_extension(name: str, **kwargs: object) -> Extension:
-    """The optional extension ``ingest._<name>`` from ingest/csrc/<name>.c
+def _ingest_extension(package: str, name: str, **kwargs: object) -> Extension:
+    """The optional extension ``ingest.<package>._<name>`` from ingest/csrc/<name>.c
     (every ingest helper shares the headers there)."""
-    return Extension(f"ingest._{name}", sources=[f"ingest/csrc/{name}.c"],
+    return Extension(f"ingest.{package}._{name}", sources=[f"ingest/csrc/{name}.c"],
                      depends=sorted(glob("ingest/csrc/*.h")), optional=True,
                      extra_compile_args=C_FLAGS, **kwargs)
 
@@ -37,20 +37,20 @@ setup(
             extra_compile_args=[*C_FLAGS, "-fno-strict-aliasing"],
         ),
         # Binds the loader's integer rows into SQLite without Python objects
-        # (ingest/sqlite_fast.py). Optional: without SQLite's headers the
+        # (ingest/store/sqlite_fast.py). Optional: without SQLite's headers the
         # build goes on and the loader binds through Python's sqlite3.
-        _ingest_extension("sqlitebulk", libraries=["sqlite3"]),
+        _ingest_extension("store", "sqlitebulk", libraries=["sqlite3"]),
         # The interval order by counting sort and the intervals' ends
-        # (ingest/derive.py); optional: numpy's sort gives the same order.
-        _ingest_extension("intervalorder"),
+        # (ingest/derive/intervals.py); optional: numpy's sort gives the same order.
+        _ingest_extension("derive", "intervalorder"),
         # Row groups into the loader's compact columns without giving up the
-        # GIL (ingest/transitions_builder.py); optional: numpy does the same.
-        _ingest_extension("columnappend"),
-        # One-pass reductions of the transitions (ingest/derive.py); optional:
+        # GIL (ingest/load/transitions_builder.py); optional: numpy does the same.
+        _ingest_extension("load", "columnappend"),
+        # One-pass reductions of the transitions (ingest/derive/intervals.py); optional:
         # the numpy forms give the same columns without it.
-        _ingest_extension("summaries"),
+        _ingest_extension("derive", "summaries"),
         # The timeline's P lane set's rows in one pass
-        # (ingest/timeline_lanes.py); optional: numpy sorts them instead.
-        _ingest_extension("lanesets"),
+        # (ingest/derive/lanesets.py); optional: numpy sorts them instead.
+        _ingest_extension("derive", "lanesets"),
     ],
 )

@@ -38,8 +38,8 @@ def register_findings(dash_app: Dash) -> None:
         if trace_id is None:
             return None
         from app.context import ui_context
+        from ingest.derive.frames import TraceNotFound
         from ingest.diagnose import ConfigError, config_from_env, diagnose, rule_defaults
-        from ingest.frames import TraceNotFound
 
         ctx = ui_context()
         try:

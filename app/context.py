@@ -13,7 +13,7 @@ from flask import current_app
 from sqlalchemy import Engine
 
 from ingest.config import Settings
-from ingest.frames import FrameStore
+from ingest.derive.frames import FrameStore
 
 EXTENSION = "gmpscope_ui"
 

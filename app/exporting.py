@@ -5,7 +5,7 @@ SVG and PNG come from Kaleido, which renders the figure with plotly.js in a
 headless Chromium: Debian's ``/usr/bin/chromium`` unless ``$BROWSER_PATH`` names
 another; MathJax is off (no network needed). HTML embeds plotly.js, so the file
 works offline. Mermaid/DOT exist for the state-graph diagrams only and are the
-text that :mod:`ingest.stategraph` renders.
+text that :mod:`ingest.views.states` renders.
 """
 
 from __future__ import annotations
@@ -164,11 +164,11 @@ def _parse_ns(options: Mapping[str, str], key: str) -> int | None:
 
 def state_graph_text(source: DiagramSource, trace_id: int, fmt: str,
                      options: Mapping[str, str]) -> str:
-    """Mermaid or DOT text of a trace's state graph, as :mod:`ingest.stategraph`
+    """Mermaid or DOT text of a trace's state graph, as :mod:`ingest.views.states`
     renders it. Options: ``resource`` (goroutine, proc, thread; default goroutine),
     ``group`` (start function), ``t1``/``t2`` (trace ns), ``split_reasons`` (1)."""
-    from ingest.queries import get_trace
-    from ingest.stategraph import RESOURCES, render, state_graph
+    from ingest.views.queries import get_trace
+    from ingest.views.states import RESOURCES, render, state_graph
 
     if fmt not in GRAPH_TEXT_FORMATS:
         raise ExportError(f"state graph text format must be mermaid or dot, not {fmt!r}")
@@ -186,7 +186,7 @@ def state_graph_text(source: DiagramSource, trace_id: int, fmt: str,
         graph = state_graph(source.engine, trace_id, resource)
     else:
         # Filtered and thread graphs come from the frames (the states page's own query).
-        from ingest.stategraph_frames import graph_for
+        from ingest.views.states_frames import graph_for
 
         try:
             graph = graph_for(source.engine, source.frames, trace_id, resource, group=group,

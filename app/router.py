@@ -65,7 +65,7 @@ class Router:
 def _refuse_os_recording(trace_id: int) -> None:
     """PageError on pages that need Go data when the trace is an OS recording alone."""
     from app.context import ui_context
-    from ingest.poller_load import is_os_recording
+    from ingest.load.poller import is_os_recording
 
     if is_os_recording(ui_context().engine, trace_id):
         raise PageError(f"Trace {trace_id} is an OS recording without a Go trace: this page "

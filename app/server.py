@@ -18,9 +18,9 @@ from flask import Flask
 from app.context import EXTENSION, UIContext
 from app.router import load_router, register
 from app.shell import shell
-from ingest import api
+from ingest.api import blueprint as api
 from ingest.config import Settings
-from ingest.db import make_engine
+from ingest.store.db import make_engine
 
 #: Dash's on-demand chunks that every page load fetches at once: the graph
 #: component, which nearly every page draws. With ``eager_loading`` alone Dash

@@ -8,7 +8,7 @@ view's query function it prints, in ms of wall time (CPU time in brackets, the
 honest figure on a busy machine):
 
 - build: the first answer with nothing derived kept (the trace's derived
-  values, ingest.derived_cache, removed first: what a view cost before they
+  values, ingest.derive.cache, removed first: what a view cost before they
   were kept, and what the server's background warm-up spends once);
 - stored: the first answer of a fresh frame store (a restarted server) with
   them kept on disk;
@@ -29,12 +29,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from ingest.db import make_engine  # noqa: E402
-from ingest.frames import FrameStore  # noqa: E402
-from ingest.goroutine_detail import goroutine_detail  # noqa: E402
-from ingest.goroutine_stats import goroutine_groups  # noqa: E402
-from ingest.sched_latency import latency_report  # noqa: E402
-from ingest.syscall_stats import netpoll_summary, syscall_summary  # noqa: E402
+from ingest.derive.frames import FrameStore  # noqa: E402
+from ingest.store.db import make_engine  # noqa: E402
+from ingest.views.goroutine import goroutine_detail  # noqa: E402
+from ingest.views.goroutines import goroutine_groups  # noqa: E402
+from ingest.views.latency import latency_report  # noqa: E402
+from ingest.views.syscalls import netpoll_summary, syscall_summary  # noqa: E402
 
 
 def main() -> None:
@@ -61,7 +61,7 @@ def main() -> None:
     }
     import shutil
 
-    from ingest.derived_cache import derived_dir
+    from ingest.derive.cache import derived_dir
 
     def timed(fn: Callable[[], Any]) -> tuple[float, float]:
         w, c = time.perf_counter(), time.process_time()

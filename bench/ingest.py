@@ -76,8 +76,10 @@ def _time(fn: Callable[[], object], n: int) -> tuple[float, float]:
 def query_latencies(db_url: str, trace_id: int, n: int) -> list[tuple[str, float, float]]:
     from sqlalchemy import func, select
 
-    from ingest import models, queries, stategraph
-    from ingest.db import make_engine
+    from ingest.store import models
+    from ingest.store.db import make_engine
+    from ingest.views import queries
+    from ingest.views import states as stategraph
 
     engine = make_engine(db_url)
     g = models.goroutines

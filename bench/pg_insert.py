@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.sqlite_insert import insert_rows  # noqa: E402
-from ingest.db import make_engine, migrate, write_tx  # noqa: E402
+from ingest.store.db import make_engine, migrate, write_tx  # noqa: E402
 
 
 def run(url: str, n: int, triggers: bool) -> float:

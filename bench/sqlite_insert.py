@@ -41,10 +41,10 @@ from gmpscope.cli import configure_process  # noqa: E402
 
 configure_process()
 
-from ingest import bulk, models  # noqa: E402
 from ingest.columns import Gather, Seq  # noqa: E402
-from ingest.db import make_engine, migrate, write_tx  # noqa: E402
-from ingest.sqlite_fast import APPEND_ENV, PURE_ENV  # noqa: E402
+from ingest.store import bulk, models  # noqa: E402
+from ingest.store.db import make_engine, migrate, write_tx  # noqa: E402
+from ingest.store.sqlite_fast import APPEND_ENV, PURE_ENV  # noqa: E402
 
 COLUMNS = ["trace_id", "id", "rid", "start_ts", "seq", "end_ts", "kind", "m", "p", "g",
            "stack_id"]

@@ -58,9 +58,9 @@ def configure_process() -> None:
     """
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # gmpscope's own SQLite build where it is installed (ingest.sqlite_lib):
+    # gmpscope's own SQLite build where it is installed (ingest.store.sqlite_lib):
     # before anything imports sqlite3.
-    from ingest.sqlite_lib import preload
+    from ingest.store.sqlite_lib import preload
 
     preload()
 

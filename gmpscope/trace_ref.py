@@ -12,14 +12,14 @@ from gmpscope.errors import EXIT_BAD_INPUT, CLIError
 def resolve_trace(engine: Any, settings: Any, ref: str, command: str) -> int:
     """A stored trace id from an id or a path (ingested when new, found by hash
     otherwise); ``command`` names the subcommand in the message about an ingest."""
-    from ingest.load import (
+    from ingest.load.pipeline import (
         IngestError,
         file_sha256,
         find_by_sha,
         ingest_trace_file,
         load_parquet_dir,
     )
-    from ingest.queries import get_trace
+    from ingest.views.queries import get_trace
 
     path = Path(ref)
     if ref.isdigit() and not path.exists():

@@ -65,9 +65,9 @@ def prepare(settings: Settings) -> None:
     older layout, migrate the database once."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ingest.db import make_engine
-    from ingest.derived_cache import remove_other_versions
-    from ingest.load import remove_orphan_raw_files
+    from ingest.derive.cache import remove_other_versions
+    from ingest.load.pipeline import remove_orphan_raw_files
+    from ingest.store.db import make_engine
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_uploads(settings.tmp_dir)

@@ -1,6 +1,6 @@
 """The small integer codes of states and resources used in memory while deriving
 (the database stores names). No SQLAlchemy here: the decoder's thread
-(ingest/decode_ahead.py) imports these without the models."""
+(ingest/load/decode_ahead.py) imports these without the models."""
 
 from __future__ import annotations
 

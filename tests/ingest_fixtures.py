@@ -46,7 +46,7 @@ def _pg_database(server_url: str) -> Iterator[str]:
 
 def make_db_url(backend: str, directory: Path) -> Iterator[str]:
     if backend == "sqlite":
-        yield f"sqlite:///{directory / 'ingest.db'}"
+        yield f"sqlite:///{directory / 'ingest.store.db'}"
     else:
         yield from _pg_database(os.environ["GMPSCOPE_TEST_PG_URL"])
 
@@ -60,7 +60,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     """An engine on an empty database, migrated to head."""
-    from ingest.db import make_engine
+    from ingest.store.db import make_engine
 
     eng = make_engine(db_url)
     yield eng
@@ -72,8 +72,8 @@ def loaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
            ) -> Iterator[tuple[Engine, Path, dict[str, object]]]:
     """(engine, data_dir, {trace file name: IngestResult}): every committed
     trace ingested once, shared by a module's read-only tests."""
-    from ingest.db import make_engine
-    from ingest.load import ingest_trace_file
+    from ingest.load.pipeline import ingest_trace_file
+    from ingest.store.db import make_engine
 
     base = tmp_path_factory.mktemp("loaded")
     for url in make_db_url(request.param, base):

@@ -10,8 +10,8 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from ingest.goroutine_detail import goroutine_detail
-from ingest.goroutine_stats import (
+from ingest.views.goroutine import goroutine_detail
+from ingest.views.goroutines import (
     CATEGORIES,
     MEMBER_SORTS,
     WAIT_CATEGORY,

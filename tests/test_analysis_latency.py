@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from ingest.db import make_engine
-from ingest.frames import FrameStore, TraceFrames
-from ingest.load import ingest_trace_file
-from ingest.sched_latency import CAUSES, latency_report, latency_samples
+from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
+from ingest.views.latency import CAUSES, latency_report, latency_samples
 from tests.support.analysis import Store, open_store
 from tests.support.goparsed import GoEvent, go_parsed
 from tests.support.server import Served

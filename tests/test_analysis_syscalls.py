@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from ingest.histo import log_histogram
-from ingest.syscall_stats import netpoll_summary, syscall_summary
+from ingest.views.histo import log_histogram
+from ingest.views.syscalls import netpoll_summary, syscall_summary
 from tests.support.analysis import Store, open_store
 from tests.support.server import Served
 

@@ -1,4 +1,4 @@
-"""The bulk insert paths (ingest.bulk) store exactly the derived columns: NULLs
+"""The bulk insert paths (ingest.store.bulk) store exactly the derived columns: NULLs
 where a Nullable column has none, constants written into the statement, rows
 with NULLs inserted apart when they carry their ids. Checked on a real trace
 whose syscalls mix both NULL patterns (one stolen P among 1,112 syscalls), on
@@ -15,10 +15,10 @@ from ingest_fixtures import ROOT, db_url, engine
 from sqlalchemy import Engine, text
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest import derive
 from ingest.columns import Computed, Diff, Gather, Nullable, read_transitions
-from ingest.db import PAGE_CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES, write_tx
-from ingest.load import load_parquet_dir
+from ingest.derive import intervals as derive
+from ingest.load.pipeline import load_parquet_dir
+from ingest.store.db import PAGE_CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES, write_tx
 
 FIXTURES = (db_url, engine)
 MIXED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from ingest.chunked import Session, Sessions
+from ingest.api.chunked import Session, Sessions
 
 
 def finished_session(tmp_path: Path) -> tuple[Sessions, Session]:

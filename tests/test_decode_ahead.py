@@ -1,4 +1,4 @@
-"""The decode started ahead (ingest.decode_ahead): same result as decoding in
+"""The decode started ahead (ingest.load.decode_ahead): same result as decoding in
 line, errors raised where the result is taken, cancelled when not needed."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from collectors.gotrace.errors import TraceFormatError
-from ingest.decode_ahead import DecodeAhead
-from ingest.decoded import DecodeCancelled, decode_bytes, decode_file_in_memory
-from ingest.load import BadTraceError, file_sha256, ingest_trace_file
+from ingest.load.decode_ahead import DecodeAhead
+from ingest.load.decoded import DecodeCancelled, decode_bytes, decode_file_in_memory
+from ingest.load.pipeline import BadTraceError, file_sha256, ingest_trace_file
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "samples" / "go1.27-httpnet-2MB.trace"
@@ -47,7 +47,7 @@ def test_old_format_is_none_and_garbage_raises_at_result(tmp_path: Path) -> None
 
 
 def test_loader_maps_its_error_and_stores_nothing(tmp_path: Path) -> None:
-    from ingest.db import make_engine
+    from ingest.store.db import make_engine
 
     bad = tmp_path / "README.md"
     bad.write_bytes((ROOT / "samples" / "README.md").read_bytes())
@@ -89,12 +89,12 @@ def test_a_stored_trace_is_found_without_waiting_for_the_decode(tmp_path: Path) 
 
 def test_the_decode_thread_imports_nothing_the_cli_imports_meanwhile() -> None:
     """The CLI imports SQLAlchemy and the rest while the decode runs, so the
-    decoder's imports (done before, ingest.decoded.import_decoder) must not
+    decoder's imports (done before, ingest.load.decoded.import_decoder) must not
     include SQLAlchemy, and a decode must import nothing more."""
     code = """
 import hashlib, sys
 from pathlib import Path
-import ingest.decoded as d
+import ingest.load.decoded as d
 d.import_decoder()
 assert "sqlalchemy" not in sys.modules, "the decoder's imports pull in SQLAlchemy"
 before = set(sys.modules)

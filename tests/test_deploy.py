@@ -32,7 +32,7 @@ from tests.support.demo import demo_binaries, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "go1.27-syscallblock.trace"
-#: The settings gmpscope reads (ingest.config.Settings, ingest.live_retention).
+#: The settings gmpscope reads (ingest.config.Settings, ingest.live.retention).
 KNOWN_ENV = {"GMPSCOPE_DB", "GMPSCOPE_DATA", "GMPSCOPE_TOKEN", "GMPSCOPE_MAX_UPLOAD",
              "GMPSCOPE_BUSY_TIMEOUT_MS", "GMPSCOPE_LIVE_DETAIL_S", "GMPSCOPE_LIVE_KEEP_S",
              "GMPSCOPE_LIVE_RETENTION_EVERY_S"}

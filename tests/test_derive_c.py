@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest import derive, derive_numpy
 from ingest.columns import Transitions, read_transitions
+from ingest.derive import fallback as derive_numpy
+from ingest.derive import intervals as derive
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace")) + [
     REPO / "samples" / "go1.27-httpnet-2MB.trace", REPO / "samples" / "go1.27-syscallblock.trace"]
 
-_intervalorder = pytest.importorskip("ingest._intervalorder")
-_summaries = pytest.importorskip("ingest._summaries")
+_intervalorder = pytest.importorskip("ingest.derive._intervalorder")
+_summaries = pytest.importorskip("ingest.derive._summaries")
 
 
 def assert_same_order(a: derive.Ordered, b: derive.Ordered) -> None:
@@ -100,8 +101,7 @@ def test_pure_settings_use_numpy(decoded: tuple[Transitions, int],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     tr, last_ts = decoded
     o = derive.order_intervals(tr, last_ts)
-    monkeypatch.setenv(derive.PURE_ENV, "1")
-    monkeypatch.setenv(derive.PURE_SUMMARIES_ENV, "1")
+    monkeypatch.setenv("GMPSCOPE_PURE", "1")
     assert derive._counting_order(tr, last_ts) is None
     assert derive._c_summaries(tr, o) is None
 
@@ -159,7 +159,7 @@ def test_transition_kinds_equal_numpy(decoded: tuple[Transitions, int],
     nr = max(len(tr.reasons), 1)
     assert derive._kinds_c(tr, nr, 2 * 8 * 8 * nr) is not None, "the C kinds apply"
     rows, kinds = derive.transition_kinds(tr)
-    monkeypatch.setenv(derive.PURE_SUMMARIES_ENV, "1")
+    monkeypatch.setenv("GMPSCOPE_PURE", "1")
     want_rows, want_kinds = derive.transition_kinds(tr)
     assert rows == want_rows
     assert kinds.dtype == want_kinds.dtype

@@ -1,4 +1,4 @@
-"""The timeline's lane sets on disk (ingest.derived_cache): the loader builds them right
+"""The timeline's lane sets on disk (ingest.derive.cache): the loader builds them right
 after a load, a server reads them back memory-mapped instead of sorting millions of rows
 again, and what it reads equals a fresh build; a torn or foreign copy is built again."""
 
@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine
 
-from ingest import derived_cache, timeline_lanes
 from ingest.config import Settings, sqlite_url
-from ingest.db import make_engine
-from ingest.derived_cache import DERIVED_VERSION
-from ingest.frames import FrameStore, TraceFrames
-from ingest.load import ingest_trace_file
+from ingest.derive import cache as derived_cache
+from ingest.derive import lanesets as timeline_lanes
+from ingest.derive.cache import DERIVED_VERSION
+from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "go1.27-httpnet.trace"  # 2 Ps, several Ms, GC ranges
@@ -201,7 +202,9 @@ def test_whole_trace_reports_are_kept_and_equal_fresh_ones(
         loaded: tuple[FrameStore, int]) -> None:
     """The analysis pages' whole-trace reports are built once, stored as JSON and read
     back by a restarted server equal to what the query functions compute afresh."""
-    from ingest import goroutine_stats, sched_latency, syscall_stats
+    from ingest.views import goroutines as goroutine_stats
+    from ingest.views import latency as sched_latency
+    from ingest.views import syscalls as syscall_stats
 
     store, tid = loaded
 
@@ -267,12 +270,12 @@ def test_the_server_warms_the_reports_of_an_upload(tmp_path: Path) -> None:
 
 def test_a_failed_goroutine_table_before_the_commit_is_built_after_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ingest.load
+    import ingest.load.pipeline
 
     def broken(*_: object) -> bool:
         raise ValueError("a bug in the staged goroutine table")
 
-    monkeypatch.setattr(ingest.load, "_stage_goroutine_table", broken)
+    monkeypatch.setattr(ingest.load.pipeline, "_stage_goroutine_table", broken)
     settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
     engine = make_engine(settings.db_url)
     res = ingest_trace_file(engine, SAMPLE, data_dir=settings.data_dir)

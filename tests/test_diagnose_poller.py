@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from ingest.db import make_engine
+from ingest.derive.frames import FrameStore
 from ingest.diagnose import RULES, ConfigError, diagnose, load_config
 from ingest.diagnose.config import DiagnoseConfig, parse_config
 from ingest.diagnose.runner import rule_defaults
-from ingest.frames import FrameStore
-from ingest.load import ingest_trace_file
-from ingest.poller_load import ingest_recording_dir
-from ingest.poller_stats import SOCKET_KINDS, WAIT_CALLS
+from ingest.load.pipeline import ingest_trace_file
+from ingest.load.poller import ingest_recording_dir
+from ingest.store.db import make_engine
+from ingest.views.poller import SOCKET_KINDS, WAIT_CALLS
 from tests.support.poller_recordings import DATA, make_recording
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from ingest.db import make_engine
+from ingest.derive.frames import FrameStore
 from ingest.diagnose import diagnose, render_markdown, render_text
 from ingest.diagnose.render import md_escape
-from ingest.frames import FrameStore
-from ingest.load import ingest_trace_file
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "go1.27-syscallblock.trace"
 HOSTILE = "main.<script>alert(1)</script>*x*_[y](javascript:z)`\nnext"

@@ -13,12 +13,12 @@ import pytest
 from sqlalchemy import Engine, text
 from support.workload_traces import workload_trace
 
-from ingest.db import make_engine
+from ingest.derive.frames import FrameStore
 from ingest.diagnose import RULES, ConfigError, diagnose, load_config, rule_defaults
 from ingest.diagnose.config import parse_config
-from ingest.frames import FrameStore
-from ingest.histo import nearest_rank
-from ingest.load import ingest_trace_file
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
+from ingest.views.histo import nearest_rank
 
 pytestmark = pytest.mark.slow
 

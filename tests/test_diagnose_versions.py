@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import Engine
 from support.workload_traces import workload_trace
 
-from ingest.db import make_engine
+from ingest.derive.frames import FrameStore
 from ingest.diagnose import diagnose
-from ingest.frames import FrameStore
-from ingest.load import ingest_trace_file
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
 
 pytestmark = pytest.mark.slow
 

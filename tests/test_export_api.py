@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.export_tables import TABLES
+from ingest.views.tables import TABLES
 from tests.support.server import REPO, Served
 
 #: A sample with every kind of table filled (tasks, regions, logs with hostile strings).
@@ -54,7 +54,7 @@ def get_parquet(served: Served, path: str, tmp_path: Path) -> Any:
 
 
 def as_csv_cell(v: Any) -> str:
-    """How the CSV spells a value (the module docstring of ingest.export_tables)."""
+    """How the CSV spells a value (the module docstring of ingest.views.tables)."""
     if v is None:
         return ""
     if isinstance(v, bool):

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.figures.timeline import RUNNING_BY_G
-from ingest.db import make_engine
-from ingest.stategraph import state_graph, to_dot, to_mermaid
+from ingest.store.db import make_engine
+from ingest.views.states import state_graph, to_dot, to_mermaid
 from tests.support.server import REPO
 
 SAMPLE = REPO / "samples" / "go1.27-httpnet.trace"

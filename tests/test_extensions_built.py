@@ -8,8 +8,9 @@ import importlib
 
 import pytest
 
-EXTENSIONS = ("collectors.gotrace._v2fast", "ingest._intervalorder", "ingest._summaries",
-              "ingest._sqlitebulk", "ingest._columnappend", "ingest._lanesets")
+EXTENSIONS = ("collectors.gotrace._v2fast", "ingest.derive._intervalorder",
+              "ingest.derive._summaries", "ingest.store._sqlitebulk", "ingest.load._columnappend",
+              "ingest.derive._lanesets")
 
 
 @pytest.mark.parametrize("name", EXTENSIONS)

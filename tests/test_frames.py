@@ -1,4 +1,4 @@
-"""The views' frame cache (ingest.frames): what the loader writes while loading equals
+"""The views' frame cache (ingest.derive.frames): what the loader writes while loading equals
 what is rebuilt from the database, row for row; deletes and id reuse never show stale
 frames."""
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from ingest.config import Settings, sqlite_url
-from ingest.db import make_engine
-from ingest.derived_cache import DERIVED_VERSION
-from ingest.frames import TABLE_COLUMNS, FrameStore, TraceNotFound, build_arrays
-from ingest.load import ingest_trace_file
-from ingest.queries import delete_trace
+from ingest.derive.cache import DERIVED_VERSION
+from ingest.derive.frames import TABLE_COLUMNS, FrameStore, TraceNotFound, build_arrays
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
+from ingest.views.queries import delete_trace
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "go1.27-syscallblock.trace"
@@ -115,7 +115,7 @@ def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore)
     import time
 
     from gmpscope.wsgi import prepare
-    from ingest.load import raw_path
+    from ingest.load.pipeline import raw_path
 
     copy = store.data_dir / "upload.trace"  # the kept file may be a hard link of it
     shutil.copyfile(SAMPLE, copy)
@@ -138,8 +138,8 @@ def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore)
 def test_background_writer_failure_only_drops_the_cache(tmp_path: Path) -> None:
     # The frames directory cannot be made (a file is in the way): the loader's
     # background writer records the error, finish() says None, nothing stays.
-    from ingest.frame_writer import FrameWriter
-    from ingest.frames import Kind
+    from ingest.derive.frame_writer import FrameWriter
+    from ingest.derive.frames import Kind
 
     (tmp_path / "frames").write_text("not a directory")
     w = FrameWriter(tmp_path, background=True)
@@ -160,7 +160,7 @@ def test_ids_and_flags_stored_narrow_times_int64(store: FrameStore) -> None:
 
 
 def test_column_dtype_keeps_every_value() -> None:
-    from ingest.frame_writer import column_dtype
+    from ingest.derive.frame_writer import column_dtype
 
     assert column_dtype("g", -1, 2**31 - 1) == np.int32
     assert column_dtype("g", -1, 2**31) == np.int64, "a goroutine id past 32 bits"
@@ -172,7 +172,7 @@ def test_column_dtype_keeps_every_value() -> None:
 
 def test_written_columns_round_trip(tmp_path: Path) -> None:
     from ingest.columns import Diff, Gather, Nullable, Seq
-    from ingest.frame_writer import write_column
+    from ingest.derive.frame_writer import write_column
 
     big = np.array([5, 2**40, -1, 7], dtype=np.int64)
     cases = {
@@ -201,7 +201,7 @@ def test_older_layout_copy_removed_when_the_new_one_is_written(store: FrameStore
 
 def test_a_duration_column_is_written_as_int64_differences(tmp_path: Path) -> None:
     from ingest.columns import Diff, Gather
-    from ingest.frame_writer import write_column
+    from ingest.derive.frame_writer import write_column
 
     end = np.array([15, 2**33], np.int64)
     start = Gather(np.array([2**33 - 1, 5], np.int64), np.array([1, 0]))
@@ -214,7 +214,7 @@ def test_a_second_writer_keeps_the_set_in_use(store: FrameStore) -> None:
     # Two writers of one trace's frames (the loader after its commit, a worker
     # asked for the trace meanwhile): the second must not replace the set the
     # first one's readers map and save derived values into.
-    from ingest.frame_writer import write_frames
+    from ingest.derive.frame_writer import write_frames
 
     res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
     (final,) = (store.data_dir / "frames").glob(f"{res.id}-*")
@@ -230,8 +230,8 @@ def test_a_second_writer_keeps_the_set_in_use(store: FrameStore) -> None:
 
 
 def test_a_torn_set_is_replaced(store: FrameStore) -> None:
-    from ingest.frame_writer import write_frames
-    from ingest.frames import read_frames
+    from ingest.derive.frame_writer import write_frames
+    from ingest.derive.frames import read_frames
 
     res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
     (final,) = (store.data_dir / "frames").glob(f"{res.id}-*")

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from ingest import api
+from ingest.api import blueprint as api
+from ingest.api.server import create_app
 from ingest.config import Settings
-from ingest.db import make_engine
-from ingest.server import create_app
+from ingest.store.db import make_engine
 
 TRACE = Path(__file__).resolve().parent / "data" / "traces" / "go1.19-mixed.trace"
 

@@ -1,4 +1,4 @@
-"""ingest.uploads: bodies streamed to disk under a limit, archives extracted safely."""
+"""ingest.api.uploads: bodies streamed to disk under a limit, archives extracted safely."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import IO, cast
 
 import pytest
 
-from ingest import uploads
-from ingest.uploads import BadUpload, TooLarge
+from ingest.api import uploads
+from ingest.api.uploads import BadUpload, TooLarge
 
 
 class Trickle(io.RawIOBase):

@@ -10,15 +10,16 @@ import pytest
 from ingest_fixtures import ROOT, TRACES, db_url, engine
 from sqlalchemy import Engine, inspect, text
 
-from ingest import models, queries
-from ingest.db import PAGE_SIZE, current_revision, make_engine, migrate
-from ingest.load import (
+from ingest.load.pipeline import (
     BadParquetError,
     BadTraceError,
     IngestError,
     ingest_trace_file,
     load_parquet_dir,
 )
+from ingest.store import models
+from ingest.store.db import PAGE_SIZE, current_revision, make_engine, migrate
+from ingest.views import queries
 
 # Fixtures come from ingest_fixtures; pytest finds them as module attributes.
 FIXTURES = (db_url, engine)
@@ -39,7 +40,7 @@ def _head() -> str:
     from alembic.script import ScriptDirectory
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(ROOT / "ingest" / "migrations"))
+    cfg.set_main_option("script_location", str(ROOT / "ingest" / "store" / "migrations"))
     head = ScriptDirectory.from_config(cfg).get_current_head()
     assert head is not None
     return head
@@ -47,7 +48,7 @@ def _head() -> str:
 
 def test_migrations_upgrade_empty_db_to_head(db_url: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingest import db
+    from ingest.store import db
 
     # Through the migrations themselves, not the new database's one step
     # (tests/test_schema_new.py compares the two).
@@ -75,7 +76,7 @@ def test_versions_directory_names_the_newest_revision() -> None:
     file NNNN_*.py holds revision NNNN, revising the file before it."""
     import re
 
-    from ingest.db import VERSIONS_DIR, newest_revision
+    from ingest.store.db import VERSIONS_DIR, newest_revision
 
     files = sorted(VERSIONS_DIR.glob("*.py"))
     assert files and newest_revision() == _head()
@@ -91,12 +92,12 @@ def test_versions_directory_names_the_newest_revision() -> None:
 
 def test_a_database_at_head_opens_without_alembic(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    code = ("import sys; from ingest.db import make_engine; make_engine({url!r}).dispose(); "
+    code = ("import sys; from ingest.store.db import make_engine; make_engine({url!r}).dispose(); "
             "print('alembic' in sys.modules)")
     runs = [subprocess.run([sys.executable, "-c", code.format(url=url)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120) for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
-    # The new database is made in one step (ingest.schema_new, no Alembic
+    # The new database is made in one step (ingest.store.schema_new, no Alembic
     # either); the next process finds it at head.
     assert [r.stdout.strip() for r in runs] == ["False", "False"]
 
@@ -106,7 +107,7 @@ def _migrate_to(engine: Engine, how: str, revision: str) -> None:
     from alembic.config import Config
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(ROOT / "ingest" / "migrations"))
+    cfg.set_main_option("script_location", str(ROOT / "ingest" / "store" / "migrations"))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         getattr(command, how)(cfg, revision)
@@ -219,8 +220,8 @@ def test_bad_parquet_dir(engine: Engine, tmp_path: Path) -> None:
 def test_failure_mid_load_rolls_back(engine: Engine, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """An error after thousands of rows were inserted leaves no trace behind."""
-    import ingest.load as load
-    import ingest.load_tables as load_tables
+    import ingest.load.pipeline as load
+    import ingest.load.tables as load_tables
 
     ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
     before = _snapshot(engine)

@@ -11,9 +11,9 @@ import pytest
 from ingest_fixtures import decoded, loaded
 from sqlalchemy import Engine, select
 
-from ingest import models
-from ingest.eventrows import range_kind
-from ingest.load import IngestResult
+from ingest.load.eventrows import range_kind
+from ingest.load.pipeline import IngestResult
+from ingest.store import models
 
 # Fixtures come from ingest_fixtures; pytest finds them as module attributes.
 FIXTURES = (decoded, loaded)
@@ -100,7 +100,7 @@ def test_tasks_regions_logs_metrics(loaded: Loaded, decoded: dict[str, Path],
 def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
     import pyarrow as pa
 
-    from ingest.eventrows import metrics
+    from ingest.load.eventrows import metrics
 
     events = pa.table({
         "seq": [1, 2, 3], "kind": ["Metric", "Sync", "Metric"], "ts": [5, 6, 7],

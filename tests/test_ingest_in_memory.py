@@ -16,9 +16,9 @@ from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
 from collectors.gotrace.todir import decode_file_to_dir
 from ingest.columns import read_transitions
-from ingest.db import make_engine
-from ingest.load import ingest_trace_file, load_parquet_dir
-from ingest.transitions_builder import TransitionsBuilder
+from ingest.load.pipeline import ingest_trace_file, load_parquet_dir
+from ingest.load.transitions_builder import TransitionsBuilder
+from ingest.store.db import make_engine
 
 V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
 SAMPLES = sorted((ROOT / "samples").glob("go1.27-*.trace"))
@@ -66,7 +66,7 @@ def test_builder_equals_read_transitions(trace: Path, pure: bool, room: str, tmp
     """Row groups kept as parts, written in place, or in place until the
     room runs out (then as parts): the same columns as the Parquet path."""
     if pure:
-        monkeypatch.setenv("GMPSCOPE_PURE_APPEND", "1")
+        monkeypatch.setenv("GMPSCOPE_PURE", "1")
     d = tmp_path / "parquet"
     meta = decode_file_to_dir(trace, d)
     want = read_transitions(d)
@@ -86,13 +86,13 @@ def test_builder_equals_read_transitions(trace: Path, pure: bool, room: str, tmp
 
 
 def _sha(path: Path) -> str:
-    from ingest.load import file_sha256
+    from ingest.load.pipeline import file_sha256
 
     return file_sha256(path)
 
 
 def test_row_group_copy_keeps_wide_values_and_rejects_bad_indices() -> None:
-    from ingest import _columnappend as c  # type: ignore[attr-defined]
+    from ingest.load import _columnappend as c  # type: ignore[attr-defined]
 
     src = np.array([1, -1, 2**31 - 1, -(2**31)], np.int64)
     out32 = np.empty(4, np.int32)

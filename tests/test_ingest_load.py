@@ -12,8 +12,8 @@ import pytest
 from ingest_fixtures import TRACES, decoded, loaded
 from sqlalchemy import Engine, func, select, text
 
-from ingest import models
-from ingest.load import IngestResult, file_sha256, load_parquet_dir
+from ingest.load.pipeline import IngestResult, file_sha256, load_parquet_dir
+from ingest.store import models
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]
 NAMES = [t.name for t in TRACES]
@@ -101,7 +101,7 @@ def test_intervals_end_at_next_transition(loaded: Loaded, decoded: dict[str, Pat
 
 
 def test_reingest_returns_same_id(loaded: Loaded) -> None:
-    from ingest.load import ingest_trace_file
+    from ingest.load.pipeline import ingest_trace_file
 
     engine, data_dir, results = loaded
     path = TRACES[0]

@@ -10,8 +10,8 @@ import pytest
 from ingest_fixtures import decoded, loaded
 from sqlalchemy import Engine
 
-from ingest import queries
-from ingest.load import IngestResult
+from ingest.load.pipeline import IngestResult
+from ingest.views import queries
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]
 NAME = "go1.26-workers.trace"
@@ -148,7 +148,7 @@ def test_syscalls_follow_transitions(loaded: Loaded, decoded: dict[str, Path],
     by Syscall->Running on the same P, 'blocked' ones by Syscall->Runnable."""
     from sqlalchemy import select
 
-    from ingest import models
+    from ingest.store import models
 
     engine, _, results = loaded
     tr, _ = _by_hand(decoded[name])
@@ -186,7 +186,7 @@ def test_thread_summaries_by_hand(loaded: Loaded, decoded: dict[str, Path]) -> N
 
     from sqlalchemy import select
 
-    from ingest import models
+    from ingest.store import models
 
     engine, _, results = loaded
     tr, last_ts = _by_hand(decoded[NAME])
@@ -249,7 +249,7 @@ def test_first_from_is_a_bisection_of_the_stored_starts(loaded: Loaded) -> None:
 
     from sqlalchemy import select
 
-    from ingest import models
+    from ingest.store import models
 
     engine, _, results = loaded
     tid = results[NAME].id

@@ -13,8 +13,8 @@ from ingest_fixtures import TRACES, decoded, loaded
 from sqlalchemy import Engine
 from support.goparsed import go_parsed
 
-from ingest import stategraph
-from ingest.load import IngestResult
+from ingest.load.pipeline import IngestResult
+from ingest.views import states as stategraph
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]
 

@@ -17,8 +17,8 @@ from support.goparsed import go_parsed
 from support.workload_traces import workload_trace
 
 from collectors.gotrace.parquet_out import utf8_text
-from ingest import models
-from ingest.load import ingest_trace_file
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store import models
 
 pytestmark = pytest.mark.slow
 

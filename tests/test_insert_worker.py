@@ -1,4 +1,4 @@
-"""ingest.insert_worker: jobs run in order on one thread, one at a time; a failure
+"""ingest.load.insert_worker: jobs run in order on one thread, one at a time; a failure
 reaches the caller; a caller's failure waits until the worker has let go."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ingest.insert_worker import InsertWorker
+from ingest.load.insert_worker import InsertWorker
 
 
 def test_jobs_run_in_order_on_one_other_thread() -> None:

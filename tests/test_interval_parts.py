@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest import derive
 from ingest.columns import Computed, Gather, Seq, read_transitions
-from ingest.frame_writer import _column_chunk
-from ingest.load_tables import interval_columns, interval_parts
+from ingest.derive import intervals as derive
+from ingest.derive.frame_writer import _column_chunk
+from ingest.load.tables import interval_columns, interval_parts
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace"))[:3]

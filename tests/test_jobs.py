@@ -1,4 +1,4 @@
-"""Background ingest jobs (ingest.jobs): progress that moves, history rows, dead workers.
+"""Background ingest jobs (ingest.api.job_runner): progress that moves, history rows, dead workers.
 
 The runner is driven in-process with a real SQLite database and real traces, and
 every live state it writes is recorded, so the progress sequence is checked
@@ -21,10 +21,10 @@ import pytest
 import requests
 from sqlalchemy import Engine, func, select
 
-from ingest import models
+from ingest.api.job_runner import STALE_MESSAGE, STALE_S, Job, JobFiles, JobRunner, job_status
 from ingest.config import Settings
-from ingest.db import make_engine
-from ingest.jobs import STALE_MESSAGE, STALE_S, Job, JobFiles, JobRunner, job_status
+from ingest.store import models
+from ingest.store.db import make_engine
 from tests.support.server import REPO, Served
 
 TRACE = REPO / "samples" / "go1.27-httpnet-2MB.trace"

@@ -29,12 +29,12 @@ from sqlalchemy import Engine, text
 
 from collectors.live.buffer import Window, WindowBuffer
 from collectors.live.collector import Collector, Config, session_name_for
-from ingest import live
-from ingest.db import make_engine
-from ingest.frames import FrameStore
-from ingest.live_retention import Retention, apply_retention
-from ingest.live_stats import bin_edges
-from ingest.load import ingest_trace_file, raw_path
+from ingest.derive.frames import FrameStore
+from ingest.live import sessions as live
+from ingest.live.retention import Retention, apply_retention
+from ingest.live.stats import bin_edges
+from ingest.load.pipeline import ingest_trace_file, raw_path
+from ingest.store.db import make_engine
 from tests.support.demo import Demo, LoadGen, demo_binaries, free_port, start_collector
 from tests.support.server import SAMPLES, Served
 

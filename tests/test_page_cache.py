@@ -1,4 +1,4 @@
-"""ingest.page_cache: the same bytes as plain writes, and the pages gone from
+"""ingest.derive.page_cache: the same bytes as plain writes, and the pages gone from
 the page cache once the file is closed (asked of the kernel with mincore)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingest import page_cache
-from ingest.frame_writer import write_column
-from ingest.page_cache import DroppingFile, save_npy
+from ingest.derive import page_cache
+from ingest.derive.frame_writer import write_column
+from ingest.derive.page_cache import DroppingFile, save_npy
 
 LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
 LIBC.mmap.restype = ctypes.c_void_p

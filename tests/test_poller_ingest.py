@@ -23,15 +23,16 @@ import pytest
 from ingest_fixtures import backends, make_db_url
 from sqlalchemy import Engine, text
 
-from ingest import models, queries
-from ingest.db import make_engine
-from ingest.frames import FrameStore
-from ingest.poller_load import (
+from ingest.derive.frames import FrameStore
+from ingest.load.poller import (
     BadRecordingError,
     ingest_recording_dir,
     read_recording,
 )
-from ingest.poller_stats import (
+from ingest.store import models
+from ingest.store.db import make_engine
+from ingest.views import queries
+from ingest.views.poller import (
     load_events,
     open_fds,
     os_syscalls,
@@ -263,7 +264,7 @@ def test_a_users_delete_of_the_traces_row_removes_poller_rows(
         backend: str, tmp_path: Path, recs: dict[str, Path]) -> None:
     """Deleting traces rows by hand (no delete_trace) takes their recordings:
     SQLite's ON DELETE CASCADE, PostgreSQL's trigger on traces (0006)."""
-    from ingest import models
+    from ingest.store import models
     from tests.support.consistency import database_problems
 
     urls = make_db_url(backend, tmp_path)
@@ -284,7 +285,7 @@ def test_a_users_delete_of_the_traces_row_removes_poller_rows(
 
 def test_attach_to_a_stored_trace_and_replace(tmp_path: Path, recs: dict[str, Path]) -> None:
     eng = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    from ingest.load import ingest_trace_file
+    from ingest.load.pipeline import ingest_trace_file
 
     go = ingest_trace_file(eng, REPO / "tests/data/strace/httpnet-go1.27.trace",
                            data_dir=tmp_path / "d")
@@ -316,8 +317,8 @@ def test_one_migration_head() -> None:
     from alembic.script import ScriptDirectory
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(REPO / "ingest" / "migrations"))
-    from ingest.db import newest_revision
+    cfg.set_main_option("script_location", str(REPO / "ingest" / "store" / "migrations"))
+    from ingest.store.db import newest_revision
 
     assert ScriptDirectory.from_config(cfg).get_heads() == [newest_revision()]
 

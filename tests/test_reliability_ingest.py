@@ -1,6 +1,6 @@
 """Cut and bit-flipped real traces through the whole ingest path, into SQLite.
 
-Each damaged file goes through ``ingest.load.ingest_trace_file`` into one real
+Each damaged file goes through ``ingest.load.pipeline.ingest_trace_file`` into one real
 database. The only allowed ends: a complete trace, a trace stored with its loss
 reported (status "damaged", bytes_lost > 0), or BadTraceError with every table's
 row count as before and no file left behind. Never another exception, never a
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from ingest import models
-from ingest.db import make_engine
-from ingest.load import BadTraceError, ingest_trace_file
-from ingest.queries import delete_trace
+from ingest.load.pipeline import BadTraceError, ingest_trace_file
+from ingest.store import models
+from ingest.store.db import make_engine
+from ingest.views.queries import delete_trace
 from tests.support.batches import HEADER, batch_starts
 from tests.support.consistency import database_problems, integrity_ok, row_counts, trace_problems
 

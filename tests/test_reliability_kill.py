@@ -32,7 +32,7 @@ import pytest
 import requests
 from ingest_fixtures import backends, make_db_url
 
-from ingest.db import make_engine
+from ingest.store.db import make_engine
 from tests.support.consistency import database_problems, integrity_ok
 from tests.support.server import Served
 

@@ -16,7 +16,7 @@ import hashlib
 import time
 from pathlib import Path
 
-from ingest.db import make_engine
+from ingest.store.db import make_engine
 from tests.support.consistency import database_problems, integrity_ok
 from tests.support.server import Served
 from tools import load_test

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import requests
 
-from ingest.chunked import clean_name
+from ingest.api.chunked import clean_name
 from tests.support.server import Served
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """Row groups handed from the decoding thread to a waiting helper
-(ingest.row_group_handoff): every one added once, in order, by the helper
+(ingest.load.row_group_handoff): every one added once, in order, by the helper
 once it helps; an error on the helper's side stops the decode; a decode that
 ends early releases the helper."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingest.decode_ahead import DecodeAhead
-from ingest.decoded import decode_bytes
-from ingest.row_group_handoff import MAX_QUEUED, RowGroupHandOff
+from ingest.load.decode_ahead import DecodeAhead
+from ingest.load.decoded import decode_bytes
+from ingest.load.row_group_handoff import MAX_QUEUED, RowGroupHandOff
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "samples" / "go1.27-httpnet-2MB.trace"
@@ -128,7 +128,7 @@ def test_the_helped_decode_equals_the_decode_alone() -> None:
 def test_a_row_group_that_fails_raises_at_result(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whichever thread adds the failing row group, result() raises its error
     (and neither thread hangs)."""
-    from ingest.transitions_builder import TransitionsBuilder
+    from ingest.load.transitions_builder import TransitionsBuilder
 
     real_add = TransitionsBuilder.add
     seen = []

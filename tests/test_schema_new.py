@@ -1,4 +1,4 @@
-"""A new database made in one step (ingest.schema_new) has the schema the
+"""A new database made in one step (ingest.store.schema_new) has the schema the
 Alembic migrations make, on SQLite and PostgreSQL: every table's columns,
 types, nullability, defaults, keys, foreign keys, indexes and unique
 constraints, every view's columns and query, the triggers (and on
@@ -16,7 +16,7 @@ import pytest
 from ingest_fixtures import backends, make_db_url
 from sqlalchemy import Engine, inspect, text
 
-from ingest import db
+from ingest.store import db
 
 
 @pytest.fixture(params=backends())

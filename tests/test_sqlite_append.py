@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from ingest import sqlite_fast, sqlite_lib
+from ingest.store import sqlite_fast, sqlite_lib
 from tests.support.consistency import assert_same_database, dump_tables
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ TRACES = ROOT / "tests" / "data" / "traces"
 
 pytestmark = pytest.mark.skipif(
     sqlite_fast._extension() is None or not sqlite_lib.LIBRARY.is_file(),
-    reason="needs ingest._sqlitebulk and gmpscope's SQLite library (make setup)")
+    reason="needs ingest.store._sqlitebulk and gmpscope's SQLite library (make setup)")
 
 
 def _env(**extra: str) -> dict[str, str]:

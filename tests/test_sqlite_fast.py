@@ -1,4 +1,4 @@
-"""The C binder (ingest._sqlitebulk via ingest.sqlite_fast) stores exactly what
+"""The C binder (ingest.store._sqlitebulk via ingest.store.sqlite_fast) stores exactly what
 binding through Python's sqlite3 stores: whole real traces loaded both ways
 give the same database, table by table; and the binder's own cases (every
 integer width, gathers, NULLs, texts, errors) on a small table."""
@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 from sqlalchemy import BigInteger, Column, Engine, Integer, MetaData, Table, Text, text
 
-from ingest import bulk, sqlite_fast
 from ingest.columns import Gather, Nullable, Seq
-from ingest.db import make_engine, migrate, write_tx
-from ingest.load import ingest_trace_file
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store import bulk, sqlite_fast
+from ingest.store.db import make_engine, migrate, write_tx
 from tests.support.consistency import assert_same_database, dump_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "data" / "traces"
 pytestmark = pytest.mark.skipif(sqlite_fast._extension() is None,
-                                reason="ingest._sqlitebulk is not built")
+                                reason="ingest.store._sqlitebulk is not built")
 
 
 def _load(tmp: Path, trace: Path, pure: bool, monkeypatch: pytest.MonkeyPatch) -> Engine:

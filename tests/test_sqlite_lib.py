@@ -1,4 +1,4 @@
-"""gmpscope's own SQLite build (tools/sqlite_lib.py, ingest/sqlite_lib.py):
+"""gmpscope's own SQLite build (tools/sqlite_lib.py, ingest/store/sqlite_lib.py):
 every gmpscope process uses it where it is built (``make test-setup`` builds
 it), the loader's binder works with it, and the system's library stays one
 setting away."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import sqlite_lib
+from ingest.store import sqlite_lib
 from tools import sqlite_lib as build_tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,8 +62,8 @@ def test_the_binder_binds_into_it(tmp_path: Path) -> None:
         "from gmpscope import cli",
         "cli.configure_process()",
         "import sqlite3",
-        "from ingest.db import make_engine, write_tx",
-        "from ingest import sqlite_fast",
+        "from ingest.store.db import make_engine, write_tx",
+        "from ingest.store import sqlite_fast",
         f"e = make_engine('sqlite:///{tmp_path / 'x.db'}')",
         "with write_tx(e, bulk=True) as c:",
         "    active = sqlite_fast.column_inserter(c.connection.dbapi_connection) is not None",
@@ -73,7 +73,7 @@ def test_the_binder_binds_into_it(tmp_path: Path) -> None:
 
 
 def test_too_late_once_sqlite3_is_imported() -> None:
-    code = ("import json, sqlite3; from ingest.sqlite_lib import preload; "
+    code = ("import json, sqlite3; from ingest.store.sqlite_lib import preload; "
             "print(json.dumps({'version': preload()}))")
     assert _probe(code) == {"version": None}
 

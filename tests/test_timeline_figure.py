@@ -19,10 +19,10 @@ from app.figures.timeline import (
     goroutine_color,
 )
 from ingest.config import Settings, sqlite_url
-from ingest.db import make_engine
-from ingest.frames import FrameStore, TraceFrames
-from ingest.load import ingest_trace_file
-from ingest.timeline import parse_params, timeline
+from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
+from ingest.views.timeline import parse_params, timeline
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "samples" / "go1.27-httpnet.trace"

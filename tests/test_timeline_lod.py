@@ -1,4 +1,4 @@
-"""The timeline's level of detail (ingest.timeline, ingest.timeline_lod) on real traces.
+"""The timeline's level of detail (ingest.views.timeline, ingest.views.timeline_lod) on real traces.
 
 For every drawn lane and window, the shapes are checked against the raw rows of
 the frames, lane by lane, with arithmetic of their own (prefix sums over the
@@ -21,13 +21,9 @@ import numpy.typing as npt
 import pytest
 from sqlalchemy import Engine, select
 
-from ingest import models
 from ingest.config import Settings, sqlite_url
-from ingest.db import make_engine
-from ingest.frames import FrameStore, TraceFrames
-from ingest.load import ingest_trace_file
-from ingest.timeline import MIN_BUCKETS, BadRequest, Params, parse_params, span_details, timeline
-from ingest.timeline_lanes import (
+from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.derive.lanesets import (
     CAT,
     CATEGORIES,
     REF_SOURCES,
@@ -40,7 +36,18 @@ from ingest.timeline_lanes import (
     m_lanes,
     p_lanes,
 )
-from ingest.timeline_lod import reduce_indexed, reduce_window
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store import models
+from ingest.store.db import make_engine
+from ingest.views.timeline import (
+    MIN_BUCKETS,
+    BadRequest,
+    Params,
+    parse_params,
+    span_details,
+    timeline,
+)
+from ingest.views.timeline_lod import reduce_indexed, reduce_window
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = {"httpnet": REPO / "samples" / "go1.27-httpnet.trace",
@@ -237,9 +244,9 @@ def test_shapes_match_raw_intervals(loaded: Loaded, name: str, mode: str) -> Non
 def test_long_goroutine_lanes_through_the_index(loaded: Loaded,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Goroutines with many intervals are reduced from prefix sums: same truth."""
-    import ingest.timeline
+    import ingest.views.timeline
 
-    monkeypatch.setattr(ingest.timeline, "BIG_LANE", 20)
+    monkeypatch.setattr(ingest.views.timeline, "BIG_LANE", 20)
     for name in ("httpnet", "mixed121"):
         f = loaded.frames[name]
         for t1, t2 in windows(f):
@@ -297,8 +304,8 @@ def assert_same_lane_rows(ours: LaneSet, theirs: LaneSet, name: str) -> None:
 
 
 def test_c_p_lane_set_equals_numpys(loaded: Loaded) -> None:
-    """ingest._lanesets builds the same P lane set as the numpy sort."""
-    pytest.importorskip("ingest._lanesets")
+    """ingest.derive._lanesets builds the same P lane set as the numpy sort."""
+    pytest.importorskip("ingest.derive._lanesets")
     for name, f in loaded.frames.items():
         c = _p_lanes_c(f)
         assert c is not None, f"{name}: the one-pass build refused a real trace"
@@ -310,7 +317,7 @@ def test_c_p_lane_set_equals_numpys(loaded: Loaded) -> None:
 def test_c_p_lane_set_refuses_inputs_out_of_order() -> None:
     """Proc runs or Idle intervals not in (proc, start) order: None, and the
     numpy sort builds the lane set instead."""
-    ext = pytest.importorskip("ingest._lanesets")
+    ext = pytest.importorskip("ingest.derive._lanesets")
     codes = bytes([models.STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES,
                    SRC_RUN, SRC_INTERVAL])
     idle = np.full(3, models.STATE_CODE["Idle"], np.int8)
@@ -337,7 +344,7 @@ def test_m_lane_set_from_go_order_equals_a_sort_by_time(
     """The M lanes grouped from the rows in Go's order (no sort by time) hold
     the same rows as when the rows come in (goroutine, time) order, which
     the time sort puts right."""
-    import ingest.timeline_lanes as tl
+    import ingest.derive.lanesets as tl
 
     for name, f in loaded.frames.items():
         ours = tl._build_m_lanes(f)
@@ -352,11 +359,11 @@ def test_m_lane_set_from_go_order_equals_a_sort_by_time(
 
 
 def test_c_m_lane_set_equals_numpys(loaded: Loaded) -> None:
-    """ingest._lanesets places the M lane set's rows as the numpy form
+    """ingest.derive._lanesets places the M lane set's rows as the numpy form
     groups them, array for array, wherever it takes a trace; it takes the
     benchmark's workload."""
-    pytest.importorskip("ingest._lanesets")
-    import ingest.timeline_lanes as tl
+    pytest.importorskip("ingest.derive._lanesets")
+    import ingest.derive.lanesets as tl
 
     taken = []
     for name, f in loaded.frames.items():
@@ -378,7 +385,7 @@ def test_c_m_lane_set_equals_numpys(loaded: Loaded) -> None:
 def test_c_m_lane_rows_place_by_seq_and_refuse_what_needs_a_sort() -> None:
     """Rows grouped by thread in seq order; None for a seq given twice, and
     for a lane whose starts do not ascend in that order."""
-    ext = pytest.importorskip("ingest._lanesets")
+    ext = pytest.importorskip("ingest.derive._lanesets")
     run, sys_, wait = models.RUNNING, models.SYSCALL, models.STATE_CODE["Waiting"]
     # Goroutine rows 0-5 (row 6 is a proc's): row 3 waits, row 4 has no M.
     state = np.array([run, sys_, run, wait, run, run, run], np.int8)
@@ -411,7 +418,7 @@ def test_c_m_lane_rows_place_by_seq_and_refuse_what_needs_a_sort() -> None:
 def test_grouping_rows_in_time_order_equals_the_sort() -> None:
     """_group_in_time_order on rows in time order, and on rows out of it (it
     sorts those), gives _group_sorted's lanes; distinct starts, so one answer."""
-    from ingest.timeline_lanes import _group_in_time_order, _group_sorted
+    from ingest.derive.lanesets import _group_in_time_order, _group_sorted
 
     rng = np.random.default_rng(7)
     start = np.cumsum(rng.integers(1, 50, 5000)).astype(np.int64)
@@ -540,11 +547,11 @@ def test_parse_params_rejects_bad_values() -> None:
 
 
 def test_c_block_index_equals_numpys(loaded: Loaded) -> None:
-    """ingest._lanesets' one-pass LaneSetIndex equals the numpy form's on
+    """ingest.derive._lanesets' one-pass LaneSetIndex equals the numpy form's on
     the P and M lane sets of the real traces,
     and both say None for rows of a lane that overlap."""
-    ext = pytest.importorskip("ingest._lanesets")
-    import ingest.timeline_lanes as tl
+    ext = pytest.importorskip("ingest.derive._lanesets")
+    import ingest.derive.lanesets as tl
 
     checked = 0
     for name, f in loaded.frames.items():

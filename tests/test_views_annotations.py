@@ -1,4 +1,4 @@
-"""Tasks, regions and logs (ingest.annotations_view, /api/traces/<id>/annotations)
+"""Tasks, regions and logs (ingest.views.annotations, /api/traces/<id>/annotations)
 on the annotations workload's real trace: counts equal Go's parse, the
 program's awkward strings come back literally, the task tree is a tree."""
 

@@ -1,4 +1,4 @@
-"""Overview (ingest.overview, /api/traces/<id>/overview): the time-weighted
+"""Overview (ingest.views.overview, /api/traces/<id>/overview): the time-weighted
 state counts integrate to the total time spent in each state, and the key
 numbers are the database's."""
 
@@ -13,10 +13,10 @@ import pytest
 from ingest_fixtures import TRACES, loaded
 from sqlalchemy import Engine, text
 
-from ingest.frames import FrameStore
-from ingest.load import IngestResult
-from ingest.overview import bin_edges, overview, time_weighted
-from ingest.stategraph_frames import wait_category
+from ingest.derive.frames import FrameStore
+from ingest.load.pipeline import IngestResult
+from ingest.views.overview import bin_edges, overview, time_weighted
+from ingest.views.states_frames import wait_category
 from tests.support.server import Served
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]

@@ -1,4 +1,4 @@
-"""State graphs of the views (ingest.stategraph_frames, /api/traces/<id>/states):
+"""State graphs of the views (ingest.views.states_frames, /api/traces/<id>/states):
 edge counts equal the decoded transitions (the database's transitions view,
 Go's own parse), filters select exactly the transitions they name, the reason
 split only refines the Waiting node, and the derived thread graph agrees with
@@ -15,10 +15,10 @@ from ingest_fixtures import TRACES, loaded
 from sqlalchemy import Engine, text
 from support.goparsed import go_parsed
 
-from ingest import stategraph
-from ingest.frames import FrameStore
-from ingest.load import IngestResult
-from ingest.stategraph_frames import graph_for, resource_graph, thread_graph, wait_category
+from ingest.derive.frames import FrameStore
+from ingest.load.pipeline import IngestResult
+from ingest.views import states as stategraph
+from ingest.views.states_frames import graph_for, resource_graph, thread_graph, wait_category
 from tests.support.server import Served
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]

@@ -1,4 +1,4 @@
-"""The write-back of a load's SQLite files (ingest.writeback): a hint to the
+"""The write-back of a load's SQLite files (ingest.load.writeback): a hint to the
 kernel that changes no byte, tolerates files that are not there, and leaves
 no thread behind."""
 
@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from ingest.writeback import Writeback, sqlite_files
+from ingest.load.writeback import Writeback, sqlite_files
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "samples" / "go1.27-httpnet-2MB.trace"
@@ -46,8 +46,8 @@ def test_started_on_files_there_and_not_there_then_stopped(tmp_path: Path) -> No
 
 
 def test_a_load_leaves_no_thread_behind(tmp_path: Path) -> None:
-    from ingest.db import make_engine
-    from ingest.load import ingest_trace_file
+    from ingest.load.pipeline import ingest_trace_file
+    from ingest.store.db import make_engine
 
     engine = make_engine(f"sqlite:///{tmp_path / 'g.db'}")
     try:

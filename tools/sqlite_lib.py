@@ -8,7 +8,7 @@ library with the SONAME ``libsqlite3.so.0`` and SQLite's recommended options,
 together with gmpscope's appender (``ingest/csrc/sqlite_append.c``, which
 includes the amalgamation: rows appended through SQLite's own b-tree layer),
 caches it in ``$GMPSCOPE_CACHE/sqlite`` and copies it to ``ingest/lib/``, where
-``ingest.sqlite_lib.preload`` finds it (docs/ingest.md, "SQLite library").
+``ingest.store.sqlite_lib.preload`` finds it (docs/ingest.md, "SQLite library").
 
 Why: the system library of Debian 12 is SQLite 3.40.1 built with
 ``SECURE_DELETE``, ``OMIT_LOOKASIDE`` (every small allocation a ``malloc``) and
@@ -32,10 +32,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from ingest.sqlite_lib import LIBRARY
+from ingest.store.sqlite_lib import LIBRARY
 from tools.gotoolchains import cache_dir
 
-#: Where the runtime looks for the library (ingest/sqlite_lib.py).
+#: Where the runtime looks for the library (ingest/store/sqlite_lib.py).
 DEST = LIBRARY.parent
 LIB_NAME = LIBRARY.name
 

@@ -1,6 +1,6 @@
 """Annotation figures: tasks over time (one bar per task, nested under their
 parents) and regions by name (total time). Pure builders over the data of
-:mod:`ingest.annotations_view`; every trace string is escaped for Plotly."""
+:mod:`ingest.views.annotations`; every trace string is escaped for Plotly."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
-from ingest.annotations_view import region_stats, tasks
-from ingest.queries import get_trace
-from ingest.stategraph import format_ns
+from ingest.views.annotations import region_stats, tasks
+from ingest.views.queries import get_trace
+from ingest.views.states import format_ns
 
 #: Tasks drawn at most (the table lists them all).
 MAX_TASK_BARS = 300

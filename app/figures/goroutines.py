@@ -1,6 +1,6 @@
 """Goroutine time breakdowns: stacked bars per start-function group, and one
 goroutine's state Gantt and breakdown. Pure builders over the plain data of
-:mod:`ingest.goroutine_stats` / :mod:`ingest.goroutine_detail`."""
+:mod:`ingest.views.goroutines` / :mod:`ingest.views.goroutine`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 from app.figures.source import DiagramSource
 from app.figures.syscalls import LEGEND_BELOW
 from app.figures.text import plotly_text
-from ingest.goroutine_detail import goroutine_detail
-from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS, goroutine_groups
+from ingest.views.goroutine import goroutine_detail
+from ingest.views.goroutines import CATEGORIES, CATEGORY_LABELS, goroutine_groups
 
 #: One colour per time category (the stylesheet's state colours where they exist).
 COLORS = {

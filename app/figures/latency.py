@@ -1,5 +1,5 @@
 """Scheduler latency figures: histogram, percentiles over time, per P.
-Pure builders over the data of :mod:`ingest.sched_latency`."""
+Pure builders over the data of :mod:`ingest.views.latency`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.syscalls import LEGEND_BELOW, _window, histogram_figure
-from ingest.sched_latency import latency_report
+from ingest.views.latency import latency_report
 
 PCT_COLORS = {"p50": "#2e9d57", "p90": "#e0a526", "p99": "#c44e52", "max": "#18202c"}
 

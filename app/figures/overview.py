@@ -1,6 +1,6 @@
 """Overview figures: goroutines by state over time (with GC/STW bands), heap
 and GOMAXPROCS, threads over time. Pure builders over the data of
-:func:`ingest.overview.overview`."""
+:func:`ingest.views.overview.overview`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
-from ingest.overview import DEFAULT_BINS, GOMAXPROCS_METRIC, HEAP_METRICS, STATE_SERIES, overview
+from ingest.views.overview import (
+    DEFAULT_BINS,
+    GOMAXPROCS_METRIC,
+    HEAP_METRICS,
+    STATE_SERIES,
+    overview,
+)
 
 #: Colours of the stacked series (the CSS palette for the plain states).
 STATE_COLORS = {

@@ -1,6 +1,6 @@
 """Figures of the OS side (poller page, OS syscalls section, timeline marks).
 
-Pure builders over the data of :mod:`ingest.poller_stats`. Times on the x axes
+Pure builders over the data of :mod:`ingest.views.poller`. Times on the x axes
 are ms since the recording's first event (wall clock); the timeline marks use
 the timeline's own axis (ms since the trace start).
 """
@@ -227,7 +227,7 @@ def marks_trace(marks: list[dict[str, Any]], lane_of: dict[int, int], first_ts: 
 
 def os_mark_traces(data: dict[str, Any]) -> list[dict[str, Any]]:
     """The OS marks trace for a timeline window's data (``data["os_marks"]``, from
-    ingest.poller_stats.timeline_marks): only in M mode, only with marks."""
+    ingest.views.poller.timeline_marks): only in M mode, only with marks."""
     marks = (data.get("os_marks") or {}).get("marks") or []
     if data.get("mode") != "m" or not marks:
         return []
@@ -251,7 +251,7 @@ def add_os_marks(fig: go.Figure, data: dict[str, Any]) -> go.Figure:
 
 
 def _page(src: DiagramSource, trace_id: int) -> dict[str, Any]:
-    from ingest.poller_stats import poller_page
+    from ingest.views.poller import poller_page
 
     return poller_page(src.engine, trace_id)
 
@@ -276,7 +276,7 @@ def _one(build: Callable[[Any], go.Figure], key: str, title: str
 
 
 def _os(src: DiagramSource, trace_id: int, _o: dict[str, str]) -> go.Figure:
-    from ingest.poller_stats import os_syscalls
+    from ingest.views.poller import os_syscalls
 
     fig = os_syscalls_figure(os_syscalls(src.engine, trace_id))
     fig.update_layout(title=f"Trace {trace_id}: OS time by syscall")

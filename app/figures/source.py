@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from ingest.frames import FrameStore
+from ingest.derive.frames import FrameStore
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """State graph figure: nodes at fixed places per known state, edges as arrow
 annotations whose width grows with the transition count, labels with the
 count and hover with the dwell-time statistics. Pure builder over the JSON of
-:func:`ingest.stategraph.to_json`."""
+:func:`ingest.views.states.to_json`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
-from ingest.stategraph import format_ns, to_json
-from ingest.stategraph_frames import WAIT_CATEGORIES, graph_for, node_name
+from ingest.views.states import format_ns, to_json
+from ingest.views.states_frames import WAIT_CATEGORIES, graph_for, node_name
 
 #: Fixed node positions (x, y) so graphs of different traces read the same.
 POSITIONS: dict[str, tuple[float, float]] = {

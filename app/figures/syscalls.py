@@ -1,6 +1,6 @@
 """Syscall and netpoller figures: log-scaled duration histograms, P handoffs
 and netpoller parking over time. Pure builders over the data of
-:mod:`ingest.syscall_stats`."""
+:mod:`ingest.views.syscalls`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
-from ingest.syscall_stats import netpoll_summary, syscall_summary
+from ingest.views.syscalls import netpoll_summary, syscall_summary
 
 #: Horizontal legend under the x axis title (a legend above collides with the title).
 LEGEND_BELOW = {"orientation": "h", "y": -0.28, "yanchor": "top", "x": 0}
@@ -27,7 +27,7 @@ def fmt_ns(ns: float) -> str:
 
 def histogram_figure(hist: dict[str, Any], title: str, color: str = "#2f6fdf",
                      what: str = "count") -> go.Figure:
-    """Bars of a log histogram (ingest.histo.log_histogram): one bar per bin,
+    """Bars of a log histogram (ingest.views.histo.log_histogram): one bar per bin,
     labelled by its lower edge."""
     edges, counts = hist.get("edges", []), hist.get("counts", [])
     labels = [fmt_ns(e) for e in edges[:-1]]

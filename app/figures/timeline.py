@@ -1,6 +1,6 @@
 """The timeline figure: lanes of horizontal bars, one bar trace per category.
 
-A pure builder over the data of :func:`ingest.timeline.timeline` (already a
+A pure builder over the data of :func:`ingest.views.timeline.timeline` (already a
 level-of-detail summary: a few thousand shapes at most). Bars rather than
 layout shapes: Plotly draws thousands of bars quickly and gives each a hover
 label; layout shapes get slow past a few hundred. The x axis is ms since the
@@ -15,7 +15,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
-from ingest.timeline import parse_params, timeline
+from ingest.views.timeline import parse_params, timeline
 
 #: Category colours (static/gmpscope.css palette; Waiting in blue-grey shades).
 COLORS = {

@@ -1,6 +1,6 @@
 """User annotations: tasks (a tree by parent), regions by name, logs (filterable).
 Every string the program wrote is shown as text, exactly. Data:
-:mod:`ingest.annotations_view` (also ``GET /api/traces/<id>/annotations``)."""
+:mod:`ingest.views.annotations` (also ``GET /api/traces/<id>/annotations``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from app.context import ui_context
 from app.figures.annotations import regions_figure, tasks_figure
 from app.pages._views import cfg
 from app.router import PageError
-from ingest.annotations_view import logs, region_stats, tasks
-from ingest.queries import get_trace
+from ingest.views.annotations import logs, region_stats, tasks
+from ingest.views.queries import get_trace
 
 ROUTES = ("/traces/<int:trace_id>/annotations",)
 TITLE = "Tasks, regions & logs"

@@ -1,6 +1,6 @@
 """Two traces side by side: key numbers with deltas, scheduler latency,
 goroutine state graphs and goroutines by state over time. Data:
-:mod:`ingest.compare_view` (also ``GET /api/compare?a=ID&b=ID``)."""
+:mod:`ingest.views.compare` (also ``GET /api/compare?a=ID&b=ID``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from app.figures.overview import states_figure
 from app.figures.states import state_graph_figure
 from app.pages._views import cfg, fmt_bytes
 from app.router import PageError
-from ingest.compare_view import compare
-from ingest.frames import TraceNotFound
-from ingest.queries import list_traces
+from ingest.derive.frames import TraceNotFound
+from ingest.views.compare import compare
+from ingest.views.queries import list_traces
 
 ROUTES = ("/compare",)
 TITLE = "Compare"

@@ -24,8 +24,8 @@ from app.pages._analysis import (
     timeline_href,
 )
 from app.router import PageError
-from ingest.goroutine_detail import MAX_CHILDREN, goroutine_detail
-from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS
+from ingest.views.goroutine import MAX_CHILDREN, goroutine_detail
+from ingest.views.goroutines import CATEGORIES, CATEGORY_LABELS
 
 ROUTES = ("/traces/<int:trace_id>/goroutines/<int:goid>",)
 TITLE = "Goroutine"

@@ -23,7 +23,7 @@ from app.pages._analysis import (
     timeline_href,
 )
 from app.router import PageError
-from ingest.goroutine_stats import CATEGORIES, CATEGORY_LABELS, MEMBER_SORTS, goroutine_groups
+from ingest.views.goroutines import CATEGORIES, CATEGORY_LABELS, MEMBER_SORTS, goroutine_groups
 
 ROUTES = ("/traces/<int:trace_id>/goroutines",)
 TITLE = "Goroutines"

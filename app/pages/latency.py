@@ -22,7 +22,7 @@ from app.pages._analysis import (
     window,
     window_note,
 )
-from ingest.sched_latency import latency_report
+from ingest.views.latency import latency_report
 
 ROUTES = ("/traces/<int:trace_id>/latency",)
 TITLE = "Scheduler latency"

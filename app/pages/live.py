@@ -20,7 +20,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from app.components import error_box, fmt_count, fmt_ns, graph_config
 from app.context import ui_context
 from app.figures.live import series_spec, wall, window_timeline_spec
-from ingest import live
+from ingest.live import sessions as live
 
 ROUTES = ("/live", "/live/<name>")
 TITLE = "live"

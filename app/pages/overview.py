@@ -1,5 +1,5 @@
 """Overview of one trace: key numbers, goroutines by state over time with GC and
-STW bands, heap and GOMAXPROCS, threads over time. Data: :mod:`ingest.overview`
+STW bands, heap and GOMAXPROCS, threads over time. Data: :mod:`ingest.views.overview`
 (also ``GET /api/traces/<id>/overview``)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from app.context import ui_context
 from app.figures.overview import heap_figure, states_figure, threads_figure
 from app.pages._views import cfg, fmt_bytes
 from app.router import PageError
-from ingest.frames import TraceNotFound
-from ingest.overview import DEFAULT_BINS, overview
+from ingest.derive.frames import TraceNotFound
+from ingest.views.overview import DEFAULT_BINS, overview
 
 ROUTES = ("/traces/<int:trace_id>/overview",)
 TITLE = "Overview"

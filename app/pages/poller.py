@@ -5,7 +5,7 @@ a lane per epoll instance, epoll_ctl over time, open descriptors over time,
 errors, io_uring, and an OS syscalls section: the slowest calls by name and
 descriptor, and those that ran while their Go syscall lost its P. The header
 says how the recording's clock was aligned with the trace and how well.
-Data: :mod:`ingest.poller_stats`; JSON: ``/api/traces/<id>/poller``.
+Data: :mod:`ingest.views.poller`; JSON: ``/api/traces/<id>/poller``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from app.pages._analysis import (
     timeline_href,
 )
 from app.router import PageError
-from ingest.poller_stats import NoRecording, os_syscalls, poller_page
-from ingest.queries import get_trace
+from ingest.views.poller import NoRecording, os_syscalls, poller_page
+from ingest.views.queries import get_trace
 
 ROUTES = ("/traces/<int:trace_id>/poller",)
 TITLE = "OS poller"

@@ -1,6 +1,6 @@
 """State graphs of goroutines, procs and threads, with filters (goroutine
 group, time window, Waiting split by reason), an edge table and the same
-graph as Mermaid and Graphviz DOT text. Data: :mod:`ingest.stategraph_frames`
+graph as Mermaid and Graphviz DOT text. Data: :mod:`ingest.views.states_frames`
 (also ``GET /api/traces/<id>/states``)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from app.context import ui_context
 from app.figures.states import state_graph_figure
 from app.pages._views import cfg
 from app.router import PageError
-from ingest.queries import get_trace
-from ingest.stategraph import goroutine_groups, to_dot, to_json, to_mermaid
-from ingest.stategraph_frames import graph_for
+from ingest.views.queries import get_trace
+from ingest.views.states import goroutine_groups, to_dot, to_json, to_mermaid
+from ingest.views.states_frames import graph_for
 
 ROUTES = ("/traces/<int:trace_id>/states",)
 TITLE = "State graphs"

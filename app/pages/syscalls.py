@@ -25,7 +25,7 @@ from app.pages._analysis import (
     window,
     window_note,
 )
-from ingest.syscall_stats import netpoll_summary, syscall_summary
+from ingest.views.syscalls import netpoll_summary, syscall_summary
 
 ROUTES = ("/traces/<int:trace_id>/syscalls",)
 TITLE = "Syscalls & netpoller"

@@ -1,7 +1,7 @@
 """Timeline of one trace: lanes by P, M or G (grouped by start function) with the
 GC/STW/sweep/assist bands on top. The whole trace shows at once as a
 level-of-detail summary; zooming or panning asks the server for the new window
-(``GET /api/traces/<id>/timeline``, :mod:`ingest.timeline`). Clicking a bar
+(``GET /api/traces/<id>/timeline``, :mod:`ingest.views.timeline`). Clicking a bar
 shows the span: goroutine, state, reason, duration, M/P and stack.
 
 Deep links: ``/traces/<id>/timeline?mode=p|m|g&t1=<ns>&t2=<ns>[&g=<goid>][&m=<m>][&p=<p>]
@@ -19,9 +19,9 @@ from app.components import fmt_ns, graph_config
 from app.context import ui_context
 from app.figures.timeline import figure_dict
 from app.router import PageError
-from ingest.frames import TraceNotFound
-from ingest.queries import get_trace
-from ingest.timeline import DEFAULT_LIMIT, BadRequest, parse_params, span_details, timeline
+from ingest.derive.frames import TraceNotFound
+from ingest.views.queries import get_trace
+from ingest.views.timeline import DEFAULT_LIMIT, BadRequest, parse_params, span_details, timeline
 
 ROUTES = ("/traces/<int:trace_id>/timeline",)
 TITLE = "Timeline"
@@ -55,7 +55,7 @@ def _fetch(trace_id: int, params: dict[str, Any]) -> dict[str, Any]:
         raise PageError(f"There is no trace {trace_id}.") from None
     data = timeline(ctx.engine, frames, parse_params(_query(params)))
     if data["mode"] == "m":  # OS events (poller recording) as marks on the M lanes
-        from ingest.poller_stats import timeline_marks
+        from ingest.views.poller import timeline_marks
 
         data["os_marks"] = timeline_marks(ctx.engine, trace_id, data["t1"], data["t2"])
     return data

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace:
         raise CLIError("give TRACE_OR_ID (a stored trace id or a trace file)", EXIT_BAD_INPUT)
     from ingest.config import Settings
-    from ingest.db import make_engine
+    from ingest.derive.frames import FrameStore
     from ingest.diagnose import (
         ConfigError,
         diagnose,
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         render_text,
         rule_defaults,
     )
-    from ingest.frames import FrameStore
+    from ingest.store.db import make_engine
 
     try:
         config = load_config(args.config, rule_defaults())

@@ -106,7 +106,7 @@ def _write(output: str, write: Any) -> None:
 
 def _list() -> int:
     from app.figures.registry import collect
-    from ingest.export_tables import TABLES
+    from ingest.views.tables import TABLES
 
     reg = collect()
     print("diagrams (svg, png, html; states also mermaid, dot):")
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
 
     from ingest.config import Settings
-    from ingest.db import make_engine
+    from ingest.store.db import make_engine
 
     settings = Settings.from_env(db_url=args.db, data_dir=args.data_dir)
     try:
@@ -156,7 +156,7 @@ def _export_diagram(engine: Any, settings: Any, trace_id: int, diagram: str, fmt
                     options: dict[str, str], output: str) -> None:
     from app.exporting import ExportError, export_diagram
     from app.figures.source import DiagramSource
-    from ingest.frames import FrameStore
+    from ingest.derive.frames import FrameStore
 
     source = DiagramSource(engine=engine, frames=FrameStore(engine, settings.data_dir))
     try:
@@ -175,7 +175,7 @@ def _export_table(engine: Any, settings: Any, trace_id: int, table: str, fmt: st
                   options: dict[str, str], output: str) -> None:
     import io
 
-    from ingest import export_tables as et
+    from ingest.views import tables as et
 
     if fmt not in TABLE_FORMATS:
         raise CLIError(f"tables export as csv or parquet, not {fmt!r}", EXIT_BAD_INPUT)

@@ -71,9 +71,9 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
     """Ingest a raw trace file or a decoded Parquet directory; its IngestResult.
 
     ``ahead``: the file's DecodeAhead, when one was started. Raises
-    ingest.load.IngestError for input that is not one.
+    ingest.load.pipeline.IngestError for input that is not one.
     """
-    from ingest.load import ingest_trace_file, load_parquet_dir
+    from ingest.load.pipeline import ingest_trace_file, load_parquet_dir
 
     if path.is_dir():
         return load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir)
@@ -82,7 +82,7 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
 
 
 def run(args: argparse.Namespace) -> int:
-    from ingest.decode_ahead import DecodeAhead
+    from ingest.load.decode_ahead import DecodeAhead
 
     for path in args.paths:
         if not path.exists():
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     first = args.paths[0]
     ahead = DecodeAhead(first) if first.is_file() and args.attach is None else None
     if ahead is not None:
-        ahead.wait_imports()  # see ingest/decode_ahead.py: never two importers at once
+        ahead.wait_imports()  # see ingest/load/decode_ahead.py: never two importers at once
     try:
         return _run(args, ahead)
     finally:
@@ -102,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, ahead: Any) -> int:
     from ingest.config import Settings
-    from ingest.db import make_engine
-    from ingest.load import IngestError
-    from ingest.poller_load import is_recording_dir
+    from ingest.load.pipeline import IngestError
+    from ingest.load.poller import is_recording_dir
+    from ingest.store.db import make_engine
 
     settings = Settings.from_env(db_url=args.db, data_dir=args.data_dir)
     try:
@@ -146,7 +146,7 @@ def _recording(engine: Any, path: Path, args: argparse.Namespace, data_dir: Path
                name: str) -> None:
     """An OS recording (poller.parquet + meta.json): attached to ``--attach ID``, or
     to the Go trace its meta.json names (ingested first), or stored on its own."""
-    from ingest.poller_load import ingest_recording_dir
+    from ingest.load.poller import ingest_recording_dir
 
     res = ingest_recording_dir(engine, path, data_dir=data_dir, attach=args.attach,
                                name=args.name)

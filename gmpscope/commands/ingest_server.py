@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     wsgi.prepare(settings)
 
     def factory() -> Any:
-        from ingest.server import create_app
+        from ingest.api.server import create_app
 
         return create_app(settings)
 

@@ -34,9 +34,9 @@ def add_parser(sub: Any) -> None:
 
 def _ingest_first(settings: Any, paths: list[Path]) -> None:
     from gmpscope.commands.ingest import _Bar, ingest_path
-    from ingest.db import make_engine
-    from ingest.load import IngestError
-    from ingest.poller_load import ingest_recording_dir, is_recording_dir
+    from ingest.load.pipeline import IngestError
+    from ingest.load.poller import ingest_recording_dir, is_recording_dir
+    from ingest.store.db import make_engine
 
     for path in paths:
         if not path.exists():

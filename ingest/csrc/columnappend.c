@@ -1,5 +1,5 @@
 /* A decoded row group's columns copied into the loader's compact arrays
- * (ingest/transitions_builder.py), each in one call that keeps the GIL.
+ * (ingest/load/transitions_builder.py), each in one call that keeps the GIL.
  *
  * narrow_into(src, dst) -> bool
  *     Copies the int64 values of src into dst (int32 or int64, as many

@@ -1,4 +1,4 @@
-/* Interval order of a trace's transitions by counting sort (ingest/derive.py).
+/* Interval order of a trace's transitions by counting sort (ingest/derive/intervals.py).
  *
  * order_intervals(res, rid, order, first, last) -> bool
  *
@@ -200,7 +200,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_intervalorder",
-    "Interval order of transitions by counting sort (see ingest/derive.py).", -1, methods,
+    "Interval order of transitions by counting sort (see ingest/derive/intervals.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__intervalorder(void)

@@ -1,5 +1,5 @@
-/* ingest._lanesets: the rows of the timeline's P lane set
- * (ingest/timeline_lanes.py p_lanes) in one pass over the frames, in (proc,
+/* ingest.derive._lanesets: the rows of the timeline's P lane set
+ * (ingest/derive/lanesets.py p_lanes) in one pass over the frames, in (proc,
  * start) order, instead of numpy's concatenations, sort and gathers.
  *
  * p_lane_rows(run_p, run_start, run_end, rid, start, end, state, first_proc_row, codes)
@@ -595,7 +595,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_lanesets",
-    "The timeline's P and M lane sets' rows in C (see ingest/timeline_lanes.py).", -1,
+    "The timeline's P and M lane sets' rows in C (see ingest/derive/lanesets.py).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

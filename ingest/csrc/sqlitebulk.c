@@ -1,4 +1,4 @@
-/* ingest._sqlitebulk: bind columns of integers (and texts) straight into
+/* ingest.store._sqlitebulk: bind columns of integers (and texts) straight into
  * SQLite, on the connection and inside the transaction that Python's sqlite3
  * module holds.
  *
@@ -737,7 +737,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_sqlitebulk",
-    "Integer rows bound straight into SQLite (see ingest/sqlite_fast.py).", -1, methods,
+    "Integer rows bound straight into SQLite (see ingest/store/sqlite_fast.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -1,5 +1,5 @@
 /* Per-resource, per-thread and per-edge reductions of a trace's transitions
- * (ingest/derive.py), each one pass over the interval order without the
+ * (ingest/derive/intervals.py), each one pass over the interval order without the
  * trace-length temporaries their numpy forms need.
  *
  * resource_sums(order, last_ts, starts, ts, frm, to, states, not_exist, sums, created, ended)
@@ -809,7 +809,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_summaries",
-    "Reductions of a trace's transitions in one pass each (see ingest/derive.py).", -1,
+    "Reductions of a trace's transitions in one pass each (see ingest/derive/intervals.py).", -1,
     methods,
 };
 

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, inspect, select
 
-from ingest import models
-from ingest.frames import TraceFrames
+from ingest.derive.frames import TraceFrames
+from ingest.store import models
 
 I64 = npt.NDArray[np.int64]
 
@@ -137,7 +137,7 @@ class Context:
         return None if v is None else int(v)
 
     def stack_frames(self, stack_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
-        from ingest.goroutine_stats import stack_frames
+        from ingest.views.goroutines import stack_frames
 
         return stack_frames(self.engine, self.trace_id, stack_ids)
 
@@ -263,7 +263,7 @@ def pct(x: float) -> str:
 
 
 def nearest_rank(sorted_values: I64, q: float) -> int | None:
-    from ingest.histo import nearest_rank as nr
+    from ingest.views.histo import nearest_rank as nr
 
     return nr(sorted_values, q)
 

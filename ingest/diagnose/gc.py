@@ -1,6 +1,6 @@
 """GC pressure: the share of goroutine execution time spent in mark assist,
 and the share of wall time stopped (STW) or in GC mark, from the ``ranges``
-table and ingest.goroutine_stats' time categories."""
+table and ingest.views.goroutines' time categories."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import numpy as np
 from sqlalchemy import select
 
-from ingest import models
 from ingest.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -22,6 +21,7 @@ from ingest.diagnose.base import (
     severity_for,
     timeline_link,
 )
+from ingest.store import models
 
 
 def union_ns(spans: list[tuple[int, int]]) -> int:
@@ -83,7 +83,7 @@ class GCPressure:
         if (stw_share < cfg["stw_share"]
                 and assist_span < cfg["assist_share"] * max(1, all_running)):
             return []
-        from ingest.goroutine_stats import CAT, goroutine_times
+        from ingest.views.goroutines import CAT, goroutine_times
 
         gt = goroutine_times(ctx.engine, f)
         assist = gt.times[:, CAT["gc_assist"]]

@@ -7,7 +7,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ingest import models
 from ingest.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -19,6 +18,7 @@ from ingest.diagnose.base import (
     severity_for,
     timeline_link,
 )
+from ingest.store import models
 
 
 class GoroutineLeak:

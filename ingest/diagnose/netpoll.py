@@ -1,6 +1,6 @@
 """Netpoller rules from the execution trace: network waits with a long tail,
 and goroutines piling up parked in the netpoller on connections never closed
-(a descriptor leak). Waits come from ingest.syscall_stats.network_waits."""
+(a descriptor leak). Waits come from ingest.views.syscalls.network_waits."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ class NetpollTail:
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        from ingest.histo import nearest_rank
-        from ingest.syscall_stats import network_waits
+        from ingest.views.histo import nearest_rank
+        from ingest.views.syscalls import network_waits
 
         w = network_waits(ctx.frames)
         ok = w["start_known"] & ~w["unfinished"]
@@ -87,7 +87,7 @@ class ParkedLeak:
                                           "critical_factor": 10.0}
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        from ingest.syscall_stats import network_waits
+        from ingest.views.syscalls import network_waits
 
         w = network_waits(ctx.frames)
         left = w["unfinished"] & w["start_known"]

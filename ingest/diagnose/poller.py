@@ -3,7 +3,7 @@ readiness waits returning late against their timeout and wakeups that return
 nothing, descriptors only climbing and EMFILE, io_uring submissions refused.
 
 They declare ``requires = {"poller"}``, so the runner skips them for traces
-without a recording. The numbers come from ingest.poller_stats (the poller
+without a recording. The numbers come from ingest.views.poller (the poller
 page's own functions), so a finding and the page agree; these rules only pick
 the evidence rows. Times: the recording's events carry ``ts`` (trace ns, set
 at attach; the wall clock for a recording stored on its own) and ``m`` (the
@@ -26,7 +26,7 @@ from ingest.diagnose.base import (
     severity_for,
     timeline_link,
 )
-from ingest.poller_stats import (
+from ingest.views.poller import (
     SOCKET_KINDS,
     Events,
     errors,

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ingest.derive.frames import TraceFrames
 from ingest.diagnose.base import SEVERITIES, Context, Rule
 from ingest.diagnose.config import DiagnoseConfig
 from ingest.diagnose.contention import LockContention
@@ -16,7 +17,6 @@ from ingest.diagnose.netpoll import NetpollTail, ParkedLeak
 from ingest.diagnose.poller import POLLER_RULES
 from ingest.diagnose.sched import SchedLatency
 from ingest.diagnose.syscalls import BlockingSyscall, SlowHandoff
-from ingest.frames import TraceFrames
 
 #: Every rule, in report order. Rules that need an OS poller recording
 #: (requires={"poller"}) join this list the same way; the runner skips them

@@ -1,5 +1,5 @@
 """Scheduler latency: Runnable-to-Running delays above a threshold, and
-which goroutines waited. Samples come from ingest.sched_latency."""
+which goroutines waited. Samples come from ingest.views.latency."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class SchedLatency:
     family: ClassVar[str] = "scheduler"
     title: ClassVar[str] = "Goroutines waited long for a P (scheduler latency)"
     requires: ClassVar[frozenset[str]] = frozenset({"frames"})
-    doc: ClassVar[str] = ("Runnable-to-Running delays (ingest.sched_latency samples); raised "
+    doc: ClassVar[str] = ("Runnable-to-Running delays (ingest.views.latency samples); raised "
                           "when, over at least min_samples samples, the nearest-rank p99 "
                           "reaches p99_ns, or the maximum reaches max_ns.")
     defaults: ClassVar[dict[str, Any]] = {
@@ -33,8 +33,8 @@ class SchedLatency:
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        from ingest.histo import nearest_rank
-        from ingest.sched_latency import CAUSES, latency_samples
+        from ingest.views.histo import nearest_rank
+        from ingest.views.latency import CAUSES, latency_samples
 
         s = latency_samples(ctx.frames)
         lat = s.latency

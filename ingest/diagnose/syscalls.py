@@ -189,7 +189,7 @@ class SlowHandoff:
                 link=timeline_link(ctx.trace_id, "p", int(start[i]), int(held_end[i]),
                                    p=int(p[i]))))
         who, n_who = waiters(ctx, [(r.t1, r.t2) for r in ranges])
-        from ingest.histo import nearest_rank
+        from ingest.views.histo import nearest_rank
 
         measures = {
             "syscalls": int(len(hit)), "handoff_p50_ns": nearest_rank(h, 0.5),

@@ -32,8 +32,8 @@ import pytest
 from playwright.sync_api import Dialog, Page
 
 from app.pages import PAGE_MODULES
-from ingest.db import make_engine
-from ingest.export_tables import FORMULA_PREFIXES
+from ingest.store.db import make_engine
+from ingest.views.tables import FORMULA_PREFIXES
 from tests.support.browser import shot, wait_for_dash
 from tests.support.consistency import row_counts
 from tests.support.server import Served

@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from ingest.db import make_engine
-from ingest.frames import FrameStore, TraceFrames
+from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.store.db import make_engine
 from tests.support.server import Served
 
 

@@ -58,8 +58,8 @@ def _fill(path: Path, append: bool, n: int) -> str:
     os.environ["GMPSCOPE_SQLITE_APPEND"] = "1" if append else "0"
     from sqlalchemy import MetaData, Table, text
 
-    from ingest import bulk
-    from ingest.db import make_engine, write_tx
+    from ingest.store import bulk
+    from ingest.store.db import make_engine, write_tx
 
     engine = make_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
@@ -108,7 +108,7 @@ def _part(col: Any, a: int, b: int) -> Any:
 def same_file(work: Path) -> dict[str, Any]:
     import sqlite3
 
-    from ingest import sqlite_fast
+    from ingest.store import sqlite_fast
 
     ext = sqlite_fast._extension()
     n = 50_000
@@ -123,7 +123,7 @@ def refusals(work: Path) -> dict[str, Any]:
 
     import numpy as np
 
-    from ingest import sqlite_fast
+    from ingest.store import sqlite_fast
 
     ext = sqlite_fast._extension()
     conn = sqlite3.connect(work / "r.db", isolation_level=None)
@@ -191,7 +191,7 @@ def _both_ways(work: Path, label: str, create: str, table: str, names: list[str]
     before it (INSERT OR FAIL keeps them)."""
     import sqlite3
 
-    from ingest import sqlite_fast
+    from ingest.store import sqlite_fast
 
     out: dict[str, Any] = {}
     for append in (True, False):

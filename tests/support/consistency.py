@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Float, func, select, text
 
-from ingest import models
+from ingest.store import models
 
 
 def row_counts(engine: Engine) -> dict[str, int]:

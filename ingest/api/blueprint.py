@@ -1,0 +1,397 @@
+"""The ingest HTTP API as a Flask blueprint.
+
+``init_app(app, config)`` mounts it on any Flask app (the standalone
+``gmpscope ingest-server`` and, later, the Flask server inside the Dash UI) and keeps
+the database engine on that app, in ``app.extensions``: no module-level state.
+
+Every answer under ``/api/`` and ``/healthz`` is JSON, errors included
+(``{"error": "..."}``). Uploads are streamed to a temporary file in the data
+directory (see :mod:`ingest.api.uploads`), then loaded in one transaction by
+:mod:`ingest.load.pipeline`; the temporary files are always removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hmac
+import importlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from werkzeug.exceptions import HTTPException
+
+from ingest.api import uploads
+from ingest.api.chunked import clean_name
+from ingest.config import Settings
+from ingest.derive.frames import FrameStore
+from ingest.load.pipeline import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
+from ingest.views.queries import delete_trace, get_trace, list_traces, trace_summary
+from ingest.views.states import render, state_graph
+from ingest.views.warm import warm_in_background
+
+log = logging.getLogger("gmpscope.ingest.api")
+
+EXTENSION = "gmpscope_ingest"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: Extracted archives may hold this many times the upload limit (see uploads.MAX_EXPANSION),
+#: and at least this much, so that a small limit still admits a real decoded directory.
+MIN_EXTRACT_BYTES = 64 << 20
+
+bp = Blueprint("gmpscope_ingest", __name__)
+
+#: The JSON APIs behind the explorer's pages (every page is also a JSON API),
+#: one blueprint module each, mounted with this one.
+VIEW_APIS = (
+    "ingest.api.timeline",
+    "ingest.api.jobs",
+    "ingest.api.analysis",
+    "ingest.api.views",
+    "ingest.api.export",
+    "ingest.api.diagnose",
+    "ingest.api.live",
+    "ingest.api.poller",
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class IngestState:
+    """What the API needs, kept on the Flask app."""
+
+    config: Settings
+    engine: Engine
+    frames: FrameStore
+
+    @property
+    def upload_dir(self) -> Path:
+        return self.config.tmp_dir
+
+
+def init_app(app: Flask, config: Settings, engine: Engine) -> None:
+    """Mount the API on ``app`` with its settings and database engine."""
+    app.extensions[EXTENSION] = IngestState(config=config, engine=engine,
+                                            frames=FrameStore(engine, config.data_dir))
+    app.register_blueprint(bp)
+    for module in VIEW_APIS:
+        app.register_blueprint(importlib.import_module(module).bp)
+    # Routing errors (404 for an unknown path, 405) happen before any blueprint
+    # is chosen, so they need an app-level handler; it answers JSON only for our
+    # paths and leaves the rest of a host app (the Dash UI) alone.
+    app.register_error_handler(HTTPException, _app_http_error)
+
+
+def ingest_state(app: Flask) -> IngestState:
+    """The IngestState mounted on ``app``."""
+    state: IngestState = app.extensions[EXTENSION]
+    return state
+
+
+def _state() -> IngestState:
+    state: IngestState = current_app.extensions[EXTENSION]
+    return state
+
+
+# --------------------------------------------------------------------------
+# errors
+
+
+def error(status: int, message: str) -> Response:
+    resp = jsonify({"error": message})
+    resp.status_code = status
+    if status == 413:
+        # The unread rest of an oversized body is not worth reading: close the
+        # connection instead of draining it for keep-alive.
+        resp.headers["Connection"] = "close"
+    return resp
+
+
+def _is_ours() -> bool:
+    return request.path.startswith("/api/") or request.path == "/healthz"
+
+
+def _app_http_error(e: HTTPException) -> Response | HTTPException:
+    if not _is_ours():
+        return e
+    return error(e.code or 500, e.description or e.name)
+
+
+@bp.errorhandler(HTTPException)
+def _http_error(e: HTTPException) -> Response:
+    return error(e.code or 500, e.description or e.name)
+
+
+@bp.errorhandler(uploads.UploadError)
+def _upload_error(e: uploads.UploadError) -> Response:
+    return error(e.status, e.message)
+
+
+@bp.errorhandler(IngestError)
+def _ingest_error(e: IngestError) -> Response:
+    return error(400, str(e))
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` (or what it wraps) says the disk or the database is full."""
+    import errno
+
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "database or disk is full" in str(cur) or "No space left on device" in str(cur):
+            return True
+        cur = getattr(cur, "orig", None) or cur.__cause__ or cur.__context__
+    return False
+
+
+@bp.errorhandler(Exception)
+def _internal_error(e: Exception) -> Response:
+    if disk_full(e):
+        log.error("disk full on %s %s: %s", request.method, request.path, e)
+        return error(507, "the server's disk is full: nothing was stored; free space and "
+                     "send it again")
+    log.exception("internal error on %s %s", request.method, request.path)
+    return error(500, f"internal error: {type(e).__name__}")
+
+
+# --------------------------------------------------------------------------
+# authentication
+
+
+@bp.before_request
+def _require_token() -> Response | None:
+    token = _state().config.token
+    if not token or request.method not in WRITE_METHODS:
+        return None
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    # WSGI hands headers over as latin-1 decoded bytes: encoding back gives the
+    # bytes the client sent (a UTF-8 token stays comparable), and comparing
+    # bytes means a non-ASCII header cannot make compare_digest raise.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode("latin-1", "replace"), token.encode("utf-8")
+    ):
+        resp = error(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="gmpscope"'
+        return resp
+    return None
+
+
+# --------------------------------------------------------------------------
+# database retries
+
+
+def _retryable(e: DBAPIError) -> bool:
+    """Lock contention and serialization failures: worth doing the transaction again."""
+    if isinstance(e, IntegrityError):
+        # Two uploads of the same content raced to insert it; the retry finds it.
+        return True
+    if not isinstance(e, OperationalError):
+        return False
+    msg = str(e.orig).lower()
+    code = getattr(e.orig, "sqlstate", None)
+    return ("database is locked" in msg or "database is busy" in msg or "busy" in msg
+            or code in ("40001", "40P01", "55P03"))
+
+
+def with_retries(work: Callable[[], T], attempts: int = 8) -> T:
+    """Run one transaction, again with jittered backoff while the database is busy.
+
+    The storage layer makes each call all-or-nothing, so running it again is
+    safe. SQLite answers 'database is locked' when its busy timeout runs out
+    under heavy write contention; that must never reach a client.
+    """
+    delay = 0.05
+    for attempt in range(attempts):
+        try:
+            return work()
+        except DBAPIError as e:
+            if attempt == attempts - 1 or not _retryable(e):
+                raise
+            log.warning("database busy (%s), retry %d", type(e.orig).__name__, attempt + 1)
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------
+# JSON
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, rows, mappings, datetimes, bytes and sets to plain JSON values."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "_asdict"):  # SQLAlchemy Row, namedtuple
+        return jsonable(value._asdict())
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def _result_json(r: IngestResult) -> dict[str, Any]:
+    return {"id": r.id, "sha256": r.sha256, "go_version": r.go_version,
+            "events": r.events, "goroutines": r.goroutines}
+
+
+# --------------------------------------------------------------------------
+# uploads
+
+
+def _spool_body(dest: Path, limit: int) -> tuple[uploads.Spooled, str]:
+    """Stream the request body (raw or the multipart ``file`` field) to ``dest``.
+
+    Returns what was written and the name to give the trace, cleaned as every
+    door cleans it (``clean_name``: a label, never a path).
+    """
+    uploads.check_declared_length(request.content_length, limit)
+    name = request.args.get("name", "")
+    stream = request.stream
+    if request.mimetype == "multipart/form-data":
+        boundary = request.mimetype_params.get("boundary", "")
+        if not boundary:
+            raise uploads.BadUpload("multipart body without a boundary")
+        form = uploads.spool_multipart(stream, boundary.encode("latin-1"), dest, limit)
+        spooled: uploads.Spooled = form
+        name = name or form.fields.get("name", "") or form.filename
+    else:
+        spooled = uploads.spool_raw(stream, dest, limit)
+    if spooled.size == 0:
+        raise uploads.BadUpload("empty upload: send the trace as the request body or as "
+                                f"the multipart field {uploads.FILE_FIELD!r}")
+    return spooled, clean_name(name)
+
+
+def _answer(result: IngestResult) -> tuple[Response, int]:
+    if result.created:
+        state = _state()
+        warm_in_background(state.engine, state.config.data_dir, result.id)
+    return jsonify(_result_json(result)), (201 if result.created else 200)
+
+
+@bp.post("/api/traces")
+def upload_trace() -> tuple[Response, int]:
+    """A raw Go execution trace: body or multipart field ``file``."""
+    state = _state()
+    with uploads.temp_path(state.upload_dir, ".trace") as path:
+        spooled, name = _spool_body(path, state.config.max_upload)
+        engine, data_dir = state.engine, state.config.data_dir
+        result = with_retries(lambda: ingest_trace_file(
+            engine, path, name or f"upload-{spooled.sha256[:12]}", data_dir=data_dir,
+            sha256=spooled.sha256))
+    return _answer(result)
+
+
+@bp.post("/api/traces/parquet")
+def upload_parquet() -> tuple[Response, int]:
+    """A zip or tar(.gz) of a decoded Parquet directory (``gmpscope decode -o DIR``)."""
+    state = _state()
+    limit = state.config.max_upload
+    with uploads.temp_path(state.upload_dir, ".archive") as path:
+        _, name = _spool_body(path, limit)
+        with uploads.temp_dir(state.upload_dir) as root:
+            max_bytes = max(limit * uploads.MAX_EXPANSION, MIN_EXTRACT_BYTES)
+            uploads.extract_archive(path, root, max_bytes=max_bytes)
+            path.unlink()  # free the space before loading
+            decoded = uploads.find_decoded_dir(root)
+            engine = state.engine
+            try:
+                result = with_retries(lambda: load_parquet_dir(
+                    engine, decoded, name or None, data_dir=_state().config.data_dir))
+            except IngestError as e:
+                # The storage layer names the directory; ours is a temporary one.
+                msg = str(e).replace(str(decoded), "archive").replace(str(root), "archive")
+                raise uploads.BadUpload(msg) from None
+    return _answer(result)
+
+
+# --------------------------------------------------------------------------
+# reading
+
+
+@bp.get("/healthz")
+def healthz() -> tuple[Response, int]:
+    try:
+        with _state().engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except DBAPIError as e:
+        return jsonify({"status": "error", "error": f"database: {type(e.orig).__name__}"}), 503
+    return jsonify({"status": "ok"}), 200
+
+
+@bp.get("/api/traces")
+def trace_list() -> Response:
+    """Stored traces, newest first; ``?live_windows=1`` adds the live sessions' windows."""
+    live = request.args.get("live_windows", "0").lower() in ("1", "true", "yes")
+    return jsonify({"traces": jsonable(list_traces(_state().engine, live_windows=live))})
+
+
+def _not_found(trace_id: int) -> Response:
+    return error(404, f"no trace with id {trace_id}")
+
+
+@bp.get("/api/traces/<int:trace_id>")
+def trace_detail(trace_id: int) -> Response:
+    try:
+        summary = trace_summary(_state().engine, trace_id)
+    except LookupError:
+        summary = None
+    if summary is None:
+        return _not_found(trace_id)
+    return jsonify(jsonable(summary))
+
+
+@bp.delete("/api/traces/<int:trace_id>")
+def remove_trace(trace_id: int) -> Response:
+    engine = _state().engine
+    try:
+        data_dir = _state().config.data_dir
+        deleted = with_retries(lambda: delete_trace(engine, trace_id, data_dir))
+    except LookupError:
+        deleted = False
+    if not deleted:
+        return _not_found(trace_id)
+    return jsonify({"id": trace_id, "deleted": True})
+
+
+STATEGRAPH_RESOURCES = ("goroutine", "proc")
+STATEGRAPH_FORMATS = ("json", "mermaid", "dot")
+
+
+@bp.get("/api/traces/<int:trace_id>/stategraph")
+def get_stategraph(trace_id: int) -> Response:
+    resource = request.args.get("resource", "goroutine")
+    fmt = request.args.get("format", "json")
+    if resource not in STATEGRAPH_RESOURCES:
+        return error(400, f"resource must be one of {', '.join(STATEGRAPH_RESOURCES)}, "
+                          f"not {resource!r}")
+    if fmt not in STATEGRAPH_FORMATS:
+        return error(400, f"format must be one of {', '.join(STATEGRAPH_FORMATS)}, not {fmt!r}")
+    engine = _state().engine
+    if get_trace(engine, trace_id) is None:
+        return _not_found(trace_id)
+    out = render(state_graph(engine, trace_id, resource), fmt)
+    if isinstance(out, str):
+        return Response(out, mimetype="text/plain")
+    return jsonify(jsonable(out))

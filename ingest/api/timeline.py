@@ -1,0 +1,50 @@
+"""JSON API of the timeline view.
+
+- ``GET /api/traces/<id>/timeline?mode=p|m|g&t1=&t2=&px=&offset=&limit=&group=&g=&m=&p=&cap=``:
+  lanes and level-of-detail shapes of a window (t1/t2 absolute trace ns,
+  default the whole trace), column-oriented (see :func:`ingest.views.timeline.timeline`);
+- ``GET /api/traces/<id>/span?ref=<ref>``: what one shape stands for (interval,
+  proc run or range) with its stack frames.
+
+Errors are JSON: 404 for an unknown trace or ref, 400 for bad parameters.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from ingest.api.blueprint import error, ingest_state
+from ingest.derive.frames import TraceNotFound
+from ingest.views.timeline import BadRequest, parse_params, span_details, timeline
+
+bp = Blueprint("gmpscope_api_timeline", __name__)
+
+
+@bp.get("/api/traces/<int:trace_id>/timeline")
+def get_timeline(trace_id: int) -> Response:
+    state = ingest_state(current_app)
+    try:
+        params = parse_params(request.args.to_dict())
+        frames = state.frames.get(trace_id)
+        return jsonify(timeline(state.engine, frames, params))
+    except TraceNotFound:
+        return error(404, f"no trace {trace_id}")
+    except BadRequest as e:
+        return error(400, str(e))
+
+
+@bp.get("/api/traces/<int:trace_id>/span")
+def get_span(trace_id: int) -> Response:
+    state = ingest_state(current_app)
+    raw = request.args.get("ref", "")
+    try:
+        ref = int(raw)
+    except ValueError:
+        return error(400, "ref must be an integer (a shape's ref from the timeline)")
+    try:
+        frames = state.frames.get(trace_id)
+        return jsonify(span_details(state.engine, frames, ref))
+    except TraceNotFound:
+        return error(404, f"no trace {trace_id}")
+    except LookupError as e:
+        return error(404, str(e))

@@ -1,0 +1,228 @@
+"""Values derived from a trace's frames, kept in memory and on disk.
+
+The timeline's lane sets take one sort of millions of rows to build (about a
+second on a 4-million-event trace). Built once, they are written next to the
+trace's frames (``<frames dir>/derived-v<N>/<key>/``, one ``.npy`` per array,
+memory-mapped when read back), so a server that restarts, or its other
+worker processes, read them instead of building them again, and the loader
+builds them right after a trace is stored (:func:`ingest.derive.lanesets.precompute_steps`).
+
+A persisted value is a dataclass whose fields are numpy arrays, ints,
+strings, lists of strings, or other such dataclasses (or None); or, through
+:func:`cached_json`, a whole-trace report made of plain JSON values. Like the
+frames, this is only a cache: any failure to write it means the value is
+built again next time, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ingest.derive.frames import TraceFrames
+from ingest.derive.page_cache import save_npy
+
+#: Bumped whenever a persisted value's layout or the way it is built changes:
+#: values of an older version are ignored (and removed with their frames).
+DERIVED_VERSION = 2
+
+T = TypeVar("T")
+
+_MANIFEST = "manifest.json"
+
+
+def derived_dir(frames: TraceFrames) -> Path | None:
+    """Where ``frames``' derived values live on disk (None: memory only)."""
+    if frames.directory is None:
+        return None
+    return frames.directory / f"derived-v{DERIVED_VERSION}"
+
+
+def save_value(d: Path, value: Any) -> None:
+    """Write dataclass ``value`` into the new directory ``d`` (atomically: it
+    is written under a temporary name and renamed)."""
+    tmp = d.parent / f".{d.name}.{uuid.uuid4().hex}.tmp"
+    tmp.mkdir()  # never parents: a trace deleted meanwhile stays deleted
+    try:
+        manifest = _save_fields(tmp, "", value)
+        (tmp / _MANIFEST).write_text(json.dumps(manifest))
+        os.replace(tmp, d)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _save_fields(d: Path, prefix: str, value: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        name = prefix + f.name
+        if isinstance(v, np.ndarray):
+            # Read back a window at a time, later. Written without waiting
+            # for the disk: a lane set is saved on the way to a view (the
+            # loader's last step, a first view), and waiting for each window
+            # to reach the disk took 0.05-0.08 s of the loader's last 0.6
+            # (its checkpoint writes the database meanwhile).
+            save_npy(d / f"{name}.npy", v, wait=False)
+            fields[f.name] = {"array": f"{name}.npy"}
+        elif v is None or isinstance(v, int | str) or (
+                isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            fields[f.name] = {"json": v}
+        elif dataclasses.is_dataclass(v):
+            fields[f.name] = {"object": type(v).__name__,
+                              "fields": _save_fields(d, name + ".", v)["fields"]}
+        else:
+            raise TypeError(f"cannot persist field {name} of type {type(v).__name__}")
+    return {"type": type(value).__name__, "fields": fields}
+
+
+def load_value(d: Path, classes: tuple[type, ...]) -> Any:
+    """The value saved in ``d`` (arrays memory-mapped read-only); ``classes``
+    are the dataclasses it may be made of. Raises OSError/ValueError/KeyError
+    on anything missing or foreign."""
+    manifest = json.loads((d / _MANIFEST).read_text())
+    by_name = {c.__name__: c for c in classes}
+    return _load_fields(d, manifest["type"], manifest["fields"], by_name)
+
+
+def _load_fields(d: Path, type_name: str, fields: dict[str, Any],
+                 by_name: dict[str, type]) -> Any:
+    cls = by_name[type_name]
+    kwargs: dict[str, Any] = {}
+    for name, spec in fields.items():
+        if "array" in spec:
+            kwargs[name] = np.load(d / spec["array"], mmap_mode="r", allow_pickle=False)
+        elif "json" in spec:
+            kwargs[name] = spec["json"]
+        else:
+            kwargs[name] = _load_fields(d, spec["object"], spec["fields"], by_name)
+    expected = {f.name for f in dataclasses.fields(cls)}
+    if set(kwargs) != expected:
+        raise ValueError(f"{d}: fields {sorted(kwargs)} do not make a {type_name}")
+    return cls(**kwargs)
+
+
+def _memory(frames: TraceFrames) -> tuple[dict[str, Any], threading.Lock]:
+    # Kept on the frames object itself, not in a module global: an evicted or
+    # rebuilt trace drops its derived values with it.
+    store: dict[str, Any] = vars(frames).setdefault("_derived_cache", {})
+    lock: threading.Lock = vars(frames).setdefault("_derived_lock", threading.Lock())
+    return store, lock
+
+
+def remove_other_versions(frames_root: Path) -> int:
+    """Delete every trace's derived values of another version than this one
+    (no reader looks at them: a value of an older layout is built again in
+    the current one); the number of directories removed."""
+    removed = 0
+    current = f"derived-v{DERIVED_VERSION}"
+    for d in frames_root.glob("*/derived-v*"):
+        if d.name != current and d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def cached(frames: TraceFrames, key: str, build: Callable[[], T],
+           persist: tuple[type, ...] = ()) -> T:
+    """``build()`` once per trace.
+
+    Memory first; then, when ``persist`` names the dataclasses the value is
+    made of and the frames have a directory, the disk, where a value built
+    here is also written. Building takes a file lock, so of several threads
+    or worker processes asking at once one builds and the others read.
+    """
+    store, lock = _memory(frames)
+    with lock:
+        if key in store:
+            return store[key]  # type: ignore[no-any-return]
+    root = derived_dir(frames) if persist else None
+    value = _from_disk(root, key, build, persist) if root is not None else build()
+    with lock:
+        return store.setdefault(key, value)  # type: ignore[no-any-return]
+
+
+@contextmanager
+def _build_lock(root: Path, key: str) -> Iterator[bool]:
+    """Hold the lock for building ``key`` under ``root``, across threads and
+    processes; yields False (no lock, nothing to persist) when the directory
+    cannot be made (a deleted trace, a full disk)."""
+    try:
+        root.mkdir(exist_ok=True)  # never parents: a trace deleted meanwhile stays deleted
+        lock_file = open(root / f".{key}.lock", "a")  # noqa: SIM115 - held while building
+    except OSError:
+        yield False
+        return
+    with lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        yield True
+
+
+def _from_disk(root: Path, key: str, build: Callable[[], T], classes: tuple[type, ...]) -> T:
+    d = root / key
+    with _build_lock(root, key) as locked:
+        if not locked:
+            return build()
+        if d.is_dir():
+            try:
+                return load_value(d, classes)  # type: ignore[no-any-return]
+            except (OSError, ValueError, KeyError, TypeError):
+                shutil.rmtree(d, ignore_errors=True)  # foreign or torn: build it again
+        value = build()
+        try:
+            save_value(d, value)
+            # The memory-mapped copy, not the one just built: its pages are the
+            # page cache's, shared by every worker process and given back under
+            # memory pressure.
+            return load_value(d, classes)  # type: ignore[no-any-return]
+        except (OSError, ValueError, KeyError):
+            # A full disk, or the directory gone meanwhile (the trace deleted):
+            # served from memory, built again next time.
+            return value
+
+
+def cached_json(frames: TraceFrames, key: str, build: Callable[[], Any]) -> Any:
+    """A whole-trace report (plain JSON values) built once per trace.
+
+    Kept as JSON text, in memory (:func:`cached`) and in
+    ``<derived dir>/<key>.json``: every call returns a fresh copy, so a caller
+    may add to it freely.
+    """
+    root = derived_dir(frames)
+
+    def text() -> str:
+        return _json_from_disk(root, key, build) if root is not None else json.dumps(build())
+
+    return json.loads(cached(frames, f"json:{key}", text))
+
+
+def _json_from_disk(root: Path, key: str, build: Callable[[], Any]) -> str:
+    path = root / f"{key}.json"
+    with _build_lock(root, key) as locked:
+        if not locked:
+            return json.dumps(build())
+        try:
+            text = path.read_text()
+            json.loads(text)  # a torn file is built again
+            return text
+        except (OSError, ValueError):
+            pass
+        text = json.dumps(build())
+        tmp = root / f".{key}.{uuid.uuid4().hex}.tmp"
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: built again next time
+        return text

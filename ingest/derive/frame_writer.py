@@ -1,0 +1,292 @@
+"""Writing a trace's frames (ingest.derive.frames): the columns' stored types, the
+files, and the writer the loader feeds while it loads.
+
+One ``.npy`` file per column, written chunk by chunk (the loader never holds
+a reordered copy of the trace), ids and flags in the narrowest integer type
+that holds them; :class:`FrameWriter` stages a set and names it after the
+trace once the database has committed it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ingest.derive.frames import TABLE_COLUMNS, Kind, Table, frame_dir, read_frames
+from ingest.derive.page_cache import DroppingFile
+
+Arr = npt.NDArray[Any]
+
+#: Nanosecond times: always int64 (a narrower time column would overflow in
+#: the views' arithmetic with times). The other columns (ids, codes, flags)
+#: are stored in the narrowest integer type that holds their values, but no
+#: narrower than listed here (int32 by default), so that the views can add
+#: and compare them with small numbers without overflowing.
+TIME_COLUMNS = frozenset({"start_ts", "end_ts", "duration_ns", "stolen_ts"})
+NARROWEST: dict[str, type[np.signedinteger[Any]]] = {
+    "kind": np.int16, "start_known": np.int8, "p_lost": np.int8}
+
+
+def column_dtype(name: str, lo: int, hi: int) -> np.dtype[Any]:
+    """The stored type of frame column ``name`` whose values lie in lo..hi.
+
+    Ids and flags take 4 bytes or less instead of 8: the 20 MB benchmark
+    trace's frames are 40% smaller, and every byte written to a new file
+    costs time (docs/ingest.md).
+    """
+    if name in TIME_COLUMNS:
+        return np.dtype(np.int64)
+    floor = np.dtype(NARROWEST.get(name, np.int32)).itemsize
+    for t in (np.int8, np.int16, np.int32):
+        info = np.iinfo(t)
+        if info.bits // 8 >= floor and info.min <= lo and hi <= info.max:
+            return np.dtype(t)
+    return np.dtype(np.int64)
+
+
+def _bounds(col: Any, n: int) -> tuple[int, int]:
+    """(min, max) of a column's n values (a superset's for a Gather), -1 for NULL."""
+    from ingest.columns import Computed, Diff, Gather, Nullable, Seq
+
+    if n == 0:
+        return 0, 0
+    if isinstance(col, Diff | Computed):
+        return _bounds(_column_chunk(col, 0, n), n)
+    if isinstance(col, Seq):
+        return col.start, col.start + n - 1
+    if isinstance(col, Gather):
+        values = col.values
+    elif isinstance(col, Nullable):
+        lo, hi = _bounds(col.values, len(col.values))
+        return min(lo, -1), max(hi, -1)
+    else:
+        values = col
+    if isinstance(values, list):
+        ints = [-1 if v is None else int(v) for v in values]
+        return min(ints), max(ints)
+    values = np.asarray(values)
+    if values.dtype == np.bool_:
+        return 0, 1
+    return int(values.min()), int(values.max())
+
+
+def _column_chunk(col: Any, a: int, b: int) -> Arr:
+    from ingest.columns import Computed, Diff, Gather, Nullable, Seq
+
+    if isinstance(col, Computed):
+        return col.chunk(a, b)
+    if isinstance(col, Diff):
+        out: Arr = np.subtract(_column_chunk(col.a, a, b), _column_chunk(col.b, a, b),
+                               dtype=np.int64)
+        return out
+    if isinstance(col, Gather):
+        return np.take(col.values, col.index[a:b])  # faster than values[index]
+    if isinstance(col, Nullable):
+        return np.where(col.null[a:b], -1, col.values[a:b])
+    if isinstance(col, Seq):
+        return np.arange(col.start + a, col.start + b, dtype=np.int64)
+    part = col[a:b]
+    return np.asarray([-1 if v is None else int(v) for v in part], dtype=np.int64) \
+        if isinstance(part, list) else np.asarray(part)
+
+
+def write_column(d: Path, table: str, name: str, col: Any, n: int,
+                 drop: bool = False) -> None:
+    """Write one column of ``n`` rows (a numpy array or an ingest.columns
+    Gather/Nullable/Seq) to ``d/<table>.<name>.npy`` in its stored type
+    (:func:`column_dtype`), 1M rows at a time. ``drop``: the column's pages
+    leave the page cache once on disk (:mod:`ingest.derive.page_cache`), for columns
+    nothing reads back soon.
+
+    Plain writes, not a writable memory map: on a full disk a write returns
+    ENOSPC, where a store into a mapped page would kill the process (SIGBUS).
+    """
+    dtype = np.dtype(np.int64) if name in TIME_COLUMNS else column_dtype(name, *_bounds(col, n))
+    path = d / f"{table}.{name}.npy"
+    with DroppingFile(path) if drop else open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": dtype.str, "fortran_order": False, "shape": (n,)})
+        step = 1 << 20
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            # The array's own buffer: tobytes() would copy it once more.
+            f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=dtype).data)
+
+
+def _write_facts(d: Path, facts: dict[str, Any]) -> None:
+    import json
+
+    tmp = d / f".facts.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(facts))
+    os.replace(tmp, d / "facts.json")  # written last: marks the set complete
+
+
+class FrameWriter:
+    """Writes a trace's frames while it is loaded, before its id is known.
+
+    Columns go to a staging directory; :meth:`finish` names it after the
+    trace once the database transaction has committed, :meth:`abort` removes
+    it. Frames are a cache: any failure here only means they are rebuilt from
+    the database on first use.
+
+    With ``background``, :meth:`add` hands the columns to a writer thread and
+    returns at once: the loader's inserts (SQLite steps without the GIL) and
+    these file writes then overlap instead of taking turns. The columns must
+    not change after they are added.
+    """
+
+    def __init__(self, data_dir: Path, background: bool = False,
+                 read_soon: Mapping[str, Collection[str]] | None = None) -> None:
+        import queue
+        import uuid
+
+        self.data_dir = data_dir
+        # The columns (by table) the caller reads back soon, e.g. to build the
+        # lane sets: they stay in the page cache, the others are dropped from
+        # it once written (ingest.derive.page_cache). None: all stay.
+        self.read_soon = read_soon
+        # Made on the first column written: a load that finds its trace
+        # already stored leaves nothing behind.
+        self.staging = data_dir / "frames" / f".staging-{uuid.uuid4().hex}"
+        self.written: set[str] = set()
+        self.error: OSError | None = None
+        self._stopped = False
+        self._queue: queue.Queue[tuple[str, dict[str, Any], int] | None] | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._queue = queue.Queue()
+            self._thread = threading.Thread(target=self._run, name="frame-writer", daemon=True)
+            self._thread.start()
+
+    def add(self, table: str, cols: dict[str, Any], n: int) -> None:
+        """Write the columns of ``table`` that frames keep (others are ignored).
+
+        In the background mode a failure shows in :attr:`error` and makes
+        :meth:`finish` return None; otherwise OSError is raised here.
+        """
+        if self._queue is not None:
+            self._queue.put((table, cols, n))
+        else:
+            self._write(table, cols, n)
+
+    def _write(self, table: str, cols: dict[str, Any], n: int) -> None:
+        self.staging.mkdir(parents=True, exist_ok=True)
+        keep = None if self.read_soon is None else self.read_soon.get(table, ())
+        for name in TABLE_COLUMNS[table]:
+            write_column(self.staging, table, name, cols[name], n,
+                         drop=keep is not None and name not in keep)
+        self.written.add(table)
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while (item := self._queue.get()) is not None:
+            if self.error is None and not self._stopped:
+                try:
+                    self._write(*item)
+                except OSError as e:
+                    self.error = e
+            del item
+
+    def _drain(self) -> None:
+        """Wait until every added table is written (background mode)."""
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def finish(self, trace_id: int, sha256: str, first_ts: int, last_ts: int,
+               kinds: dict[int, Kind]) -> Path | None:
+        """Complete the set for trace ``trace_id``; returns its directory."""
+        import shutil
+
+        self._drain()
+        if self.error is not None:
+            self.abort()
+            return None
+        final = frame_dir(self.data_dir, trace_id, sha256)
+        try:
+            self.staging.mkdir(parents=True, exist_ok=True)
+            for table, names in TABLE_COLUMNS.items():
+                if table not in self.written:
+                    for name in names:
+                        write_column(self.staging, table, name, np.zeros(0, np.int64), 0)
+            _write_facts(self.staging, {
+                "trace_id": trace_id, "first_ts": first_ts, "last_ts": last_ts,
+                "sha256": sha256,
+                "kinds": {str(k): [v.resource, v.from_state, v.to_state, v.reason]
+                          for k, v in kinds.items()}})
+            if not _complete(final):
+                # Never a complete set: another process (the loader, another
+                # worker) may be reading it and saving derived values into it.
+                # The same trace's frames are the same whoever wrote them.
+                if final.exists():  # torn (a crash while it was removed)
+                    shutil.rmtree(final, ignore_errors=True)
+                try:
+                    os.replace(self.staging, final)
+                except OSError:
+                    if not _complete(final):
+                        raise
+            if self.staging.exists():  # another writer's set was there first
+                shutil.rmtree(self.staging, ignore_errors=True)
+            for older in final.parent.glob(f"{trace_id}-{sha256[:16]}-v*"):
+                if older != final:  # another layout's copy of the same trace
+                    shutil.rmtree(older, ignore_errors=True)
+        except OSError:
+            # Only a cache (a full disk, say): the views rebuild it.
+            self.abort()
+            return None
+        return final
+
+    def add_derived(self, key: str, value: Any) -> bool:
+        """Store a derived value (ingest.derive.cache) with the frames being
+        written, as ``cached(frames, key, ...)`` would persist it; it moves
+        with them at :meth:`finish`. False when it could not be written (it
+        is only a cache: built again when first needed)."""
+        from ingest.derive.cache import DERIVED_VERSION, save_value
+
+        if self.error is not None or self._stopped:
+            return False
+        d = self.staging / f"derived-v{DERIVED_VERSION}"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            save_value(d / key, value)
+        except OSError:
+            return False
+        return True
+
+    def abort(self) -> None:
+        import shutil
+
+        self._stopped = True  # what is still queued is not written
+        self._drain()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _complete(d: Path) -> bool:
+    """Whether ``d`` holds a whole frame set (every column and the facts)."""
+    return read_frames(d) is not None
+
+
+def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]) -> Path:
+    """Write one trace's tables (already in memory) as a complete frame set."""
+    import shutil
+
+    w = FrameWriter(data_dir)
+    try:
+        for name, table in tables.items():
+            w.add(name, table.columns, len(table))
+        kinds = {int(k): Kind(*v) for k, v in facts["kinds"].items()}
+        d = w.finish(int(facts["trace_id"]), str(facts["sha256"]), int(facts["first_ts"]),
+                     int(facts["last_ts"]), kinds)
+    finally:
+        if w.staging.exists():
+            shutil.rmtree(w.staging, ignore_errors=True)
+    if d is None:
+        raise OSError(f"cannot write frames under {data_dir / 'frames'}")
+    return d

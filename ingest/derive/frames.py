@@ -1,0 +1,341 @@
+"""Columnar, memory-mapped copies of a trace's big tables, for the views.
+
+The database is the source of truth and answers point and range queries, but
+the views (timeline level of detail, goroutines by state over time, latency
+histograms, time breakdowns) reduce millions of intervals at a time, which is
+numpy's job, not SQL's. :class:`FrameStore` keeps, per trace, a copy
+of its ``intervals``, ``proc_runs`` and ``syscalls`` rows in the
+database's own order (each goroutine's and proc's rows contiguous and in time
+order) under ``DATA_DIR/frames/``, one ``.npy`` file per column; files are
+memory-mapped, so several server processes share one copy in the page cache.
+The loader writes them while it loads (:class:`ingest.derive.frame_writer.FrameWriter`).
+
+The files are a cache: built from the database on first use (any database,
+PostgreSQL included, so a team's servers each build their own), rebuilt when
+missing or made by an older layout, and removed with the trace.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Boolean, Connection, Engine, select
+
+from ingest.store import models
+
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+
+#: Bumped whenever the file layout changes; older files are rebuilt.
+LAYOUT_VERSION = "3"
+_FETCH = 200_000
+
+#: Columns copied per table (booleans as 0/1, NULL as -1).
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "intervals": ("rid", "start_ts", "end_ts", "kind", "m", "p", "g", "stack_id", "seq"),
+    "proc_runs": ("p", "start_ts", "end_ts", "g", "m", "seq"),
+    "syscalls": ("goid", "start_ts", "end_ts", "duration_ns", "m", "p", "start_known",
+                 "p_lost", "stolen_ts", "stolen_by_m", "stack_id", "seq"),
+}
+
+
+class TraceNotFound(LookupError):
+    """No trace with that id."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a transition code in ``intervals.kind`` means."""
+
+    resource: str
+    from_state: str
+    to_state: str
+    reason: str
+
+
+@dataclass
+class Table:
+    """One table's columns as integer numpy arrays of equal length: times
+    int64, ids and flags narrower (:func:`ingest.derive.frame_writer.column_dtype`)."""
+
+    columns: dict[str, Arr]
+
+    def __getitem__(self, name: str) -> Arr:
+        return self.columns[name]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+
+@dataclass
+class Lanes:
+    """Contiguous groups of rows: lane ``ids[i]`` owns rows ``off[i]:off[i+1]``."""
+
+    ids: I64
+    off: I64
+
+    def rows(self, lane_id: int) -> slice:
+        i = int(np.searchsorted(self.ids, lane_id))
+        if i >= len(self.ids) or self.ids[i] != lane_id:
+            return slice(0, 0)
+        return slice(int(self.off[i]), int(self.off[i + 1]))
+
+
+@dataclass
+class TraceFrames:
+    """One trace's intervals, proc runs and syscalls as arrays.
+
+    ``intervals`` rows are ordered by resource (goroutines, then procs), id,
+    then time; ``state`` and ``resource`` give each row's state code
+    (models.STATE_CODE) and resource code (models.RESOURCE_CODE) and
+    ``goroutines``/``procs`` the row ranges of each lane.
+    """
+
+    trace_id: int
+    first_ts: int
+    last_ts: int
+    kinds: dict[int, Kind]
+    intervals: Table
+    proc_runs: Table
+    syscalls: Table
+    #: The frame directory (None: frames built in memory only); derived values
+    #: are cached under it (ingest.derive.cache).
+    directory: Path | None = None
+    state: npt.NDArray[np.int8] = field(init=False)
+    resource: npt.NDArray[np.int8] = field(init=False)
+    goroutines: Lanes = field(init=False)
+    procs: Lanes = field(init=False)
+
+    def __post_init__(self) -> None:
+        top = max(self.kinds, default=0) + 1
+        state_of = np.zeros(top, dtype=np.int8)
+        res_of = np.zeros(top, dtype=np.int8)
+        for code, k in self.kinds.items():
+            state_of[code] = models.STATE_CODE.get(k.to_state, 0)
+            res_of[code] = models.RESOURCE_CODE.get(k.resource, 0)
+        kind = self.intervals["kind"]
+        self.state = state_of[kind] if len(kind) else np.zeros(0, np.int8)
+        self.resource = res_of[kind] if len(kind) else np.zeros(0, np.int8)
+        release_pages(kind)  # read whole once; a few rows at a time after
+        n_g = int(np.count_nonzero(self.resource == models.GOROUTINE))
+        if n_g and int(self.resource[:n_g].max()) != models.GOROUTINE:
+            # Databases loaded before goroutine rows were stored ahead of proc rows.
+            raise ValueError(f"trace {self.trace_id} was stored by an older gmpscope "
+                             "(interleaved interval order): delete and ingest it again")
+        rid = self.intervals["rid"]
+        self.goroutines = _lanes(rid[:n_g], 0)
+        self.procs = _lanes(rid[n_g:], n_g)
+
+    def reason_codes(self) -> dict[int, str]:
+        """Kind code -> reason, for splitting states by reason."""
+        return {code: k.reason for code, k in self.kinds.items()}
+
+
+def _lanes(rid: Arr, base: int) -> Lanes:
+    if not len(rid):
+        return Lanes(np.zeros(0, np.int64), np.zeros(1, np.int64))
+    starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
+    off = np.r_[starts, len(rid)].astype(np.int64) + base
+    return Lanes(rid[starts].astype(np.int64), off)
+
+
+# --------------------------------------------------------------------------
+# building from the database
+
+
+def _read_block(conn: Connection, table: Any, cols: tuple[str, ...], lo: int,
+                hi: int) -> dict[str, I64]:
+    """Rows lo..hi (ids) of ``table`` as int64 columns, in id order.
+
+    Straight through the DB-API cursor: SQLAlchemy's row objects would cost
+    more than the query (NULL becomes -1, booleans 0/1).
+    """
+    n = hi - lo + 1
+    out = np.empty((n, len(cols)), dtype=np.int64)
+    exprs = ", ".join(f"COALESCE(CAST({c} AS BIGINT), -1)" if table.c[c].nullable
+                      or isinstance(table.c[c].type, Boolean) else c for c in cols)
+    sql = f"SELECT {exprs} FROM {table.name} WHERE id BETWEEN {int(lo)} AND {int(hi)} ORDER BY id"
+    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql)
+        k = 0
+        while True:
+            part = cur.fetchmany(_FETCH)
+            if not part:
+                break
+            out[k:k + len(part)] = np.array(part, dtype=np.int64).reshape(len(part), len(cols))
+            k += len(part)
+    finally:
+        cur.close()
+    if k != n:
+        raise ValueError(f"{table.name}: expected {n} rows in ids {lo}..{hi}, read {k}")
+    return {c: np.ascontiguousarray(out[:, i]) for i, c in enumerate(cols)}
+
+
+def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[str, Table]]:
+    """(trace facts, tables) read from the database; raises TraceNotFound."""
+    t = models.traces
+    rr = models.row_ranges
+    tc = models.transition_counts
+    with engine.connect() as conn:
+        row = conn.execute(select(t.c.first_ts, t.c.last_ts, t.c.sha256)
+                           .where(t.c.id == trace_id)).first()
+        if row is None:
+            raise TraceNotFound(trace_id)
+        kinds = {r.kind: Kind(r.resource, r.from_state, r.to_state, r.reason)
+                 for r in conn.execute(select(tc.c.kind, tc.c.resource, tc.c.from_state,
+                                              tc.c.to_state, tc.c.reason)
+                                       .where(tc.c.trace_id == trace_id))}
+        blocks = {r.table_name: (r.first_id, r.last_id) for r in conn.execute(
+            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
+            .where(rr.c.trace_id == trace_id))}
+        tables: dict[str, Table] = {}
+        for name, cols in TABLE_COLUMNS.items():
+            table = models.relation(name)
+            if name in blocks:
+                lo, hi = blocks[name]
+                tables[name] = Table(_read_block(conn, table, cols, lo, hi))
+            else:
+                tables[name] = Table({c: np.zeros(0, np.int64) for c in cols})
+    facts = {"trace_id": trace_id, "first_ts": int(row.first_ts or 0),
+             "last_ts": int(row.last_ts or 0), "sha256": row.sha256,
+             "kinds": {str(k): [v.resource, v.from_state, v.to_state, v.reason]
+                       for k, v in kinds.items()}}
+    return facts, tables
+
+
+# --------------------------------------------------------------------------
+# files: one .npy per column, so that a column can be written chunk by chunk
+# (the loader never holds a reordered copy of the trace) and read back
+# memory-mapped, zero-copy.
+
+
+def frame_dir(data_dir: Path, trace_id: int, sha256: str) -> Path:
+    """The directory of a trace's frames in the current layout."""
+    return data_dir / "frames" / f"{trace_id}-{sha256[:16]}-v{LAYOUT_VERSION}"
+
+
+def release_pages(col: Any) -> None:
+    """Take a memory-mapped frame column's pages out of this process's
+    memory: the page cache keeps them, and touching the column again maps
+    them again. For the lane sets' builds, which are done with a column long
+    before they are done (each mapped column otherwise counts in the
+    process's memory until its frames are dropped). No-op for arrays."""
+    import mmap
+
+    mapping = getattr(col, "_mmap", None)  # numpy.memmap's own mapping
+    if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            # Read-only shared file mapping: nothing is lost (docs: madvise(2)).
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
+
+
+def read_frames(d: Path) -> TraceFrames | None:
+    """The frames in directory ``d`` (memory-mapped), or None when incomplete."""
+    import json
+
+    try:
+        facts = json.loads((d / "facts.json").read_text())
+        tables: dict[str, Table] = {}
+        for name, cols in TABLE_COLUMNS.items():
+            arrays = {c: np.load(d / f"{name}.{c}.npy", mmap_mode="r") for c in cols}
+            if len({len(a) for a in arrays.values()}) > 1:
+                return None
+            tables[name] = Table(arrays)
+    except (OSError, ValueError, KeyError):
+        return None
+    kinds = {int(k): Kind(*v) for k, v in facts["kinds"].items()}
+    return TraceFrames(trace_id=int(facts["trace_id"]), first_ts=int(facts["first_ts"]),
+                       last_ts=int(facts["last_ts"]), kinds=kinds,
+                       intervals=tables["intervals"], proc_runs=tables["proc_runs"],
+                       syscalls=tables["syscalls"], directory=d)
+
+
+def remove_frames(data_dir: Path, trace_id: int) -> None:
+    """Delete every cached frame set of a trace."""
+    import shutil
+
+    root = data_dir / "frames"
+    if root.is_dir():
+        for d in root.glob(f"{trace_id}-*"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class FrameStore:
+    """Per-app cache of :class:`TraceFrames`, built on first use.
+
+    Kept on the Flask app (never module-global); thread-safe; holds at most
+    ``capacity`` traces open (they are memory-mapped, so this bounds address
+    space and file handles, not RAM).
+    """
+
+    def __init__(self, engine: Engine, data_dir: Path, capacity: int = 8) -> None:
+        self.engine = engine
+        self.data_dir = data_dir
+        self.capacity = capacity
+        self._open: OrderedDict[int, tuple[str, TraceFrames]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict[int, threading.Lock] = {}
+
+    def get(self, trace_id: int) -> TraceFrames:
+        """The frames of ``trace_id``; raises TraceNotFound.
+
+        Checked against the trace's hash on every call (one point lookup): a
+        deleted trace is gone at once, and an id that SQLite reuses after a
+        delete never shows the old trace's frames.
+        """
+        t = models.traces
+        with self.engine.connect() as conn:
+            sha = conn.execute(select(t.c.sha256).where(t.c.id == trace_id)).scalar()
+        if sha is None:
+            with self._lock:
+                self._open.pop(trace_id, None)
+            raise TraceNotFound(trace_id)
+        with self._lock:
+            hit = self._open.get(trace_id)
+            if hit is not None and hit[0] == sha:
+                self._open.move_to_end(trace_id)
+                return hit[1]
+            build_lock = self._building.setdefault(trace_id, threading.Lock())
+        with build_lock:
+            with self._lock:
+                hit = self._open.get(trace_id)
+            if hit is not None and hit[0] == sha:
+                return hit[1]
+            d = frame_dir(self.data_dir, trace_id, sha)
+            f = read_frames(d)
+            if f is None:
+                facts, tables = build_arrays(self.engine, trace_id)
+                from ingest.derive.frame_writer import write_frames  # it imports this module
+
+                write_frames(self.data_dir, facts, tables)
+                f = read_frames(d)
+                if f is None:  # pragma: no cover - we just wrote it
+                    raise OSError(f"cannot read back the frames written to {d}")
+            with self._lock:
+                self._open[trace_id] = (sha, f)
+                self._open.move_to_end(trace_id)
+                while len(self._open) > self.capacity:
+                    self._open.popitem(last=False)
+        return f
+
+    def forget(self, trace_id: int) -> None:
+        """Drop a trace from the cache and its files (after a delete)."""
+        with self._lock:
+            self._open.pop(trace_id, None)
+        remove_frames(self.data_dir, trace_id)
+
+
+def iter_lane_rows(lanes: Lanes) -> Iterator[tuple[int, slice]]:
+    """(lane id, rows) for every lane."""
+    for i, lane_id in enumerate(lanes.ids):
+        yield int(lane_id), slice(int(lanes.off[i]), int(lanes.off[i + 1]))

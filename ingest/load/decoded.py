@@ -1,0 +1,112 @@
+"""A decoded trace in memory, straight from the C decoder (no Parquet files).
+
+The loader (:mod:`ingest.load.pipeline`) takes a :class:`Decoded` apart table by
+table. Heavy imports (numpy, Arrow, the decoder) happen inside the functions,
+so that :mod:`ingest.load.decode_ahead` can start a decode before anything else
+is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingest.load.row_group_handoff import RowGroupHandOff
+
+if TYPE_CHECKING:
+    from ingest.columns import Transitions
+
+
+class Decoded:
+    """A decoded trace in memory: meta.json's content, the transitions as
+    compact columns and the other tables as Arrow tables.
+
+    :meth:`take` hands them over and forgets them, so that the loader alone
+    holds them and can drop each as soon as it is done with it.
+    """
+
+    def __init__(self, meta: dict[str, Any], tr: Transitions, events: Any, tstacks: Any,
+                 stacks: Any) -> None:
+        self._parts: tuple[dict[str, Any], Transitions, Any, Any, Any] | None = (
+            meta, tr, events, tstacks, stacks)
+
+    def take(self) -> tuple[dict[str, Any], Transitions, Any, Any, Any]:
+        """(meta, transitions, events, transition_stacks, stacks), once."""
+        if self._parts is None:
+            raise RuntimeError("a decoded trace is loaded once")
+        parts, self._parts = self._parts, None
+        return parts
+
+
+def decode_file_in_memory(path: Path) -> Decoded | None:
+    """Decode a Go 1.22+ trace with the C decoder straight into memory (no
+    Parquet written and read back); None when that decoder does not apply.
+    Raises TraceFormatError for a file that is not a trace."""
+    content = [path.read_bytes()]
+    return decode_bytes(path, content, hashlib.sha256(content[0]).hexdigest())
+
+
+def decode_bytes(path: Path, content: list[bytes], sha256: str,
+                 cancelled: Callable[[], bool] = lambda: False,
+                 handoff: RowGroupHandOff | None = None) -> Decoded | None:
+    """:func:`decode_file_in_memory` of the file's content, the one item of
+    ``content`` (whose hash is ``sha256``), which it takes out: the raw bytes
+    are freed as soon as they are decoded, before the columns are joined.
+    Stops with DecodeCancelled between row groups once ``cancelled()`` is true.
+    With ``handoff``, the row groups are copied into the transitions' columns
+    through it (by a thread that helps, or by this one); it is closed when
+    this returns or raises."""
+    from collectors.gotrace import columnar
+    from collectors.gotrace.errors import TraceFormatError
+    from collectors.gotrace.reader import read_header
+
+    data = content.pop()
+    if not data:
+        raise TraceFormatError(-1, "empty file, not a Go trace")
+    _, family = read_header(data)
+    if family != "v2" or not columnar.available():
+        return None
+    from ingest.load.transitions_builder import TransitionsBuilder
+
+    # Room for a transition every two bytes of trace: more than a trace
+    # holds (the benchmark's: one every five); the columns' untouched room
+    # takes no memory, and a trace denser than that goes on as parts.
+    builder = TransitionsBuilder(capacity=len(data) // 2)
+    if handoff is None:
+        handoff = RowGroupHandOff()
+    handoff.bind(builder.add)
+
+    def add(table: Any) -> None:
+        if cancelled():
+            raise DecodeCancelled(str(path))
+        handoff.put(table)
+
+    source = {"name": path.name, "size": len(data), "sha256": sha256}
+    try:
+        meta, tables = columnar.decode_in_memory(data, add, source=source)
+        del data
+        handoff.finish()
+    finally:
+        handoff.close()
+    return Decoded(meta, builder.finish(int(meta["transitions"])), tables["events"],
+                   tables["transition_stacks"], tables["stacks"])
+
+
+def import_decoder() -> None:
+    """Import what :func:`decode_bytes` needs (numpy, Arrow and its compute
+    functions, which a decode would import on first use, the decoder, the
+    transitions' builder): SQLAlchemy is not among them."""
+    import pyarrow.compute  # type: ignore[import-untyped]  # noqa: F401
+
+    import collectors.gotrace.columnar  # noqa: F401
+    import collectors.gotrace.reader  # noqa: F401
+    import ingest.load.transitions_builder  # noqa: F401
+    from ingest.extensions import optional_extension
+
+    optional_extension("ingest.load._columnappend")  # the builder's row-group copy
+
+
+class DecodeCancelled(Exception):
+    """A decode ahead was stopped because its result is not needed."""

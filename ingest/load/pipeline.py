@@ -1,0 +1,534 @@
+"""Load decoded traces into the database: the one door every trace enters by.
+
+:func:`ingest_trace_file` decodes a raw trace into a temporary Parquet
+directory (the same code as ``gmpscope decode``) and loads that directory with
+:func:`load_parquet_dir`. Each trace is written in one transaction: a failure
+or a kill part-way leaves no trace of it. Everything is read and derived
+before the write transaction starts, so the write lock is held only while
+rows are inserted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy.exc import IntegrityError
+
+from ingest.columns import (
+    ParquetDirError,
+    Seq,
+    read_meta,
+    read_table,
+    read_transitions,
+)
+from ingest.config import Settings
+from ingest.derive.frame_writer import FrameWriter
+from ingest.derive.frames import TABLE_COLUMNS as FRAME_TABLES
+from ingest.derive.frames import Kind
+from ingest.derive.lanesets import GOROUTINE_TABLE_STEP, LANE_FRAME_COLUMNS, RANGES_STEP
+from ingest.load.decoded import Decoded, decode_file_in_memory
+from ingest.load.insert_worker import InsertWorker
+from ingest.load.tables import derived_tables, next_id, nrows, store_table
+from ingest.load.writeback import Writeback, sqlite_files
+from ingest.memory import give_back_free_memory
+from ingest.store import models
+from ingest.store.db import checkpoint_meanwhile, is_sqlite, write_tx
+from ingest.timings import Timings
+
+if TYPE_CHECKING:
+    from ingest.load.decode_ahead import DecodeAhead
+
+log = logging.getLogger(__name__)
+
+#: progress(stage, done, total): called as work advances (rows for "load").
+Progress = Callable[[str, int, int], None]
+
+#: Arbitrary key of the PostgreSQL advisory lock that serialises loads.
+_PG_LOAD_LOCK = 0x676D7074
+
+
+class IngestError(Exception):
+    """The input cannot be ingested; the message says why in one line."""
+
+
+class BadTraceError(IngestError):
+    """The file is not a readable Go execution trace."""
+
+
+class BadParquetError(IngestError):
+    """The directory is not a decoded trace (docs/schema.md)."""
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What the API answers: the trace's id and a few facts; ``created`` is
+    False when the same content was already there."""
+
+    id: int
+    sha256: str
+    go_version: str
+    events: int
+    goroutines: int
+    created: bool
+    #: Seconds per phase of this load (ingest.timings); empty when it found
+    #: the trace already stored.
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "sha256": self.sha256, "go_version": self.go_version,
+                "events": self.events, "goroutines": self.goroutines}
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def find_by_sha(engine: Engine | Connection, sha256: str) -> IngestResult | None:
+    """The stored trace with this content hash, if any."""
+    t = models.traces
+    stmt = select(t.c.id, t.c.go_version, t.c.events, t.c.goroutines).where(
+        t.c.sha256 == sha256)
+    if isinstance(engine, Connection):
+        row = engine.execute(stmt).first()
+    else:
+        with engine.connect() as conn:
+            row = conn.execute(stmt).first()
+    if row is None:
+        return None
+    return IngestResult(id=row.id, sha256=sha256, go_version=row.go_version,
+                        events=row.events, goroutines=row.goroutines, created=False)
+
+
+def raw_path(data_dir: Path, sha256: str) -> Path:
+    """Where the raw trace with this hash is kept."""
+    return data_dir / "traces" / f"{sha256}.trace"
+
+
+def remove_orphan_raw_files(engine: Engine, data_dir: Path, min_age_s: float = 3600.0) -> int:
+    """Delete kept raw traces that no stored trace owns: a load killed after
+    the raw copy was kept and before its commit leaves one. Only files older
+    than ``min_age_s`` (another server may be loading one right now). Returns
+    how many went."""
+    root = data_dir / "traces"
+    if not root.is_dir():
+        return 0
+    with engine.connect() as conn:
+        owned = {str(s) for s in conn.execute(select(models.traces.c.sha256)).scalars()}
+    cutoff = time.time() - min_age_s
+    removed = 0
+    for f in root.glob("*.trace"):
+        try:
+            if f.stem not in owned and f.stat().st_mtime < cutoff:
+                f.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
+                      data_dir: Path | None = None, sha256: str | None = None,
+                      progress: Progress | None = None,
+                      ahead: DecodeAhead | None = None) -> IngestResult:
+    """Decode and load a raw trace file; keep a copy named by its sha256.
+
+    ``data_dir`` defaults to the configured one ($GMPSCOPE_DATA). Raises
+    BadTraceError for a file that is not a trace (the database is untouched).
+    ``ahead``: this file's decode, started earlier (the CLI starts it before
+    it opens the database).
+    """
+    from collectors.gotrace.errors import TraceFormatError
+    from collectors.gotrace.todir import decode_file_to_dir
+
+    path = Path(path)
+    ddir = data_dir if data_dir is not None else Settings.from_env().data_dir
+    if ahead is not None and ahead.path != path:
+        ahead.cancel()
+        ahead = None
+    if not path.is_file():
+        raise BadTraceError(f"{path}: no such file")
+    sha = (ahead.sha256() if ahead is not None else None) or sha256 or file_sha256(path)
+    found = find_by_sha(engine, sha)
+    if found is not None:
+        if ahead is not None:
+            ahead.cancel()
+        return found
+    tmp_root = ddir / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ingest-", dir=tmp_root))
+    timings = Timings()
+    try:
+        if progress:
+            progress("decode", 0, 1)
+        try:
+            if ahead is not None:
+                # Only the wait counts here; the decode itself ran meanwhile.
+                with timings.phase("decode wait"):
+                    decoded = ahead.result()
+                timings.add("decode", ahead.seconds)
+            else:
+                with timings.phase("decode"):
+                    decoded = decode_file_in_memory(path)
+            if decoded is None:
+                with timings.phase("decode"):
+                    decode_file_to_dir(path, work / "parquet")
+        except TraceFormatError as e:
+            raise BadTraceError(f"{name or path.name}: not a readable Go trace: {e}") from None
+        except ParquetDirError as e:
+            raise BadParquetError(f"{name or path.name}: inconsistent decoder output: {e}") \
+                from None
+        if progress:
+            progress("decode", 1, 1)
+        give_back_free_memory()  # the decoder's buffers, before the load's peak
+        keep = raw_path(ddir, sha)
+        made_copy = False
+        if not keep.exists():
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            part = work / "raw.part"
+            _link_or_copy(path, part, ddir)
+            os.replace(part, keep)
+            made_copy = True
+        try:
+            if decoded is not None:
+                return _store_decoded(engine, decoded, sha=sha, name=name or path.name,
+                                      source="trace", size_bytes=path.stat().st_size,
+                                      progress=progress, data_dir=ddir, timings=timings,
+                                      where=str(path))
+            return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
+                                    source="trace", size_bytes=path.stat().st_size,
+                                    progress=progress, data_dir=ddir, timings=timings)
+        except BaseException:
+            if made_copy and find_by_sha(engine, sha) is None:
+                keep.unlink(missing_ok=True)
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _link_or_copy(src: Path, dest: Path, data_dir: Path) -> None:
+    """Keep ``src`` as ``dest``: a hard link for our own spools (an uploaded
+    1 GB trace is not copied again), a copy for anybody else's file (which its
+    owner may change later)."""
+    try:
+        ours = src.resolve().is_relative_to(data_dir.resolve())
+    except OSError:
+        ours = False
+    if ours:
+        try:
+            os.link(src, dest)
+            return
+        except OSError:
+            pass  # another file system, or no hard links there
+    shutil.copyfile(src, dest)
+
+
+def dir_sha256(directory: Path, meta: dict[str, Any]) -> str:
+    """The raw trace's sha256 from meta.json (so a trace and its decoded
+    directory are the same trace), else a hash of the directory's files."""
+    src = meta.get("source") or {}
+    sha = src.get("sha256") if isinstance(src, dict) else None
+    if isinstance(sha, str) and len(sha) == 64:
+        return sha
+    h = hashlib.sha256()
+    for f in sorted(columns_files(directory)):
+        h.update(f.name.encode() + b"\0")
+        h.update(file_sha256(f).encode())
+    return h.hexdigest()
+
+
+def columns_files(directory: Path) -> list[Path]:
+    from ingest.columns import FILES
+
+    return [directory / f for f in FILES]
+
+
+def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *,
+                     sha256: str | None = None, source: str = "parquet",
+                     size_bytes: int | None = None,
+                     progress: Progress | None = None,
+                     data_dir: Path | None = None,
+                     timings: Timings | None = None) -> IngestResult:
+    """Load a decoded trace directory (docs/schema.md) in one transaction.
+
+    With ``data_dir``, the views' frame cache (:mod:`ingest.derive.frames`) is
+    written on the way, so the first page view needs no rebuild.
+
+    The same content again returns the existing trace (``created=False``).
+    Raises BadParquetError for a directory that breaks the contract, leaving
+    the database as it was.
+    """
+    started = time.perf_counter()
+    timings = timings if timings is not None else Timings()
+    directory = Path(directory)
+    try:
+        meta = read_meta(directory)
+        sha = sha256 or dir_sha256(directory, meta)
+        found = find_by_sha(engine, sha)
+        if found is not None:
+            return found
+        with timings.phase("read"):
+            tr = read_transitions(directory, expected_rows=int(meta["transitions"]))
+            events = read_table(directory, "events")
+            tstacks = read_table(directory, "transition_stacks")
+            stacks = read_table(directory, "stacks")
+    except ParquetDirError as e:
+        raise BadParquetError(str(e)) from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadParquetError(f"{directory}: malformed decoded trace: {e}") from None
+    src = meta.get("source") or {}
+    default_name = (src.get("name") if isinstance(src, dict) else None) or directory.name
+    decoded = Decoded(meta, tr, events, tstacks, stacks)
+    del tr, events, tstacks, stacks  # the loader drops them as it goes
+    return _store_decoded(engine, decoded, sha=sha, name=name or default_name,
+                          source=source, size_bytes=size_bytes, progress=progress,
+                          data_dir=data_dir, timings=timings, where=str(directory),
+                          started=started)
+
+
+def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, source: str,
+          size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
+          timings: Timings, where: str, started: float | None = None) -> IngestResult:
+    """Store a decoded trace in one transaction (see load_parquet_dir);
+    ``where`` names the input in error messages."""
+    started = time.perf_counter() if started is None else started
+    meta, tr, events, tstacks, stacks = decoded.take()
+    if len(tr):
+        # The trace's end: the last event (meta.json), never before a transition.
+        meta["last_ts"] = max(int(meta["last_ts"]), int(tr.ts.max()))
+    trace_row = _trace_row(meta, sha, name, source, size_bytes)
+    # Derived tables are computed one at a time inside the transaction and
+    # dropped once written, so memory holds one of them at a time.
+    try:
+        tables = derived_tables(tr, meta, events, tstacks, stacks, timings)
+    except (KeyError, IndexError, ValueError) as e:
+        raise BadParquetError(f"{where}: inconsistent decoded trace: {e}") from None
+    del events, tstacks, stacks
+    total = len(tr) * 2
+    done = [0]
+
+    def advance(k: int) -> None:
+        done[0] = min(total, done[0] + k)
+        if progress:
+            progress("load", done[0], total)
+
+    counts: dict[str, int] = {}
+    frames = FrameWriter(data_dir, background=True, read_soon=LANE_FRAME_COLUMNS) \
+        if data_dir is not None else None
+    kinds: dict[int, Kind] = {}
+    goroutine_cols: dict[str, Any] = {}
+    early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit
+    writeback = Writeback(sqlite_files(engine.url.database) if is_sqlite(engine) else [])
+
+    def abandon() -> None:
+        """The load failed: its staged frames go, its write-back stops."""
+        if frames is not None:
+            frames.abort()
+        writeback.stop()
+
+    try:
+        with write_tx(engine, bulk=True) as conn:
+            if conn.dialect.name == "postgresql":
+                # One loader at a time, as SQLite's write lock gives: row ids
+                # are allocated as blocks after the current maximum.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOAD_LOCK})
+            found = find_by_sha(conn, sha)
+            if found is not None:
+                return found
+            trace_id = conn.execute(models.traces.insert().values(**trace_row)
+                                    .returning(models.traces.c.id)).scalar_one()
+            tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
+            # Each table is stored by the worker thread while the next one
+            # is derived here; the connection is the worker's until close().
+            with InsertWorker() as worker:
+                for table_name, cols in timings.each("derive", tables):
+                    counts[table_name] = n = nrows(cols)
+                    if not n:
+                        continue
+                    first = tables.bases.get(table_name)
+                    if first is not None:
+                        cols = {"id": Seq(first), **cols}
+                    if table_name == "goroutines":
+                        goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
+                    if table_name == "transition_counts":
+                        kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
+                            cols["kind"], cols["resource"], cols["from_state"],
+                            cols["to_state"], cols["reason"], strict=True)}
+                    if frames is not None and table_name == "ranges" and \
+                            _stage_range_lanes(frames, cols, trace_row):
+                        early.add(RANGES_STEP)
+                    if frames is not None and table_name in FRAME_TABLES:
+                        try:
+                            frames.add(table_name, cols, n)
+                        except OSError:
+                            # Only a cache: the views rebuild it from the database.
+                            frames.abort()
+                            frames = None
+                    with timings.phase("worker wait"):  # the worker still busy
+                        worker.submit(partial(timings.timed, f"insert {table_name}",
+                                              store_table, conn, trace_id, table_name, cols,
+                                              n, first, tables.bases["intervals"], advance))
+                    del cols
+                    give_back_free_memory()  # the derivation's temporaries
+                # The intervals are stored (the worker has taken the syscalls):
+                # the log's write-back starts, for the checkpoint (ingest.load.writeback).
+                writeback.start()
+                if frames is not None and goroutine_cols:
+                    # While the worker stores the intervals: the timeline's
+                    # goroutine table, from the columns at hand (not the database).
+                    with timings.phase("goroutine table"):
+                        try:
+                            if _stage_goroutine_table(frames, goroutine_cols,
+                                                      tables.ordered,
+                                                      tables.bases["intervals"]):
+                                early.add(GOROUTINE_TABLE_STEP)
+                        except Exception:  # noqa: BLE001 - a cache never fails a load
+                            log.exception("goroutine table not staged; built after the commit")
+                del goroutine_cols
+                with timings.phase("worker wait"):
+                    worker.close()
+            conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
+                goroutines=counts["goroutines"], procs=counts["procs"],
+                threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
+            commit_started = time.perf_counter()
+        timings.add("commit", time.perf_counter() - commit_started)
+    except (KeyError, IndexError, ValueError) as e:
+        # Raised while deriving a table (the transaction is rolled back):
+        # columns that do not fit together.
+        abandon()
+        raise BadParquetError(f"{where}: inconsistent decoded trace: {e!r}") from None
+    except IntegrityError:
+        # Another writer stored the same content first (PostgreSQL: no
+        # up-front write lock); answer with its trace.
+        abandon()
+        found = find_by_sha(engine, sha)
+        if found is None:
+            raise
+        return found
+    except BaseException:
+        abandon()
+        raise
+    try:
+        with timings.phase("after commit"), checkpoint_meanwhile(engine):
+            if frames is not None:
+                with timings.phase("frames"):  # what is left to write after the commit
+                    frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                              int(trace_row["last_ts"] or 0), kinds)
+                if frame_dir is not None:
+                    del tr, tables  # the loader's arrays go before the views' are built
+                    with timings.phase("lanes"):
+                        _precompute_views(engine, frame_dir, skip=early)
+    finally:
+        writeback.stop()
+    if progress:
+        progress("load", total, total)
+    timings.add("load", time.perf_counter() - started)
+    return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],
+                        events=int(meta["events"]), goroutines=counts["goroutines"],
+                        created=True, timings=timings.as_dict())
+
+
+#: Columns of the goroutines table the timeline's goroutine table is made of.
+_GOROUTINE_TABLE_COLUMNS = ("goid", "start_function", "first_interval", "last_interval",
+                            "first_ts", "last_ts", "final_state")
+
+
+def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: Any,
+                           interval_base: int) -> bool:
+    """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
+    goroutines' derived columns, stored with the frames being written."""
+    import numpy as np
+
+    from ingest.derive.lanesets import goroutines_of
+
+    goids = np.asarray(cols["goid"], np.int64)
+    lo = np.asarray(cols["first_interval"], np.int64) - interval_base
+    last = np.asarray(cols["last_interval"], np.int64) - interval_base
+    gone = np.asarray(cols["final_state"]) == "NotExist"
+    alive_hi = np.where(gone, np.asarray(cols["last_ts"], np.int64), ordered.ends_of(last))
+    table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
+                          np.asarray(cols["first_ts"], np.int64), alive_hi)
+    return frames.add_derived("goroutines", table)
+
+
+def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
+                       trace_row: dict[str, Any]) -> bool:
+    """The timeline's range lanes (timeline_lanes.range_lanes) from the
+    ranges' columns at hand, stored with the frames being written; False when
+    they were not (only a cache: built after the commit then)."""
+    from ingest.derive.lanesets import ranges_of
+
+    try:
+        value = ranges_of(cols["id"], cols["kind"], cols["start_ts"], cols["end_ts"],
+                          cols["g"], int(trace_row["first_ts"] or 0),
+                          int(trace_row["last_ts"] or 0))
+    except Exception:  # noqa: BLE001 - a cache never fails a load
+        log.exception("range lanes not staged; built after the commit")
+        return False
+    return frames.add_derived("ranges", value)
+
+
+def _precompute_views(engine: Engine, frame_dir: Path,
+                      skip: Collection[int] = ()) -> None:
+    """Build the timeline's lane sets of a trace just stored (a cache: when
+    this fails the first view builds them); ``skip``: the indexes in
+    precompute_steps of those already built."""
+    from ingest.derive.frames import read_frames
+    from ingest.derive.lanesets import precompute_steps
+
+    # Each lane set from freshly mapped frames, dropped after: the columns a
+    # step reads stay mapped (and counted in the process's memory) only
+    # while it runs.
+    for i, step in enumerate(precompute_steps(engine)):
+        if i in skip:
+            continue
+        give_back_free_memory()
+        frames = read_frames(frame_dir)
+        if frames is None:
+            return
+        try:
+            step(frames)
+        except OSError:
+            return
+        del frames
+
+
+def _trace_row(meta: dict[str, Any], sha: str, name: str, source: str,
+               size_bytes: int | None) -> dict[str, Any]:
+    src = meta.get("source") or {}
+    size = size_bytes if size_bytes is not None else (src.get("size") if src else None)
+    loss = meta["loss"]
+    wall = meta.get("wall_clock")
+    return {
+        "sha256": sha, "name": name, "source": source, "size_bytes": size,
+        "go_version": meta["go_version"], "family": meta["family"],
+        "ticks_per_sec": meta.get("ticks_per_sec"), "generations": meta.get("generations"),
+        "first_ts": meta["first_ts"], "last_ts": meta["last_ts"],
+        "wall_start_ns": (wall["wall_ns"] - (wall["trace_ns"] - meta["first_ts"])
+                          if wall else None),
+        "events": meta["events"], "transitions": meta["transitions"],
+        "goroutines": 0, "procs": 0, "threads": 0,  # set once derived
+        "stacks": meta.get("stacks", 0),
+        "event_counts": json.dumps(meta.get("event_counts", {}), sort_keys=True),
+        "status": "damaged" if loss.get("error") else "complete",
+        "bytes_lost": loss.get("bytes_lost", 0),
+        "generations_lost": loss.get("generations_lost", 0),
+        "loss_offset": loss.get("offset", -1), "loss_error": loss.get("error", ""),
+        "created_at": datetime.now(UTC),
+    }

@@ -1,0 +1,686 @@
+"""The SQL schema of the ingest database (SQLAlchemy Core tables).
+
+Every table but ``traces`` has a ``trace_id`` referencing ``traces.id``:
+on SQLite a foreign key with ``ON DELETE CASCADE``; on PostgreSQL no foreign
+key (its per-row check slowed loads fourfold) but a trigger on ``traces``
+(``PG_DELETE_ROWS``) that deletes a trace's rows with it.
+
+The large tables (``intervals``, ``proc_run_index``, ``syscall_outcomes``)
+have no secondary index: maintaining one costs as much as inserting the row.
+Each trace's rows get a block of consecutive ids instead (``row_ranges``), the
+rows of one goroutine or proc are contiguous and in time order within it, and
+``goroutines``/``procs`` record their id ranges; queries bisect those ranges.
+
+A proc run and a syscall are each one goroutine interval, so they are not
+stored twice: ``proc_run_index`` and ``syscall_outcomes`` keep the interval's
+id (and, for a syscall, what happened to its P), and the views ``proc_runs``
+and ``syscalls`` show the full rows, with the same ids.
+
+``intervals`` has one row per decoded state transition (goroutine or proc):
+the state entered and how long it lasted. The decoded transitions are exactly
+these rows read the other way, so ``transitions`` is a view over it rather than
+a second copy of millions of rows. Its ``kind`` names the transition
+(resource, from and to state, reason) by a code into the trace's
+``transition_counts``; the views ``transitions``, ``interval_view`` and
+``thread_intervals`` show the names. docs/schema.md
+documents all of it for users writing SQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+
+from ingest import codes
+
+metadata = MetaData()
+
+# The states' and resources' codes (ingest/codes.py), where the models' users look.
+STATE_NAMES = codes.STATE_NAMES
+STATE_CODE = codes.STATE_CODE
+RUNNING = codes.RUNNING
+SYSCALL = codes.SYSCALL
+RESOURCE_NAMES = codes.RESOURCE_NAMES
+RESOURCE_CODE = codes.RESOURCE_CODE
+GOROUTINE = codes.GOROUTINE
+PROC = codes.PROC
+
+
+def _trace_key() -> Column[int]:
+    # trace_id leading the table's primary key; its foreign key is _traces_fk().
+    return Column("trace_id", Integer, primary_key=True)
+
+
+def _traces_fk() -> ForeignKeyConstraint:
+    # A trace's rows reference traces by a foreign key on SQLite only. On
+    # PostgreSQL its per-row check (a key-share lock of the traces row)
+    # tripled the load's COPY (2 M interval rows: 23.4 -> 6.6 s without it);
+    # there the trigger of PG_DELETE_ROWS removes a deleted trace's rows, as
+    # the cascade does on SQLite (whose loads do not check foreign keys).
+    return ForeignKeyConstraint(["trace_id"], ["traces.id"],
+                                ondelete="CASCADE").ddl_if(dialect="sqlite")
+
+
+traces = Table(
+    "traces",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("sha256", String(64), nullable=False, unique=True),
+    Column("name", Text, nullable=False),
+    Column("source", String(16), nullable=False),  # "trace" (raw file) or "parquet"
+    Column("size_bytes", BigInteger),
+    Column("go_version", String(16), nullable=False),
+    Column("family", String(4), nullable=False),
+    Column("ticks_per_sec", BigInteger),
+    Column("generations", Integer),
+    Column("first_ts", BigInteger),
+    Column("last_ts", BigInteger),
+    Column("wall_start_ns", BigInteger),  # wall clock (ns since epoch) at first_ts, if known
+    Column("events", BigInteger, nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("goroutines", Integer, nullable=False),
+    Column("procs", Integer, nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("stacks", Integer, nullable=False),
+    Column("event_counts", Text, nullable=False),  # JSON object kind -> count
+    Column("status", String(16), nullable=False),  # "complete" or "damaged"
+    Column("bytes_lost", BigInteger, nullable=False),
+    Column("generations_lost", Integer, nullable=False),
+    Column("loss_offset", BigInteger, nullable=False),
+    Column("loss_error", Text, nullable=False),
+    Column("ingest_seconds", Float),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+def _row_id() -> Column[int]:
+    # INTEGER PRIMARY KEY is SQLite's rowid itself (no separate index); the
+    # loader assigns consecutive ids, one trace's rows in one block.
+    return Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+                  autoincrement=False)
+
+
+def _trace_ref() -> Column[int]:
+    # Not indexed on purpose (every index costs as much as the row itself to
+    # maintain): a trace's rows are found through row_ranges and the id
+    # ranges in goroutines and procs.
+    return Column("trace_id", Integer, nullable=False)
+
+
+intervals = Table(
+    "intervals",
+    metadata,
+    _row_id(),
+    _trace_ref(),
+    _traces_fk(),
+    Column("rid", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    # (resource, from_state, to_state, reason) of the transition, as a code
+    # into this trace's transition_counts.
+    Column("kind", SmallInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+# "Which G ran on P3 at t": every goroutine Running interval, by the P it ran
+# on, in (p, time) order. The index holds each run's interval; the
+# proc_runs view (below) shows the run's columns.
+proc_run_index = Table(
+    "proc_run_index",
+    metadata,
+    _row_id(),
+    _trace_ref(),
+    _traces_fk(),
+    Column("interval_id", BigInteger, nullable=False),  # the Running interval's intervals.id
+)
+
+row_ranges = Table(
+    "row_ranges",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("table_name", String(32), primary_key=True),
+    Column("first_id", BigInteger, nullable=False),
+    Column("last_id", BigInteger, nullable=False),
+)
+
+transition_stacks = Table(
+    "transition_stacks",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+transition_counts = Table(
+    "transition_counts",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("kind", SmallInteger, primary_key=True, autoincrement=False),
+    Column("resource", String(16), nullable=False),
+    Column("from_state", String(16), nullable=False),
+    Column("to_state", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("count", BigInteger, nullable=False),
+)
+
+state_edges = Table(
+    "state_edges",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("resource", String(16), primary_key=True),
+    Column("from_state", String(16), primary_key=True),
+    Column("to_state", String(16), primary_key=True),
+    Column("count", BigInteger, nullable=False),
+    Column("dwell_count", BigInteger, nullable=False),
+    Column("dwell_mean_ns", Float),
+    Column("dwell_p50_ns", BigInteger),
+    Column("dwell_p99_ns", BigInteger),
+    Column("dwell_max_ns", BigInteger),
+)
+
+goroutines = Table(
+    "goroutines",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("goid", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_function", Text),
+    Column("start_stack_id", BigInteger),
+    Column("created_ts", BigInteger),
+    Column("ended_ts", BigInteger),
+    Column("parent_goid", BigInteger),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("final_state", String(16), nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("runnable_ns", BigInteger, nullable=False),
+    Column("waiting_ns", BigInteger, nullable=False),
+    Column("syscall_ns", BigInteger, nullable=False),
+    Column("first_interval", BigInteger, nullable=False),  # intervals.id range
+    Column("last_interval", BigInteger, nullable=False),
+)
+
+procs = Table(
+    "procs",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("pid", BigInteger, primary_key=True, autoincrement=False),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("final_state", String(16), nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("idle_ns", BigInteger, nullable=False),
+    Column("goroutines_run", BigInteger, nullable=False),
+    Column("first_interval", BigInteger, nullable=False),  # intervals.id range
+    Column("last_interval", BigInteger, nullable=False),
+    Column("first_run", BigInteger),  # proc_runs.id range, NULL when none ran
+    Column("last_run", BigInteger),
+)
+
+threads = Table(
+    "threads",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("m", BigInteger, primary_key=True, autoincrement=False),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("syscall_ns", BigInteger, nullable=False),
+    Column("syscalls", BigInteger, nullable=False),
+)
+
+# One row per goroutine Syscall interval: what happened to its P. The
+# syscalls view (below) adds the interval's goroutine, times, M, P and stack.
+syscall_outcomes = Table(
+    "syscall_outcomes",
+    metadata,
+    _row_id(),
+    _trace_ref(),
+    _traces_fk(),
+    Column("interval_id", BigInteger, nullable=False),  # the Syscall interval's intervals.id
+    Column("start_known", Boolean, nullable=False),  # false: already in a syscall when first seen
+    Column("outcome", String(16), nullable=False),  # returned | blocked | exited | unfinished
+    Column("p_lost", Boolean, nullable=False),  # the P was handed off or stolen meanwhile
+    Column("stolen_ts", BigInteger),
+    Column("stolen_by_m", BigInteger),
+)
+
+ranges = Table(
+    "ranges",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", Text, nullable=False),
+    Column("kind", String(16), nullable=False),  # gc | stw | sweep | assist | other
+    Column("scope", String(16), nullable=False),
+    Column("scope_id", BigInteger, nullable=False),
+    Column("start_ts", BigInteger),  # NULL: began before the trace window
+    Column("end_ts", BigInteger),  # NULL: still open at the end
+    Column("active_at_start", Boolean, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+    Column("end_attrs", Text),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("task_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("parent_id", BigInteger),
+    Column("name", Text),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("start_g", BigInteger),
+    Column("end_g", BigInteger),
+)
+
+regions = Table(
+    "regions",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("task_id", BigInteger),
+    Column("name", Text, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+logs = Table(
+    "logs",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("task_id", BigInteger),
+    Column("category", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+metrics = Table(
+    "metrics",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("value", BigInteger),
+    Column("value_str", Text),
+)
+
+other_events = Table(
+    "other_events",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("kind", String(16), nullable=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+    Column("name", Text),
+    Column("scope", String(16)),
+    Column("scope_id", BigInteger),
+    Column("attrs", Text),
+    Column("sync_n", BigInteger),
+    Column("clock_trace_ns", BigInteger),
+    Column("clock_mono_ns", BigInteger),
+    Column("clock_wall_ns", BigInteger),
+)
+
+stacks = Table(
+    "stacks",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("stack_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("depth", Integer, primary_key=True, autoincrement=False),
+    Column("function", Text, nullable=False),
+    Column("file", Text, nullable=False),
+    Column("line", BigInteger, nullable=False),
+    Column("pc", BigInteger, nullable=False),
+)
+
+#: Background ingest jobs (browser uploads), one row per finished job: the
+#: history. Live progress is kept next to the upload spool (ingest.api.job_runner), not
+#: here: on SQLite the load transaction holds the only write lock for most of
+#: an ingest. No foreign key to traces: a job outlives the trace it stored.
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),  # "done" or "failed"
+    Column("stage", String(16), nullable=False),  # the last stage reached
+    Column("trace_id", Integer),  # the stored (or already stored) trace
+    Column("existing", Boolean, nullable=False),  # the content was stored before
+    Column("sha256", String(64)),
+    Column("error", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+)
+
+# --------------------------------------------------------------------------
+# Views over intervals that queries read like tables. Described here for
+# SQLAlchemy's select(); made by the migrations (VIEWS), never by metadata.
+view_metadata = MetaData()
+
+proc_runs = Table(
+    "proc_runs",
+    view_metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("trace_id", Integer, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+)
+
+syscalls = Table(
+    "syscalls",
+    view_metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("trace_id", Integer, nullable=False),
+    Column("goid", BigInteger, nullable=False),
+    Column("start_ts", BigInteger, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("end_ts", BigInteger, nullable=False),
+    Column("duration_ns", BigInteger, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("start_known", Boolean, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("p_lost", Boolean, nullable=False),
+    Column("stolen_ts", BigInteger),
+    Column("stolen_by_m", BigInteger),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+#: Relations whose rows have consecutive per-trace ids, found through
+#: row_ranges (its table_name), and the table that stores those ids.
+RANGED: dict[str, Table] = {
+    "intervals": intervals, "proc_runs": proc_run_index, "syscalls": syscall_outcomes}
+#: What users query for them (proc_runs and syscalls are views).
+RANGED_TABLES = (intervals, proc_runs, syscalls)
+#: row_ranges.table_name of a table that stores ranged ids.
+RANGE_NAME = {table.name: name for name, table in RANGED.items()}
+#: Tables holding one trace's rows, children first (the order a manual delete uses).
+TRACE_TABLES: tuple[Table, ...] = (
+    intervals, proc_run_index, syscall_outcomes, row_ranges, transition_stacks,
+    transition_counts, state_edges, goroutines, procs, threads, ranges, tasks, regions, logs,
+    metrics, other_events, stacks,
+)
+
+
+def relation(name: str) -> Table:
+    """The table or view called ``name``."""
+    table = metadata.tables.get(name)
+    return table if table is not None else view_metadata.tables[name]
+
+
+#: Views created by the migrations (name -> SELECT), for users writing SQL.
+VIEWS = {
+    "transitions": (
+        "SELECT i.trace_id, i.seq, i.start_ts AS ts, k.resource, i.rid AS id, "
+        "k.from_state, k.to_state, k.reason, i.m, i.p, i.g, i.stack_id "
+        "FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind"
+    ),
+    "interval_view": (
+        "SELECT i.id, i.trace_id, k.resource, i.rid, k.to_state AS state, k.from_state, "
+        "k.reason, i.start_ts, i.end_ts, i.end_ts - i.start_ts AS duration_ns, i.m, i.p, "
+        "i.g, i.stack_id, i.seq "
+        "FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind"
+    ),
+    "thread_intervals": (
+        "SELECT i.trace_id, i.m, k.to_state AS state, i.rid AS g, i.p, i.start_ts, "
+        "i.end_ts, i.seq FROM intervals i JOIN transition_counts k "
+        "ON k.trace_id = i.trace_id AND k.kind = i.kind "
+        "WHERE k.resource = 'goroutine' AND k.to_state IN ('Running', 'Syscall') "
+        "AND i.m <> -1"
+    ),
+    "proc_runs": (
+        "SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
+        "FROM proc_run_index r JOIN intervals i ON i.id = r.interval_id"
+    ),
+    "syscalls": (
+        "SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
+        "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
+        "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
+        "FROM syscall_outcomes s JOIN intervals i ON i.id = s.interval_id"
+    ),
+}
+
+# --------------------------------------------------------------------------
+# Live sessions (gmpscope live): docs/live.md. A session is a stream of
+# back-to-back windows pulled from one running service; each window is
+# ingested as an ordinary trace (a segment) and summarised per second.
+
+live_sessions = Table(
+    "live_sessions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("target", Text, nullable=False),
+    Column("state", String(16), nullable=False),  # "running" or "paused"
+    Column("window_s", Float),
+    Column("segments", BigInteger, nullable=False),  # windows stored so far
+    Column("dropped", BigInteger, nullable=False),  # windows the collector dropped (buffer full)
+    Column("target_failures", BigInteger, nullable=False),  # failed pulls reported
+    Column("last_status", Text, nullable=False),  # the collector's last message
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+live_segments = Table(
+    "live_segments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", Integer, ForeignKey("live_sessions.id", ondelete="CASCADE"),
+           nullable=False, index=True),
+    Column("seq", BigInteger, nullable=False),  # the collector's window number
+    # NULL once retention has deleted the window's detail (the trace).
+    Column("trace_id", Integer, ForeignKey("traces.id", ondelete="SET NULL")),
+    Column("wall_start_ns", BigInteger, nullable=False),  # window start, ns since the epoch
+    Column("wall_end_ns", BigInteger, nullable=False),
+    Column("first_ts", BigInteger),  # the trace's time span (trace ns)
+    Column("last_ts", BigInteger),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("events", BigInteger, nullable=False),
+    Column("ingest_ms", Float),
+    Column("note", Text, nullable=False),  # e.g. the collector's gap report
+    Column("findings", Text),  # JSON list: the diagnostics rules that fired on the window
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+#: Per-second aggregates of a session, one row per second of each window
+#: (a window's last row may cover less than a second: ``duration_ns``).
+live_seconds = Table(
+    "live_seconds",
+    metadata,
+    Column("session_id", Integer, ForeignKey("live_sessions.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("segment_id", Integer, primary_key=True, autoincrement=False),
+    Column("bin", Integer, primary_key=True, autoincrement=False),
+    Column("t_ns", BigInteger, nullable=False, index=True),  # wall clock of the bin start
+    Column("duration_ns", BigInteger, nullable=False),
+    Column("g_running", Float, nullable=False),  # time-averaged goroutines per state
+    Column("g_runnable", Float, nullable=False),
+    Column("g_waiting", Float, nullable=False),
+    Column("g_syscall", Float, nullable=False),
+    Column("g_peak", BigInteger, nullable=False),  # most goroutines alive at once
+    Column("g_waiting_peak", BigInteger, nullable=False),
+    Column("g_created", BigInteger, nullable=False),
+    Column("sched_n", BigInteger, nullable=False),  # Runnable->Running samples
+    Column("sched_p50_ns", BigInteger),
+    Column("sched_p99_ns", BigInteger),
+    Column("sched_max_ns", BigInteger),
+    Column("netpoll_waits", BigInteger, nullable=False),  # network waits that ended
+    Column("netpoll_p99_ns", BigInteger),
+    Column("syscalls", BigInteger, nullable=False),  # syscalls that began
+    Column("p_handoffs", BigInteger, nullable=False),  # Ps taken from a syscall
+    Column("gc_ns", BigInteger, nullable=False),  # GC range time in the bin
+    Column("stw_ns", BigInteger, nullable=False),
+    Column("heap_bytes", BigInteger),  # last /memory/classes/heap/objects:bytes
+    Column("threads", BigInteger, nullable=False),  # Ms running or in a syscall
+    Column("procs_running", Float, nullable=False),  # time-averaged running Ps
+)
+
+# --------------------------------------------------------------------------
+# OS-side recordings (gmpscope record, docs/poller.md): one row per syscall,
+# signal or thread exit strace saw, attached to a Go trace of the same run or
+# stored on its own as a trace of source "poller" (family "os").
+
+poller_events = Table(
+    "poller_events",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # entry-time order
+    Column("ts", BigInteger),  # trace ns (wall_ns - offset); NULL when it cannot be aligned
+    Column("wall_ns", BigInteger, nullable=False),
+    Column("tid", BigInteger, nullable=False),
+    Column("m", BigInteger),  # the Go M (= tid in Go 1.22+ traces); NULL otherwise
+    Column("kind", String(8), nullable=False),  # syscall | signal | exit
+    Column("syscall", String(32), nullable=False),  # syscall, signal or exit name
+    Column("fd", BigInteger),
+    Column("fd_kind", String(16)),  # tcp, udp, unix, eventpoll, io_uring, pipe, file, ...
+    Column("fd_path", Text),
+    Column("new_fd", BigInteger),
+    Column("new_fd_path", Text),
+    Column("epfd", BigInteger),
+    Column("op", String(48)),
+    Column("events", Text),
+    Column("timeout_ns", BigInteger),  # -1: no timeout
+    Column("maxevents", BigInteger),
+    Column("count", BigInteger),
+    Column("to_submit", BigInteger),
+    Column("min_complete", BigInteger),
+    Column("flags", Text),
+    Column("path", Text),
+    Column("addr", Text),
+    Column("args", Text),
+    Column("partial", Boolean, nullable=False),
+    Column("result", BigInteger),
+    Column("errno", String(24)),
+    Column("duration_ns", BigInteger),
+)
+
+poller_recordings = Table(
+    "poller_recordings",
+    metadata,
+    _trace_key(),
+    _traces_fk(),
+    Column("sha256", String(64), nullable=False),  # of poller.parquet
+    Column("name", Text, nullable=False),
+    Column("standalone", Boolean, nullable=False),  # the trace is this recording alone
+    Column("method", String(24), nullable=False),  # clock-snapshot | monotonic-clock |
+    # syscall-matching | none | wall-clock (standalone: trace ns are wall ns)
+    Column("offset_ns", BigInteger),  # wall_ns = trace ns + offset_ns
+    Column("quality", Float),  # share of Go syscalls containing an OS call once aligned
+    Column("slack_ns", BigInteger),  # width of the offset range syscall pairs allow
+    Column("go_syscalls", BigInteger),
+    Column("matched", BigInteger),
+    Column("note", Text, nullable=False),
+    Column("rows", BigInteger, nullable=False),
+    Column("syscalls", BigInteger, nullable=False),
+    Column("signals", BigInteger, nullable=False),
+    Column("exits", BigInteger, nullable=False),
+    Column("unknown_lines", BigInteger, nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("mode", String(16)),  # spawn | attach
+    Column("command", Text, nullable=False),  # JSON list
+    Column("stopped_by", String(16)),
+    Column("first_wall_ns", BigInteger),
+    Column("last_wall_ns", BigInteger),
+    Column("traced_wall_s", Float),
+    Column("baseline_wall_s", Float),
+    Column("slowdown", Float),
+    Column("strace_cpu_s", Float),
+    Column("strace_version", Text),
+    Column("meta", Text, nullable=False),  # the recording's meta.json
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# Children first: the poller tables reference traces only.
+TRACE_TABLES = (poller_events, poller_recordings, *TRACE_TABLES)
+
+
+def _pg_delete_rows() -> tuple[str, str]:
+    big = RANGE_NAME  # table -> its row_ranges name
+    ranged = "\n".join(
+        f"        {'IF' if i == 0 else 'ELSIF'} r.table_name = '{name}' THEN\n"
+        f"            DELETE FROM {table}\n"
+        f"            WHERE id BETWEEN r.first_id AND r.last_id AND trace_id = OLD.id;"
+        for i, (table, name) in enumerate(big.items()))
+    rest = "\n".join(f"    DELETE FROM {t.name} WHERE trace_id = OLD.id;"
+                      for t in TRACE_TABLES if t.name not in big)
+    function = f"""CREATE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT table_name, first_id, last_id FROM row_ranges
+             WHERE trace_id = OLD.id LOOP
+{ranged}
+        END IF;
+    END LOOP;
+{rest}
+    RETURN OLD;
+END
+$$"""
+    trigger = ("CREATE TRIGGER traces_delete_rows BEFORE DELETE ON traces "
+               "FOR EACH ROW EXECUTE FUNCTION gmpscope_delete_trace_rows()")
+    return function, trigger
+
+
+#: On PostgreSQL, what stands in for ON DELETE CASCADE (a trace's rows have no
+#: foreign key there, see _traces_fk): deleting a traces row first deletes
+#: the trace's rows of every table, the big three by their id blocks in
+#: row_ranges (an index range each; a cascade would scan their unindexed
+#: trace_id), the others by their primary key's leading trace_id. Statements,
+#: in order; revision 0006 makes the same.
+PG_DELETE_ROWS = _pg_delete_rows()

@@ -1,0 +1,116 @@
+"""One goroutine in detail: its intervals (a page of transitions with
+stacks), its time breakdown (the categories of :mod:`ingest.views.goroutines`),
+merged state segments for a small Gantt, creation stack, parent and children."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, select
+
+from ingest.derive.frames import TraceFrames
+from ingest.store import models
+from ingest.views.goroutines import (
+    CAT,
+    CATEGORIES,
+    CATEGORY_LABELS,
+    GONE,
+    _assist_ranges,
+    _running_in,
+    category_of_kinds,
+    stack_frames,
+)
+from ingest.views.queries import goroutine
+
+#: Merged Gantt segments returned at most (the longest are kept beyond that).
+MAX_SEGMENTS = 20_000
+MAX_CHILDREN = 200
+
+
+def goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int = 0,
+                     limit: int = 200, segments: int = MAX_SEGMENTS) -> dict[str, Any]:
+    """Everything the goroutine page shows; raises LookupError for an unknown goid."""
+    rows = frames.goroutines.rows(goid)
+    if rows.stop <= rows.start:
+        raise LookupError(f"no goroutine {goid} in trace {frames.trace_id}")
+    iv = frames.intervals
+    start = iv["start_ts"][rows]
+    end = iv["end_ts"][rows]
+    kind = iv["kind"][rows]
+    cat = category_of_kinds(frames)[kind].astype(np.int64)
+    dur = end - start
+    times = np.bincount(cat, weights=dur, minlength=GONE + 1)[:GONE].round().astype(np.int64)
+    for g, s, e in _assist_ranges(engine, frames):
+        if g == goid:
+            moved = _running_in(frames, rows, s, e)
+            times[CAT["running"]] -= moved
+            times[CAT["gc_assist"]] += moved
+    gone = frames.state[rows.stop - 1] == models.STATE_CODE["NotExist"]
+    first_ts = int(start[0])
+    end_ts = int(start[-1]) if gone else frames.last_ts
+    info = goroutine(engine, frames.trace_id, goid) or {}
+    n = len(start)
+    offset = max(0, min(offset, n))
+    page = slice(offset, min(n, offset + max(0, limit)))
+    kinds = frames.kinds
+    page_rows: list[dict[str, Any]] = []
+    for k in range(page.start, page.stop):
+        kd = kinds[int(kind[k])]
+        c = int(cat[k])
+        page_rows.append({
+            "index": k, "from_state": kd.from_state, "state": kd.to_state,
+            "reason": kd.reason, "category": None if c == GONE else CATEGORIES[c],
+            "start_ts": int(start[k]), "end_ts": int(end[k]), "duration_ns": int(dur[k]),
+            "m": int(iv["m"][rows.start + k]), "p": int(iv["p"][rows.start + k]),
+            "g": int(iv["g"][rows.start + k]), "stack_id": int(iv["stack_id"][rows.start + k]),
+            "seq": int(iv["seq"][rows.start + k]),
+        })
+    start_stack = int(info.get("start_stack_id") or 0)
+    created_stack = 0
+    if n and kinds[int(kind[0])].from_state == "NotExist":
+        created_stack = int(iv["stack_id"][rows.start])
+    wanted = [int(r["stack_id"]) for r in page_rows] + [start_stack, created_stack]
+    stacks = stack_frames(engine, frames.trace_id, wanted)
+    gt = models.goroutines
+    with engine.connect() as conn:
+        children = [int(r.goid) for r in conn.execute(
+            select(gt.c.goid).where(gt.c.trace_id == frames.trace_id, gt.c.parent_goid == goid)
+            .order_by(gt.c.goid).limit(MAX_CHILDREN))]
+    return {
+        "trace_id": frames.trace_id, "goid": goid,
+        "start_function": info.get("start_function"),
+        "parent_goid": info.get("parent_goid"), "created_ts": info.get("created_ts"),
+        "ended_ts": info.get("ended_ts"), "final_state": models.STATE_NAMES[
+            int(frames.state[rows.stop - 1])],
+        "first_ts": first_ts, "end_ts": end_ts, "lifetime_ns": end_ts - first_ts,
+        "categories": list(CATEGORIES), "category_labels": CATEGORY_LABELS,
+        "times": {c: int(v) for c, v in zip(CATEGORIES, times.tolist(), strict=True)},
+        "intervals_total": n, "offset": page.start, "limit": limit,
+        "transitions": page_rows,
+        "start_stack": stacks.get(start_stack, []),
+        "created_at_stack": stacks.get(created_stack, []),
+        "stacks": {str(k): v for k, v in stacks.items()},
+        "children": children,
+        "segments": merged_segments(start, end, cat, segments),
+        "timeline": {"mode": "g", "g": goid, "t1": first_ts, "t2": max(end_ts, first_ts + 1)},
+    }
+
+
+def merged_segments(start: Any, end: Any, cat: Any, cap: int) -> dict[str, Any]:
+    """Consecutive intervals of one category merged: (start, end, category)
+    lists; NotExist time dropped; at most ``cap`` segments (the longest)."""
+    keep = cat != GONE
+    s, e, c = start[keep], end[keep], cat[keep]
+    if len(s) == 0:
+        return {"start": [], "end": [], "category": [], "truncated": False}
+    new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != e[:-1])]
+    idx = np.flatnonzero(new)
+    ms, mc = s[idx], c[idx]
+    me = e[np.r_[idx[1:] - 1, len(s) - 1]]
+    truncated = len(ms) > cap
+    if truncated:
+        top = np.sort(np.argsort(me - ms, kind="stable")[-cap:])
+        ms, me, mc = ms[top], me[top], mc[top]
+    return {"start": ms.tolist(), "end": me.tolist(),
+            "category": [CATEGORIES[int(x)] for x in mc.tolist()], "truncated": bool(truncated)}

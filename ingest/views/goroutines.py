@@ -1,0 +1,365 @@
+"""Where goroutines spend their time: per-goroutine and per-group time
+breakdowns by category, from the interval frames (numpy), with the small
+``goroutines`` and ``stacks`` tables read through SQL.
+
+Every goroutine interval that is not ``NotExist`` falls into exactly one
+category (:data:`CATEGORIES`), so a goroutine's category times add up to its
+lifetime within the trace window: from its first interval to its end (the
+trace's end when it never ended). Waiting intervals are split by Go's wait
+reason (:data:`WAIT_CATEGORY`); time inside a goroutine's ``GC mark assist``
+ranges that it spent Running moves from ``running`` to ``gc_assist``.
+docs/analysis.md explains each number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+from sqlalchemy import Engine, and_, select
+
+from ingest.derive.cache import cached, cached_json
+from ingest.derive.frames import TraceFrames
+from ingest.store import models
+
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+
+#: Time categories, in display order.
+CATEGORIES = ("running", "runnable", "syscall", "network", "sync", "gc_assist", "other_wait")
+CATEGORY_LABELS = {
+    "running": "Execution (Running)",
+    "runnable": "Scheduler wait (Runnable)",
+    "syscall": "Syscall",
+    "network": "Network wait",
+    "sync": "Sync block",
+    "gc_assist": "GC assist",
+    "other_wait": "Other waits",
+}
+CAT = {name: i for i, name in enumerate(CATEGORIES)}
+#: Column of NotExist intervals (after the end of a goroutine): not lifetime.
+GONE = len(CATEGORIES)
+
+#: Go's wait reasons (Waiting intervals) -> category; any other reason,
+#: including the empty one, is "other_wait".
+WAIT_CATEGORY = {
+    "network": "network",
+    "sync": "sync",
+    "sync.(*Cond).Wait": "sync",
+    "chan send": "sync",
+    "chan receive": "sync",
+    "select": "sync",
+    "GC mark assist wait for work": "gc_assist",
+}
+#: The range name that marks a goroutine doing GC mark assist work.
+ASSIST_RANGE = "GC mark assist"
+UNKNOWN_GROUP = "(unknown start function)"
+#: Orders of a group's goroutine list: by goid, or most lifetime / category time first.
+MEMBER_SORTS = ("goid", "lifetime", *CATEGORIES)
+
+
+def category_of_kinds(frames: TraceFrames) -> npt.NDArray[np.int8]:
+    """Category code (index into CATEGORIES, GONE for NotExist) per kind code."""
+    top = max(frames.kinds, default=0) + 1
+    out = np.full(top, CAT["other_wait"], dtype=np.int8)
+    for code, k in frames.kinds.items():
+        if k.to_state == "NotExist":
+            out[code] = GONE
+        elif k.to_state == "Running":
+            out[code] = CAT["running"]
+        elif k.to_state == "Runnable":
+            out[code] = CAT["runnable"]
+        elif k.to_state == "Syscall":
+            out[code] = CAT["syscall"]
+        elif k.to_state == "Waiting":
+            out[code] = CAT[WAIT_CATEGORY.get(k.reason, "other_wait")]
+    return out
+
+
+@dataclass
+class GoroutineTimes:
+    """Per goroutine (lane) arrays, in goid order."""
+
+    goid: I64
+    times: I64  # shape (n, len(CATEGORIES)), ns
+    first_ts: I64
+    end_ts: I64  # ended_ts, or the trace's last_ts while alive
+    final_state: npt.NDArray[np.int8]
+
+    @property
+    def lifetime(self) -> I64:
+        return self.end_ts - self.first_ts
+
+
+def _assist_ranges(engine: Engine, frames: TraceFrames) -> list[tuple[int, int, int]]:
+    r = models.ranges
+    with engine.connect() as conn:
+        rows = conn.execute(select(r.c.scope_id, r.c.start_ts, r.c.end_ts).where(and_(
+            r.c.trace_id == frames.trace_id, r.c.name == ASSIST_RANGE,
+            r.c.scope == "goroutine"))).all()
+    return [(int(g), frames.first_ts if s is None else int(s),
+             frames.last_ts if e is None else int(e)) for g, s, e in rows]
+
+
+def _running_in(frames: TraceFrames, rows: slice, t1: int, t2: int) -> int:
+    """Running time of one goroutine's rows inside [t1, t2)."""
+    st = frames.intervals["start_ts"][rows]
+    en = frames.intervals["end_ts"][rows]
+    lo = max(0, int(np.searchsorted(st, t1, side="right")) - 1)
+    hi = int(np.searchsorted(st, t2, side="left"))
+    s, e = st[lo:hi], en[lo:hi]
+    run = frames.state[rows][lo:hi] == models.RUNNING
+    ov = np.clip(np.minimum(e, t2) - np.maximum(s, t1), 0, None)
+    return int(ov[run].sum())
+
+
+def _running_in_many(frames: TraceFrames, lane: I64, t1: I64, t2: I64) -> I64:
+    """Running time of goroutine lane ``lane[k]`` inside [t1[k], t2[k]), for
+    all k at once: binary search on (lane, start) keys over a cumulative sum
+    of Running time, built over the rows of those lanes only."""
+    lanes = frames.goroutines
+    used, local = np.unique(lane, return_inverse=True)
+    lo, hi = lanes.off[used], lanes.off[used + 1]
+    lens = hi - lo
+    sub_off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    rows = np.repeat(lo - sub_off[:-1], lens) + np.arange(int(sub_off[-1]), dtype=np.int64)
+    iv = frames.intervals
+    start = iv["start_ts"][rows]
+    dur = iv["end_ts"][rows] - start
+    run = frames.state[rows] == models.RUNNING
+    base = frames.first_ts
+    width = max(frames.last_ts - base, 0) + 2
+    key = np.repeat(np.arange(len(used), dtype=np.int64), lens) * width + (start - base)
+    cum = np.concatenate([[0], np.cumsum(np.where(run, dur, 0))])
+    local = local.reshape(-1).astype(np.int64)
+
+    def upto(t: I64) -> I64:
+        t = np.clip(t, base, frames.last_ts)
+        j = np.searchsorted(key, local * width + (t - base), side="right") - 1
+        first = sub_off[local]
+        inside = j >= first
+        jj = np.where(inside, j, first)
+        part = np.where(inside & run[jj], np.clip(t - start[jj], 0, dur[jj]), 0)
+        return np.asarray(cum[jj] + part, dtype=np.int64)
+
+    return upto(t2) - upto(t1)
+
+
+def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
+    """Time per category of every goroutine (vectorised over all intervals;
+    built once per trace and kept with its frames, ingest.derive.cache)."""
+    return cached(frames, "goroutine_times", lambda: _goroutine_times(engine, frames),
+                  persist=(GoroutineTimes,))
+
+
+def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
+    lanes = frames.goroutines
+    n_lanes = len(lanes.ids)
+    n_rows = int(lanes.off[-1]) if n_lanes else 0
+    iv = frames.intervals
+    start = iv["start_ts"][:n_rows]
+    dur = iv["end_ts"][:n_rows] - start
+    cat = category_of_kinds(frames)[iv["kind"][:n_rows]].astype(np.int64)
+    lane = np.repeat(np.arange(n_lanes, dtype=np.int64), np.diff(lanes.off))
+    width = GONE + 1
+    sums = np.bincount(lane * width + cat, weights=dur, minlength=n_lanes * width)
+    times = np.rint(sums).astype(np.int64).reshape(n_lanes, width)[:, :GONE].copy()
+    if n_lanes:
+        first = start[lanes.off[:-1]] if n_rows else np.zeros(0, np.int64)
+        last_rows = lanes.off[1:] - 1
+        final = frames.state[last_rows]
+        gone = final == models.STATE_CODE["NotExist"]
+        end = np.where(gone, iv["start_ts"][last_rows], frames.last_ts)
+    else:
+        first = end = np.zeros(0, np.int64)
+        final = np.zeros(0, np.int8)
+    ranges = _assist_ranges(engine, frames)
+    if ranges and n_lanes:
+        rg = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+        li = np.minimum(np.searchsorted(lanes.ids, rg[:, 0]), n_lanes - 1)
+        ok = lanes.ids[li] == rg[:, 0]
+        if (n_lanes + 1) * (max(frames.last_ts - frames.first_ts, 0) + 2) < 2**62:
+            moved = _running_in_many(frames, li[ok], rg[ok, 1], rg[ok, 2])
+        else:  # keys would overflow: one lane at a time
+            moved = np.array([_running_in(frames, slice(int(lanes.off[i]),
+                                                        int(lanes.off[i + 1])), int(a), int(b))
+                              for i, a, b in zip(li[ok], rg[ok, 1], rg[ok, 2], strict=True)],
+                             dtype=np.int64)
+        np.add.at(times[:, CAT["running"]], li[ok], -moved)
+        np.add.at(times[:, CAT["gc_assist"]], li[ok], moved)
+    return GoroutineTimes(goid=lanes.ids.astype(np.int64), times=times,
+                          first_ts=first.astype(np.int64), end_ts=end.astype(np.int64),
+                          final_state=final)
+
+
+def _start_functions(engine: Engine, trace_id: int) -> dict[int, str | None]:
+    """goid -> start function, straight through the DB-API cursor (the
+    goroutines of a big trace are 100k+ rows; SQLAlchemy rows cost more than
+    the query)."""
+    sql = ("SELECT goid, start_function FROM goroutines WHERE trace_id = "
+           f"{int(trace_id)}")
+    with engine.connect() as conn:
+        cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(sql)
+            return dict(cur.fetchall())
+        finally:
+            cur.close()
+
+
+def outermost_functions(engine: Engine, trace_id: int, stack_ids: list[int]) -> dict[int, str]:
+    """Stack id -> its outermost frame's function."""
+    s = models.stacks
+    out: dict[int, tuple[int, str]] = {}
+    ids = sorted(set(stack_ids) - {0})
+    with engine.connect() as conn:
+        for k in range(0, len(ids), 500):
+            for sid, depth, fn in conn.execute(select(s.c.stack_id, s.c.depth, s.c.function)
+                                               .where(s.c.trace_id == trace_id,
+                                                      s.c.stack_id.in_(ids[k:k + 500]))):
+                if sid not in out or depth > out[sid][0]:
+                    out[int(sid)] = (int(depth), str(fn))
+    return {k: v[1] for k, v in out.items()}
+
+
+def stack_frames(engine: Engine, trace_id: int, stack_ids: list[int]
+                 ) -> dict[int, list[dict[str, Any]]]:
+    """Stack id -> frames (function, file, line), innermost first."""
+    s = models.stacks
+    ids = sorted(set(int(i) for i in stack_ids) - {0, -1})
+    out: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
+    with engine.connect() as conn:
+        for k in range(0, len(ids), 500):
+            for r in conn.execute(select(s.c.stack_id, s.c.depth, s.c.function, s.c.file,
+                                         s.c.line)
+                                  .where(s.c.trace_id == trace_id,
+                                         s.c.stack_id.in_(ids[k:k + 500]))
+                                  .order_by(s.c.stack_id, s.c.depth)):
+                out[int(r.stack_id)].append({"function": r.function, "file": r.file,
+                                             "line": int(r.line)})
+    return out
+
+
+def group_names(engine: Engine, frames: TraceFrames, goids: I64) -> tuple[list[str], Arr]:
+    """Start-function group name of each goroutine, and whether it is known
+    from the goroutine's creation (False: guessed from the outermost frame of
+    its first stack, as Go's trace tool does for goroutines that existed
+    before the trace)."""
+    fns = _start_functions(engine, frames.trace_id)
+    names: list[str | None] = [fns.get(g) for g in goids.tolist()]
+    known = np.array([n is not None for n in names], dtype=bool)
+    missing = np.flatnonzero(~known)
+    if len(missing):
+        lanes = frames.goroutines
+        stk = frames.intervals["stack_id"]
+        n_rows = int(lanes.off[-1])
+        has = np.flatnonzero(stk[:n_rows] > 0)
+        lo, hi = lanes.off[missing], lanes.off[missing + 1]
+        j = np.searchsorted(has, lo)
+        ok = j < len(has)
+        jj = np.minimum(j, max(len(has) - 1, 0))
+        ok &= has[jj] < hi if len(has) else np.zeros(len(missing), bool)
+        first_stack = np.where(ok, stk[has[jj]] if len(has) else 0, 0)
+        fn = outermost_functions(engine, frames.trace_id, first_stack.tolist())
+        for i, sid in zip(missing.tolist(), first_stack.tolist(), strict=True):
+            names[i] = fn.get(int(sid), UNKNOWN_GROUP)
+    return [n or UNKNOWN_GROUP for n in names], known
+
+
+@dataclass
+class GroupCodes:
+    """Each goroutine's group (in goroutine_times' goid order), dictionary-coded."""
+
+    names: list[str]
+    code: I64  # index into names
+    known: npt.NDArray[np.bool_]  # group known from the goroutine's creation
+
+
+def group_codes(engine: Engine, frames: TraceFrames) -> GroupCodes:
+    """:func:`group_names` of every goroutine, coded (built once per trace)."""
+    def build() -> GroupCodes:
+        names, known = group_names(engine, frames, goroutine_times(engine, frames).goid)
+        # Dictionary-encode the names in C (100k+ goroutines on big traces).
+        enc = pa.array(names, type=pa.string()).dictionary_encode()
+        return GroupCodes(names=[str(n) for n in enc.dictionary.to_pylist()],
+                          code=enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                          known=np.asarray(known, dtype=bool))
+    return cached(frames, "goroutine_groups", build, persist=(GroupCodes,))
+
+
+def _times_dict(row: I64) -> dict[str, int]:
+    return {c: int(v) for c, v in zip(CATEGORIES, row.tolist(), strict=True)}
+
+
+def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = None,
+                     limit: int = 1000, sort: str = "goid") -> dict[str, Any]:
+    """Goroutines grouped by start function: counts (total, alive at the
+    end, by final state) and summed category times; with ``group``, also
+    that group's goroutines: the first ``limit`` by goid, or by the most
+    ``lifetime`` or time in a category (``sort``, see MEMBER_SORTS)."""
+    if sort not in MEMBER_SORTS:
+        raise ValueError(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
+    gt = goroutine_times(engine, frames)
+    codes = group_codes(engine, frames)
+    code = np.asarray(codes.code)
+    index = {n: i for i, n in enumerate(codes.names)}
+    out: dict[str, Any] = cached_json(frames, "goroutine_groups_summary",
+                                      lambda: _groups_summary(frames, gt, codes))
+    if group is not None:
+        if group not in index:
+            raise LookupError(f"no goroutine group {group!r}")
+        members = np.flatnonzero(code == index[group])
+        out["group"] = group
+        out["members_total"] = int(len(members))
+        if sort != "goid":
+            key = gt.lifetime[members] if sort == "lifetime" else gt.times[members, CAT[sort]]
+            members = members[np.argsort(-key, kind="stable")]
+        out["sort"] = sort
+        out["members"] = [goroutine_row(gt, int(i)) for i in members[:limit].tolist()]
+    return out
+
+
+def _groups_summary(frames: TraceFrames, gt: GoroutineTimes,
+                    codes: GroupCodes) -> dict[str, Any]:
+    """The groups table of :func:`goroutine_groups` (no members)."""
+    code = np.asarray(codes.code)
+    known = np.asarray(codes.known)
+    uniq = codes.names
+    k = len(uniq)
+    count = np.bincount(code, minlength=k)
+    alive = np.bincount(code, weights=gt.final_state != models.STATE_CODE["NotExist"],
+                        minlength=k).astype(np.int64)
+    ncat = len(CATEGORIES)
+    tsum = np.zeros((k, ncat), np.int64)
+    for c in range(ncat):
+        tsum[:, c] = np.rint(np.bincount(code, weights=gt.times[:, c], minlength=k))
+    life = np.rint(np.bincount(code, weights=gt.lifetime, minlength=k)).astype(np.int64)
+    finals = np.bincount(code * len(models.STATE_NAMES) + gt.final_state,
+                         minlength=k * len(models.STATE_NAMES)).reshape(k, -1)
+    known_any = np.bincount(code, weights=known, minlength=k) > 0
+    groups: list[dict[str, Any]] = []
+    for i in range(k):
+        groups.append({
+            "name": str(uniq[i]), "count": int(count[i]), "alive_at_end": int(alive[i]),
+            "final_states": {models.STATE_NAMES[s]: int(n)
+                             for s, n in enumerate(finals[i].tolist()) if n},
+            "lifetime_ns": int(life[i]), "times": _times_dict(tsum[i]),
+            "start_known": bool(known_any[i]),
+        })
+    groups.sort(key=lambda d: (-d["count"], d["name"]))
+    return {
+        "trace_id": frames.trace_id, "first_ts": frames.first_ts, "last_ts": frames.last_ts,
+        "categories": list(CATEGORIES), "category_labels": CATEGORY_LABELS,
+        "goroutines": int(len(gt.goid)), "groups": groups,
+    }
+
+
+def goroutine_row(gt: GoroutineTimes, i: int) -> dict[str, Any]:
+    """One goroutine's line of a group table."""
+    return {"goid": int(gt.goid[i]), "first_ts": int(gt.first_ts[i]),
+            "end_ts": int(gt.end_ts[i]), "lifetime_ns": int(gt.lifetime[i]),
+            "final_state": models.STATE_NAMES[int(gt.final_state[i])],
+            "times": _times_dict(gt.times[i])}

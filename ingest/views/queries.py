@@ -1,0 +1,310 @@
+"""The one query layer over the ingest database, shared by the HTTP API, the
+pages and the CLI. Every function takes an Engine and returns plain data
+(dicts and lists of JSON-able values).
+
+Intervals are half-open, ``[start_ts, end_ts)``, in the trace's ns. A window
+query ``(t1, t2)`` returns the intervals that overlap ``[t1, t2)``: those that
+start inside it, plus the one in progress at ``t1``. A resource's intervals do
+not overlap each other, so the latter is the last one that started before
+``t1``, found through the primary key without scanning.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, TextClause, and_, delete, func, select, text
+
+from ingest.store import models
+from ingest.store.db import write_tx
+
+_TRACE_COLUMNS = [c for c in models.traces.c]
+
+
+def _trace_dict(row: Any) -> dict[str, Any]:
+    d = dict(row._mapping)
+    d["event_counts"] = json.loads(d["event_counts"] or "{}")
+    if d.get("created_at") is not None:
+        d["created_at"] = d["created_at"].isoformat()
+    d["loss"] = {"bytes_lost": d.pop("bytes_lost"), "generations_lost": d.pop("generations_lost"),
+                 "offset": d.pop("loss_offset"), "error": d.pop("loss_error")}
+    return d
+
+
+def list_traces(engine: Engine, live_windows: bool = False) -> list[dict[str, Any]]:
+    """Stored traces, newest first; the windows of live sessions (a service
+    watched for a day keeps hundreds) only with ``live_windows``."""
+    t = models.traces
+    stmt = select(*_TRACE_COLUMNS).order_by(t.c.id.desc())
+    if not live_windows:
+        stmt = stmt.where(t.c.id.not_in(_live_window_ids()))
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    return [_trace_dict(r) for r in rows]
+
+
+def _live_window_ids() -> Any:
+    ls = models.live_segments
+    return select(ls.c.trace_id).where(ls.c.trace_id.is_not(None))
+
+
+def count_live_windows(engine: Engine) -> int:
+    """How many stored traces are windows of live sessions."""
+    t = models.traces
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(t)
+                                .where(t.c.id.in_(_live_window_ids()))).scalar_one())
+
+
+def get_trace(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
+    """One trace's row (as list_traces), or None."""
+    stmt = select(*_TRACE_COLUMNS).where(models.traces.c.id == trace_id)
+    if isinstance(engine, Connection):
+        row = engine.execute(stmt).first()
+    else:
+        with engine.connect() as conn:
+            row = conn.execute(stmt).first()
+    return None if row is None else _trace_dict(row)
+
+
+def trace_summary(engine: Engine, trace_id: int) -> dict[str, Any] | None:
+    """The trace row plus transition counts by (resource, from, to, reason),
+    time per state, and the ranges, tasks and syscalls counts."""
+    tc = models.transition_counts
+    with engine.connect() as conn:
+        info = get_trace(conn, trace_id)
+        if info is None:
+            return None
+        counts = conn.execute(
+            select(tc.c.resource, tc.c.from_state, tc.c.to_state, tc.c.reason, tc.c["count"])
+            .where(tc.c.trace_id == trace_id)
+            .order_by(tc.c.resource, tc.c["count"].desc(), tc.c.from_state, tc.c.to_state,
+                      tc.c.reason)).all()
+        info["transition_counts"] = [
+            {"resource": r.resource, "from": r.from_state, "to": r.to_state,
+             "reason": r.reason, "count": r._mapping["count"]} for r in counts]
+        by_res: dict[str, int] = {}
+        for r in counts:
+            by_res[r.resource] = by_res.get(r.resource, 0) + r._mapping["count"]
+        info["transitions_by_resource"] = by_res
+        rr = models.row_ranges
+        blocks = {r.table_name: r.last_id - r.first_id + 1 for r in conn.execute(
+            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
+            .where(rr.c.trace_id == trace_id))}
+        info["syscall_count"] = blocks.get("syscalls", 0)  # no trace_id index there
+        for name, table in (("range_count", models.ranges), ("task_count", models.tasks),
+                            ("region_count", models.regions), ("log_count", models.logs)):
+            info[name] = _count(conn, table, trace_id)
+    return info
+
+
+def _count(conn: Connection, table: Any, trace_id: int) -> int:
+    from sqlalchemy import func
+
+    return int(conn.execute(select(func.count()).select_from(table)
+                            .where(table.c.trace_id == trace_id)).scalar_one())
+
+
+def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) -> bool:
+    """Delete a trace and everything derived from it (and its raw file, when
+    ``data_dir`` is given); False when there was no such trace."""
+    t = models.traces
+    rr = models.row_ranges
+    with write_tx(engine) as conn:
+        sha = conn.execute(select(t.c.sha256).where(t.c.id == trace_id)).scalar_one_or_none()
+        if sha is None:
+            return False
+        ranges = {r.table_name: (r.first_id, r.last_id) for r in conn.execute(
+            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
+            .where(rr.c.trace_id == trace_id))}
+        # Explicit deletes, children first: the same result as the ON DELETE
+        # CASCADE, but through the id ranges (the big tables have no trace_id
+        # index) and also where foreign keys are not enforced.
+        for table in models.TRACE_TABLES:
+            cond = table.c.trace_id == trace_id
+            ranged = models.RANGE_NAME.get(table.name)
+            if ranged in ranges:
+                lo, hi = ranges[ranged]
+                cond = and_(table.c.id.between(lo, hi), cond)
+            elif ranged is not None:
+                continue  # this trace has no rows there
+            conn.execute(delete(table).where(cond))
+        conn.execute(delete(t).where(t.c.id == trace_id))
+    if data_dir is not None:
+        from ingest.load.pipeline import raw_path
+
+        raw_path(data_dir, sha).unlink(missing_ok=True)
+        from ingest.derive.frames import remove_frames
+
+        remove_frames(data_dir, trace_id)
+    return True
+
+
+#: (resource, from_state, to_state, reason) by kind code, for one trace.
+Kinds = dict[int, tuple[str, str, str, str]]
+
+
+def _kinds(conn: Connection, trace_id: int) -> Kinds:
+    tc = models.transition_counts
+    rows = conn.execute(select(tc.c.kind, tc.c.resource, tc.c.from_state, tc.c.to_state,
+                               tc.c.reason).where(tc.c.trace_id == trace_id)).all()
+    return {r.kind: (r.resource, r.from_state, r.to_state, r.reason) for r in rows}
+
+
+_IV = models.intervals
+_IV_COLS = (_IV.c.rid, _IV.c.kind, _IV.c.start_ts, _IV.c.end_ts, _IV.c.m, _IV.c.p, _IV.c.g,
+            _IV.c.stack_id, _IV.c.seq)
+_RUNS = models.proc_runs
+_RUN_COLS = (_RUNS.c.p, _RUNS.c.g, _RUNS.c.m, _RUNS.c.start_ts, _RUNS.c.end_ts, _RUNS.c.seq)
+#: Below this many rows a resource's range is read whole instead of bisected.
+_SMALL = 64
+
+
+def _interval_dict(row: Any, kinds: Kinds) -> dict[str, Any]:
+    resource, frm, to, reason = kinds.get(row.kind, ("", "", "", ""))
+    return {"resource": resource, "id": row.rid, "state": to, "from_state": frm,
+            "reason": reason, "start_ts": row.start_ts, "end_ts": row.end_ts, "m": row.m,
+            "p": row.p, "g": row.g, "stack_id": row.stack_id, "seq": row.seq}
+
+
+def _first_from(conn: Connection, table: Any, lo: int, hi: int, t: int) -> int:
+    """The smallest id in [lo, hi] whose start_ts >= t (hi + 1 if none).
+
+    A resource's rows have consecutive ids in time order, so a binary search
+    with point lookups on the primary key finds it in O(log n) steps. The
+    steps run inside the database, as one recursive query (SQLite and
+    PostgreSQL alike): a step per round trip cost ~0.5 ms each on PostgreSQL.
+    """
+    return int(conn.execute(_bisect_sql(table.name), {"a": lo, "b": hi + 1, "t": t})
+               .scalar_one())
+
+
+@cache
+def _bisect_sql(name: str) -> TextClause:
+    # [a, b) narrows to the answer, a row per step, until a = b. (SQLite wants
+    # the recursive table once in the step's FROM and in no subquery, so the
+    # middle row is looked up by each arm of the CASE.)
+    mid = "(s.a + s.b) / 2"
+    below = f"(SELECT x.start_ts FROM {name} x WHERE x.id = {mid}) < :t"
+    return text(
+        "WITH RECURSIVE s(a, b) AS ("
+        " SELECT CAST(:a AS BIGINT), CAST(:b AS BIGINT)"
+        " UNION ALL"
+        f" SELECT CASE WHEN {below} THEN {mid} + 1 ELSE s.a END,"
+        f" CASE WHEN {below} THEN s.b ELSE {mid} END"
+        " FROM s WHERE s.a < s.b"
+        ") SELECT min(b) FROM s")
+
+
+def _window(conn: Connection, table: Any, cols: tuple[Any, ...], lo: int | None,
+            hi: int | None, t1: int, t2: int) -> list[Any]:
+    """Rows of one resource (ids lo..hi) overlapping [t1, t2), in time order."""
+    if lo is None or hi is None or hi < lo or t2 <= t1:
+        return []
+    if hi - lo < _SMALL:
+        a, b = lo, hi
+    else:
+        a = max(lo, _first_from(conn, table, lo, hi, t1) - 1)
+        b = _first_from(conn, table, a, hi, t2) - 1
+        if b < a:
+            return []
+    rows = conn.execute(select(*cols).where(table.c.id.between(a, b))
+                        .order_by(table.c.id)).all()
+    return [r for r in rows if r.start_ts < t2 and (r.end_ts > t1 or r.start_ts >= t1)]
+
+
+def _ids(conn: Connection, table: Any, key: Any, first: str, last: str
+         ) -> tuple[int | None, int | None]:
+    row = conn.execute(select(table.c[first], table.c[last]).where(key)).first()
+    return (None, None) if row is None else (row[0], row[1])
+
+
+def goroutine_intervals(engine: Engine, trace_id: int, goid: int, t1: int,
+                        t2: int) -> list[dict[str, Any]]:
+    """What goroutine ``goid`` was doing during ``[t1, t2)``: its state
+    intervals in time order (state, reason it entered it, M/P of the
+    transition that began it, stack)."""
+    g = models.goroutines
+    with engine.connect() as conn:
+        lo, hi = _ids(conn, g, and_(g.c.trace_id == trace_id, g.c.goid == goid),
+                      "first_interval", "last_interval")
+        rows = _window(conn, _IV, _IV_COLS, lo, hi, t1, t2)
+        kinds = _kinds(conn, trace_id) if rows else {}
+    return [_interval_dict(r, kinds) for r in rows]
+
+
+def proc_intervals(engine: Engine, trace_id: int, t1: int, t2: int) -> list[dict[str, Any]]:
+    """Every proc during ``[t1, t2)``: its state intervals (Running/Idle...),
+    each with ``goroutines``: the goroutines that ran on it inside that
+    interval and the window (g, m, start_ts, end_ts)."""
+    p = models.procs
+    out: list[dict[str, Any]] = []
+    with engine.connect() as conn:
+        kinds = _kinds(conn, trace_id)
+        procs = conn.execute(select(p.c.pid, p.c.first_interval, p.c.last_interval,
+                                    p.c.first_run, p.c.last_run)
+                             .where(p.c.trace_id == trace_id).order_by(p.c.pid)).all()
+        for pr in procs:
+            runs = [{"g": r.g, "m": r.m, "start_ts": r.start_ts, "end_ts": r.end_ts}
+                    for r in _window(conn, _RUNS, _RUN_COLS, pr.first_run, pr.last_run,
+                                     t1, t2)]
+            for row in _window(conn, _IV, _IV_COLS, pr.first_interval, pr.last_interval,
+                               t1, t2):
+                d = _interval_dict(row, kinds)
+                d["goroutines"] = [g for g in runs if g["start_ts"] < d["end_ts"]
+                                   and g["end_ts"] > d["start_ts"]
+                                   or g["start_ts"] == d["start_ts"]]
+                out.append(d)
+    return out
+
+
+def who_ran_on_proc(engine: Engine, trace_id: int, p: int, t: int) -> dict[str, Any] | None:
+    """The goroutine running on proc ``p`` at time ``t`` (g, m, start_ts,
+    end_ts of its Running interval), or None when none was."""
+    pr = models.procs
+    with engine.connect() as conn:
+        lo, hi = _ids(conn, pr, and_(pr.c.trace_id == trace_id, pr.c.pid == p),
+                      "first_run", "last_run")
+        rows = _window(conn, _RUNS, _RUN_COLS, lo, hi, t, t + 1)
+    for row in rows:
+        if row.start_ts <= t < row.end_ts:
+            return {"g": row.g, "m": row.m, "start_ts": row.start_ts, "end_ts": row.end_ts}
+    return None
+
+
+def goroutine(engine: Engine, trace_id: int, goid: int) -> dict[str, Any] | None:
+    """One goroutine's summary row."""
+    g = models.goroutines
+    with engine.connect() as conn:
+        row = conn.execute(select(g).where(g.c.trace_id == trace_id, g.c.goid == goid)).first()
+    if row is None:
+        return None
+    d = dict(row._mapping)
+    d.pop("trace_id")
+    return d
+
+
+def thread_intervals(engine: Engine, trace_id: int, m: int, t1: int,
+                     t2: int) -> list[dict[str, Any]]:
+    """What thread ``m`` did during ``[t1, t2)``: the goroutine Running and
+    Syscall intervals begun on it (g, p, state). Not indexed by M: this scans
+    the trace's intervals."""
+    rr = models.row_ranges
+    with engine.connect() as conn:
+        kinds = _kinds(conn, trace_id)
+        want = [k for k, (res, _, to, _) in kinds.items()
+                if res == "goroutine" and to in ("Running", "Syscall")]
+        span = conn.execute(select(rr.c.first_id, rr.c.last_id).where(
+            rr.c.trace_id == trace_id, rr.c.table_name == "intervals")).first()
+        if span is None or not want:
+            return []
+        rows = conn.execute(
+            select(_IV.c.rid, _IV.c.kind, _IV.c.p, _IV.c.start_ts, _IV.c.end_ts)
+            .where(_IV.c.id.between(span.first_id, span.last_id), _IV.c.m == m,
+                   _IV.c.kind.in_(want), _IV.c.start_ts < t2, _IV.c.end_ts > t1)
+            .order_by(_IV.c.start_ts)).all()
+    return [{"m": m, "g": r.rid, "state": kinds[r.kind][2], "p": r.p,
+             "start_ts": r.start_ts, "end_ts": r.end_ts} for r in rows]
