@@ -20,11 +20,7 @@ COPY ingest ./ingest
 COPY app ./app
 COPY static ./static
 COPY samples ./samples
-COPY tools/__init__.py tools/gotoolchains.py tools/sqlite_lib.py ./tools/
-# gmpscope's own SQLite (docs/ingest.md, "SQLite library"), installed with the
-# package; without it gmpscope uses the image's libsqlite3.
-RUN python -m tools.sqlite_lib build \
- && pip install --no-cache-dir . \
+RUN pip install --no-cache-dir . \
  && useradd --create-home --uid 10001 gmpscope \
  && mkdir -p /data && chown gmpscope /data
 

@@ -13,25 +13,16 @@ PORT ?= 8050
 .PHONY: setup run test test-setup lint typecheck unit bench clean
 
 # Bytecode for gmpscope's own modules, brought up to date on each setup (pip
-# compiles the installed packages', not an editable checkout's): where
-# PYTHONDONTWRITEBYTECODE is set, as on this project's machines, every command
-# would otherwise compile them from source at its start (an ingest of the
-# benchmark trace 4.5% faster with them, docs/ingest.md). Stale files are only
-# ignored: Python checks each against its source.
-setup: $(VENV)/.installed ingest/lib/libsqlite3.so.0
+# compiles the installed packages', not an editable checkout's), so that no
+# command compiles them at its start where PYTHONDONTWRITEBYTECODE is set.
+setup: $(VENV)/.installed
 	$(BIN)/python -m compileall -q app collectors gmpscope ingest
 
-# gmpscope's own SQLite (tools/sqlite_lib.py; docs/ingest.md, "SQLite library"):
-# fetched from npm and compiled once into $(GMPSCOPE_CACHE)/sqlite. Without a
-# network or a compiler, setup goes on with the system's SQLite.
-ingest/lib/libsqlite3.so.0: tools/sqlite_lib.py ingest/csrc/sqlite_append.c | $(VENV)/.installed
-	$(BIN)/python -m tools.sqlite_lib build
-	$(BIN)/python -m tools.settle_libs ingest/lib
-
-# The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder;
-# ingest/derive/_intervalorder and ingest/derive/_summaries, the loader's interval order and
-# reductions; ingest/store/_sqlitebulk, its SQLite binder, where SQLite's headers are)
-# are built in place by the editable install; a changed C source rebuilds them.
+# The C extensions (collectors/gotrace/_v2fast, the fast Go 1.22+ decoder; the
+# loader's interval order, reductions, lane sets and row-group copy in
+# ingest/derive and ingest/load; ingest/store/_sqlitebulk, its SQLite binder,
+# where SQLite's headers are) are built in place by the editable install; a
+# changed C source rebuilds them.
 CSRC := setup.py $(wildcard collectors/gotrace/csrc/*.c collectors/gotrace/csrc/*.h ingest/csrc/*.c ingest/csrc/*.h)
 
 $(VENV)/.installed: pyproject.toml $(CSRC)
@@ -39,7 +30,6 @@ $(VENV)/.installed: pyproject.toml $(CSRC)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
 	$(BIN)/python setup.py -q build_ext --inplace
-	$(BIN)/python -m tools.settle_libs  # see the tool: libraries just written cost RSS
 	touch $@
 
 # The explorer on the embedded default (SQLite in $GMPSCOPE_DATA, default
@@ -58,8 +48,6 @@ test-setup: setup
 	$(BIN)/python -m tools.postgres start
 	$(BIN)/python -m tools.system_packages ensure
 	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
-	$(BIN)/python -m tools.sqlite_lib build --require  # the tests check it is used
-	$(BIN)/python -m tools.settle_libs ingest collectors  # what the two lines above rebuilt
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench
@@ -79,4 +67,4 @@ bench: test-setup
 	$(BIN)/python bench/decode.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info collectors/gotrace/_v2fast*.so ingest/_*.so
+	rm -rf $(VENV) build *.egg-info collectors/gotrace/_v2fast*.so ingest/*/_*.so

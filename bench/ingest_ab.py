@@ -50,11 +50,6 @@ def worktree(rev: str) -> Iterator[Path]:
                                cwd=tree, capture_output=True, text=True, check=False)
         if built.returncode != 0:
             raise SystemExit(f"building {rev}'s extensions failed:\n{built.stderr[-2000:]}")
-        if (tree / "tools" / "sqlite_lib.py").is_file():
-            # Its own SQLite too (ignored by git, so not in the checkout): else
-            # REV would be measured on the system's (from the cache: no build).
-            subprocess.run([sys.executable, "-m", "tools.sqlite_lib", "build", "--require"],
-                           cwd=tree, capture_output=True, check=True)
         # `python -m gmpscope` run from the tree must import the tree's code,
         # not this one's (an editable install resolves after the working directory).
         found = subprocess.run([sys.executable, "-c", "import ingest; print(ingest.__file__)"],

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import importlib
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -58,11 +56,6 @@ def configure_process() -> None:
     """
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # gmpscope's own SQLite build where it is installed (ingest.store.sqlite_lib):
-    # before anything imports sqlite3.
-    from ingest.store.sqlite_lib import preload
-
-    preload()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,33 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
-def exit_now(code: int) -> NoReturn:
-    """End the process with ``code`` once its work is done, skipping the
-    interpreter's teardown.
-
-    That teardown is mostly garbage collection of every object the imports
-    made (SQLAlchemy, numpy, Arrow): 0.15-0.25 s at the end of each ingest of
-    the benchmark trace, for memory the OS takes back anyway. What the
-    teardown would do that matters is done first: the other non-daemon
-    threads are waited for, the atexit functions run (logging, temporary
-    directories, coverage) and the standard streams are flushed.
-    """
-    current = threading.current_thread()
-    for t in threading.enumerate():
-        if t is not current and not t.daemon:
-            t.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed, or a broken pipe
-            code = code or EXIT_FAILURE
-    os._exit(code)
-
-
 def entry() -> NoReturn:
-    """The ``gmpscope`` console script: :func:`main`, then :func:`exit_now`."""
-    exit_now(main())
+    """The ``gmpscope`` console script."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

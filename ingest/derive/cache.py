@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ingest.derive.frames import TraceFrames
-from ingest.derive.page_cache import save_npy
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
@@ -69,12 +68,8 @@ def _save_fields(d: Path, prefix: str, value: Any) -> dict[str, Any]:
         v = getattr(value, f.name)
         name = prefix + f.name
         if isinstance(v, np.ndarray):
-            # Read back a window at a time, later. Written without waiting
-            # for the disk: a lane set is saved on the way to a view (the
-            # loader's last step, a first view), and waiting for each window
-            # to reach the disk took 0.05-0.08 s of the loader's last 0.6
-            # (its checkpoint writes the database meanwhile).
-            save_npy(d / f"{name}.npy", v, wait=False)
+            # Read back a window at a time, later, through a memory map.
+            np.save(d / f"{name}.npy", np.ascontiguousarray(v))
             fields[f.name] = {"array": f"{name}.npy"}
         elif v is None or isinstance(v, int | str) or (
                 isinstance(v, list) and all(isinstance(x, str) for x in v)):

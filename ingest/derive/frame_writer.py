@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.derive.frames import TABLE_COLUMNS, Kind, Table, frame_dir, read_frames
-from ingest.derive.page_cache import DroppingFile
 
 Arr = npt.NDArray[Any]
 
@@ -96,20 +94,17 @@ def _column_chunk(col: Any, a: int, b: int) -> Arr:
         if isinstance(part, list) else np.asarray(part)
 
 
-def write_column(d: Path, table: str, name: str, col: Any, n: int,
-                 drop: bool = False) -> None:
+def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
     """Write one column of ``n`` rows (a numpy array or an ingest.columns
     Gather/Nullable/Seq) to ``d/<table>.<name>.npy`` in its stored type
-    (:func:`column_dtype`), 1M rows at a time. ``drop``: the column's pages
-    leave the page cache once on disk (:mod:`ingest.derive.page_cache`), for columns
-    nothing reads back soon.
+    (:func:`column_dtype`), 1M rows at a time.
 
     Plain writes, not a writable memory map: on a full disk a write returns
     ENOSPC, where a store into a mapped page would kill the process (SIGBUS).
     """
     dtype = np.dtype(np.int64) if name in TIME_COLUMNS else column_dtype(name, *_bounds(col, n))
     path = d / f"{table}.{name}.npy"
-    with DroppingFile(path) if drop else open(path, "wb") as f:
+    with open(path, "wb") as f:
         np.lib.format.write_array_header_1_0(
             f, {"descr": dtype.str, "fortran_order": False, "shape": (n,)})
         step = 1 << 20
@@ -141,16 +136,11 @@ class FrameWriter:
     not change after they are added.
     """
 
-    def __init__(self, data_dir: Path, background: bool = False,
-                 read_soon: Mapping[str, Collection[str]] | None = None) -> None:
+    def __init__(self, data_dir: Path, background: bool = False) -> None:
         import queue
         import uuid
 
         self.data_dir = data_dir
-        # The columns (by table) the caller reads back soon, e.g. to build the
-        # lane sets: they stay in the page cache, the others are dropped from
-        # it once written (ingest.derive.page_cache). None: all stay.
-        self.read_soon = read_soon
         # Made on the first column written: a load that finds its trace
         # already stored leaves nothing behind.
         self.staging = data_dir / "frames" / f".staging-{uuid.uuid4().hex}"
@@ -177,10 +167,8 @@ class FrameWriter:
 
     def _write(self, table: str, cols: dict[str, Any], n: int) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)
-        keep = None if self.read_soon is None else self.read_soon.get(table, ())
         for name in TABLE_COLUMNS[table]:
-            write_column(self.staging, table, name, cols[name], n,
-                         drop=keep is not None and name not in keep)
+            write_column(self.staging, table, name, cols[name], n)
         self.written.add(table)
 
     def _run(self) -> None:

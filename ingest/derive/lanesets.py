@@ -345,15 +345,6 @@ def _lane_time_order(code: npt.NDArray[np.integer[Any]], start: I64, lanes: int)
     return order
 
 
-#: The frame columns that building the P and M lane sets reads (lane_index,
-#: p_lanes, m_lanes; ``kind`` for the rows' states): a load keeps these in the
-#: page cache for its lane sets and lets the others go (ingest.derive.page_cache).
-LANE_FRAME_COLUMNS: dict[str, frozenset[str]] = {
-    "intervals": frozenset({"rid", "start_ts", "end_ts", "kind", "m", "seq"}),
-    "proc_runs": frozenset({"p", "start_ts", "end_ts"}),
-}
-
-
 def _proc_rows(frames: TraceFrames) -> I64:
     idx = lane_index(frames)
     if not len(idx.p_ids):

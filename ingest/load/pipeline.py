@@ -38,14 +38,13 @@ from ingest.config import Settings
 from ingest.derive.frame_writer import FrameWriter
 from ingest.derive.frames import TABLE_COLUMNS as FRAME_TABLES
 from ingest.derive.frames import Kind
-from ingest.derive.lanesets import GOROUTINE_TABLE_STEP, LANE_FRAME_COLUMNS, RANGES_STEP
+from ingest.derive.lanesets import GOROUTINE_TABLE_STEP, RANGES_STEP
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.tables import derived_tables, next_id, nrows, store_table
-from ingest.load.writeback import Writeback, sqlite_files
 from ingest.memory import give_back_free_memory
 from ingest.store import models
-from ingest.store.db import checkpoint_meanwhile, is_sqlite, write_tx
+from ingest.store.db import checkpoint_meanwhile, write_tx
 from ingest.timings import Timings
 
 if TYPE_CHECKING:
@@ -329,18 +328,16 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
             progress("load", done[0], total)
 
     counts: dict[str, int] = {}
-    frames = FrameWriter(data_dir, background=True, read_soon=LANE_FRAME_COLUMNS) \
+    frames = FrameWriter(data_dir, background=True) \
         if data_dir is not None else None
     kinds: dict[int, Kind] = {}
     goroutine_cols: dict[str, Any] = {}
     early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit
-    writeback = Writeback(sqlite_files(engine.url.database) if is_sqlite(engine) else [])
 
     def abandon() -> None:
-        """The load failed: its staged frames go, its write-back stops."""
+        """The load failed: its staged frames go."""
         if frames is not None:
             frames.abort()
-        writeback.stop()
 
     try:
         with write_tx(engine, bulk=True) as conn:
@@ -386,9 +383,6 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                                               n, first, tables.bases["intervals"], advance))
                     del cols
                     give_back_free_memory()  # the derivation's temporaries
-                # The intervals are stored (the worker has taken the syscalls):
-                # the log's write-back starts, for the checkpoint (ingest.load.writeback).
-                writeback.start()
                 if frames is not None and goroutine_cols:
                     # While the worker stores the intervals: the timeline's
                     # goroutine table, from the columns at hand (not the database).
@@ -424,18 +418,15 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     except BaseException:
         abandon()
         raise
-    try:
-        with timings.phase("after commit"), checkpoint_meanwhile(engine):
-            if frames is not None:
-                with timings.phase("frames"):  # what is left to write after the commit
-                    frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
-                                              int(trace_row["last_ts"] or 0), kinds)
-                if frame_dir is not None:
-                    del tr, tables  # the loader's arrays go before the views' are built
-                    with timings.phase("lanes"):
-                        _precompute_views(engine, frame_dir, skip=early)
-    finally:
-        writeback.stop()
+    with timings.phase("after commit"), checkpoint_meanwhile(engine):
+        if frames is not None:
+            with timings.phase("frames"):  # what is left to write after the commit
+                frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                          int(trace_row["last_ts"] or 0), kinds)
+            if frame_dir is not None:
+                del tr, tables  # the loader's arrays go before the views' are built
+                with timings.phase("lanes"):
+                    _precompute_views(engine, frame_dir, skip=early)
     if progress:
         progress("load", total, total)
     timings.add("load", time.perf_counter() - started)
