@@ -11,6 +11,7 @@ from ingest.api import blueprint as api
 from ingest.api.server import create_app
 from ingest.config import Settings
 from ingest.store.db import make_engine
+from ingest.store.retries import with_retries
 
 TRACE = Path(__file__).resolve().parent / "data" / "traces" / "go1.19-mixed.trace"
 
@@ -71,11 +72,11 @@ def test_retries_on_a_locked_database() -> None:
             raise OperationalError("INSERT", {}, sqlite3.OperationalError("database is locked"))
         return "done"
 
-    assert api.with_retries(flaky) == "done"
+    assert with_retries(flaky) == "done"
     assert len(calls) == 3
 
     def broken() -> str:
         raise OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x"))
 
     with pytest.raises(OperationalError):
-        api.with_retries(broken)
+        with_retries(broken)

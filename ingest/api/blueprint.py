@@ -17,17 +17,15 @@ import datetime as dt
 import hmac
 import importlib
 import logging
-import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException
 
 from ingest.api import uploads
@@ -35,6 +33,7 @@ from ingest.api.chunked import clean_name
 from ingest.config import Settings
 from ingest.derive.frames import FrameStore
 from ingest.load.pipeline import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
+from ingest.store.retries import with_retries
 from ingest.views.queries import delete_trace, get_trace, list_traces, trace_summary
 from ingest.views.states import render, state_graph
 from ingest.views.warm import warm_in_background
@@ -61,9 +60,6 @@ VIEW_APIS = (
     "ingest.api.live",
     "ingest.api.poller",
 )
-
-T = TypeVar("T")
-
 
 @dataclass
 class IngestState:
@@ -188,43 +184,6 @@ def _require_token() -> Response | None:
         resp.headers["WWW-Authenticate"] = 'Bearer realm="gmpscope"'
         return resp
     return None
-
-
-# --------------------------------------------------------------------------
-# database retries
-
-
-def _retryable(e: DBAPIError) -> bool:
-    """Lock contention and serialization failures: worth doing the transaction again."""
-    if isinstance(e, IntegrityError):
-        # Two uploads of the same content raced to insert it; the retry finds it.
-        return True
-    if not isinstance(e, OperationalError):
-        return False
-    msg = str(e.orig).lower()
-    code = getattr(e.orig, "sqlstate", None)
-    return ("database is locked" in msg or "database is busy" in msg or "busy" in msg
-            or code in ("40001", "40P01", "55P03"))
-
-
-def with_retries(work: Callable[[], T], attempts: int = 8) -> T:
-    """Run one transaction, again with jittered backoff while the database is busy.
-
-    The storage layer makes each call all-or-nothing, so running it again is
-    safe. SQLite answers 'database is locked' when its busy timeout runs out
-    under heavy write contention; that must never reach a client.
-    """
-    delay = 0.05
-    for attempt in range(attempts):
-        try:
-            return work()
-        except DBAPIError as e:
-            if attempt == attempts - 1 or not _retryable(e):
-                raise
-            log.warning("database busy (%s), retry %d", type(e.orig).__name__, attempt + 1)
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 2.0)
-    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from sqlalchemy import Engine, select
 from ingest.config import Settings
 from ingest.load.pipeline import IngestError, find_by_sha, ingest_trace_file
 from ingest.store import models
+from ingest.store.retries import with_retries
 from ingest.views.warm import warm_reports
 
 log = logging.getLogger("gmpscope.ingest.jobs")
@@ -225,8 +226,6 @@ class JobRunner:
                 self._last_write[job.id] = now
 
     def _run(self, job: Job, path: Path, cleanup: Callable[[], None] | None) -> None:
-        from ingest.api.blueprint import with_retries
-
         self._update(job, force=True, state="running", stage="hash", started=time.time(),
                      total=job.size)
         warm_id: int | None = None
@@ -289,7 +288,6 @@ class JobRunner:
     def _record(self, job: Job) -> None:
         """The outcome into the jobs table (the history); a failure here is logged,
         the live file already says how the job ended."""
-        from ingest.api.blueprint import with_retries
         from ingest.store.db import write_tx
 
         row = {"id": job.id, "name": job.name, "size_bytes": job.size, "state": job.state,

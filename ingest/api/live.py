@@ -31,6 +31,7 @@ from ingest.api import uploads
 from ingest.live import retention as live_retention
 from ingest.live import sessions as live
 from ingest.load.pipeline import IngestError
+from ingest.store.retries import with_retries
 
 bp = Blueprint("gmpscope_api_live", __name__)
 bp.before_request(api._require_token)
@@ -105,7 +106,7 @@ def post_segment(name: str) -> tuple[Response, int]:
         if spooled.size == 0:
             raise uploads.BadUpload("empty segment: send the window's raw trace as the body")
         try:
-            out = api.with_retries(lambda: live.add_segment(
+            out = with_retries(lambda: live.add_segment(
                 state.engine, state.frames, state.config.data_dir, name, path,
                 target=target, seq=seq, wall_start_ns=start_ns, wall_end_ns=end_ns,
                 window_s=window_s, note=note, sha256=spooled.sha256, dropped=dropped,
@@ -130,7 +131,7 @@ def post_status(name: str) -> Response:
         v = body.get(key)
         return int(v) if isinstance(v, int | float) else None
 
-    api.with_retries(lambda: live.report_status(
+    with_retries(lambda: live.report_status(
         state.engine, name, str(body.get("target", "")), str(body.get("message", "")),
         dropped=num("dropped"), target_failures=num("target_failures")))
     return jsonify({"session": name, "ok": True})

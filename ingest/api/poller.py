@@ -36,6 +36,7 @@ from ingest.load.poller import (
     ingest_recording_dir,
     read_recording,
 )
+from ingest.store.retries import with_retries
 from ingest.views.poller import (
     MAX_MARKS,
     SLOWEST,
@@ -109,7 +110,7 @@ def _store(attach: int | None) -> tuple[Response, int]:
                 return p.resolve().is_relative_to(resolved)
 
             try:
-                res: DirResult = api.with_retries(lambda: ingest_recording_dir(
+                res: DirResult = with_retries(lambda: ingest_recording_dir(
                     state.engine, rec_dir, data_dir=state.config.data_dir, attach=attach,
                     name=name or (rec_dir.name if rec_dir != root else None) or
                     default_name(read_recording(rec_dir)), go_trace_ok=inside))
