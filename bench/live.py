@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.demo import (  # noqa: E402
     Demo,
-    IngestServer,
     LoadGen,
     demo_binaries,
     start_collector,
@@ -97,7 +96,7 @@ def main() -> int:
     # As docker-compose.yml deploys it: the collector sends to the ingest service,
     # the browser reads the UI server; both share one database.
     srv = Served(work / "data", extra_args=("--workers", "2", "--threads", "8"))
-    ingest = IngestServer(work / "data")
+    ingest = Served(work / "data", subcommand="ingest-server", extra_args=("--workers", "2"))
     col = start_collector(demo.url, ingest.url, SESSION, work / "collector.log",
                           window=args.window, extra=("--quiet",))
     latencies: list[float] = []

@@ -29,6 +29,7 @@ import yaml
 
 from gmpscope.cli import build_parser
 from tests.support.demo import demo_binaries, free_port
+from tests.support.server import Served
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "go1.27-syscallblock.trace"
@@ -241,24 +242,10 @@ def test_installed_wheel_serves_outside_the_source_tree(tmp_path: Path) -> None:
                             "ingest.__file__)"], cwd=tmp_path, env=env, check=True,
                            capture_output=True, text=True).stdout
     assert str(site) in where and str(REPO) not in where
-    proc = subprocess.Popen([sys.executable, "-m", "gmpscope", "serve", "--port", "0",
-                             "--workers", "1", str(SAMPLE)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        url = ""
-        for line in proc.stdout:
-            m = re.search(rb"serving (http://\S+)", line)
-            if m:
-                url = m.group(1).decode()
-                break
-        assert url, "the server did not start"
-        traces = requests.get(url + "/api/traces", timeout=60).json()["traces"]
+    with Served(tmp_path / "data", [SAMPLE], extra_args=("--workers", "1"), cwd=tmp_path,
+                env=env) as srv:
+        traces = srv.get("/api/traces").json()["traces"]
         assert [t["name"] for t in traces] == [SAMPLE.name]
-        css = requests.get(url + "/assets/gmpscope.css", timeout=60)
+        css = srv.get("/assets/gmpscope.css")
         assert css.status_code == 200 and ".trace-nav" in css.text
-        assert "react-entry-point" in requests.get(url + "/", timeout=60).text
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(60)
+        assert "react-entry-point" in srv.get("/").text

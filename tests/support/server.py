@@ -1,7 +1,7 @@
-"""``gmpscope serve`` as a real server process for service and browser tests.
+"""gmpscope's servers as real processes for service and browser tests.
 
-``Served`` starts ``python -m gmpscope serve`` in its own process group on a free
-port with a fresh data directory (SQLite there unless ``db_url`` is given),
+``Served`` starts ``python -m gmpscope serve`` (or ``ingest-server``) in its own
+process group on a free port with a fresh data directory (SQLite there unless ``db_url`` is given),
 ingesting the given traces first, and waits for the URL it prints.
 ``samples_server`` (a fixture in tests/conftest.py) serves the repository's
 sample traces once per test session.
@@ -30,26 +30,33 @@ class ServerFailed(RuntimeError):
 
 
 class Served:
-    """A running ``gmpscope serve``; ``url`` is its base URL (no trailing slash)."""
+    """A running gmpscope server; ``url`` is its base URL (no trailing slash).
+
+    ``subcommand`` is ``serve`` (the explorer) or ``ingest-server`` (the ingest
+    API alone); ``cwd`` and ``env`` run it elsewhere than the checkout (an
+    installed wheel). The one way tests and benchmarks start a server.
+    """
 
     def __init__(self, data_dir: Path, traces: list[Path] | None = None, *,
                  db_url: str | None = None, token: str | None = None,
-                 extra_args: tuple[str, ...] = ("--workers", "1", "--threads", "8")) -> None:
+                 extra_args: tuple[str, ...] = ("--workers", "1", "--threads", "8"),
+                 subcommand: str = "serve", cwd: Path = REPO,
+                 env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.log = data_dir / "server.log"
+        self.log = data_dir / f"{subcommand}.log"
         data_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
+        env = dict(os.environ if env is None else env)
         env.pop("GMPSCOPE_TOKEN", None)
         env.pop("GMPSCOPE_DB", None)
         if token is not None:
             env["GMPSCOPE_TOKEN"] = token
-        cmd = [sys.executable, "-m", "gmpscope", "serve", "--port", "0",
+        cmd = [sys.executable, "-m", "gmpscope", subcommand, "--port", "0",
                "--data-dir", str(data_dir), *extra_args]
         if db_url:
             cmd += ["--db", db_url]
         cmd += [str(p) for p in traces or ()]
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                          stderr=log, start_new_session=True)
         found: list[str] = []
         self.ingested: list[int] = []
@@ -70,7 +77,8 @@ class Served:
         reader.join(START_GUARD_S)
         if not found:
             self.stop()
-            raise ServerFailed(f"gmpscope serve did not start: {self.log.read_text()[-3000:]}")
+            raise ServerFailed(f"gmpscope {subcommand} did not start: "
+                               f"{self.log.read_text()[-3000:]}")
         self.url = found[0]
 
     def get(self, path: str, **kw: object) -> requests.Response:
