@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from collectors.gotrace.todir import decode_file_to_dir
+from ingest.codes import STATE_CODE
 from ingest.columns import Transitions, read_transitions
 from ingest.derive import fallback as derive_numpy
+from ingest.derive import interval_order as order
 from ingest.derive import intervals as derive
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,7 +26,7 @@ _intervalorder = pytest.importorskip("ingest.derive._intervalorder")
 _summaries = pytest.importorskip("ingest.derive._summaries")
 
 
-def assert_same_order(a: derive.Ordered, b: derive.Ordered) -> None:
+def assert_same_order(a: order.Ordered, b: order.Ordered) -> None:
     for name in ("order", "end", "first", "last", "starts"):
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype, name
@@ -186,7 +188,7 @@ def test_quantiles_of_ties_and_extremes(n: int) -> None:
     dwell = rng.integers(0, 7, size=n).astype(np.int64)
     ts = np.concatenate([[0], np.cumsum(dwell)]).astype(np.int64)
     rows = len(ts)
-    to = np.where(np.arange(rows) % 2 == 0, derive.RUNNING, derive.RUNNABLE).astype(np.int8)
+    to = np.where(np.arange(rows) % 2 == 0, order.RUNNING, order.RUNNABLE).astype(np.int8)
     frm = np.roll(to, 1)
     tr = Transitions(ts=ts, res=np.zeros(rows, np.int8), rid=np.ones(rows, np.int32), frm=frm,
                      to=to, reason=np.zeros(rows, np.int16), m=np.zeros(rows, np.int32),
@@ -197,12 +199,12 @@ def test_quantiles_of_ties_and_extremes(n: int) -> None:
     assert [r[:5] + r[6:] for r in got] == [r[:5] + r[6:]
                                              for r in derive_numpy.state_edges_numpy(tr, o)]
     for row in got:
-        edge_dwells = np.sort(dwell[(to[1:] == derive.STATE_CODE[row[2]])
-                                    & (frm[1:] == derive.STATE_CODE[row[1]])])
+        edge_dwells = np.sort(dwell[(to[1:] == STATE_CODE[row[2]])
+                                    & (frm[1:] == STATE_CODE[row[1]])])
         assert row[4] == len(edge_dwells)
         if len(edge_dwells):
-            assert row[6] == derive.nearest_rank(edge_dwells, 0.5)
-            assert row[7] == derive.nearest_rank(edge_dwells, 0.99)
+            assert row[6] == order.nearest_rank(edge_dwells, 0.5)
+            assert row[7] == order.nearest_rank(edge_dwells, 0.99)
             assert row[8] == int(edge_dwells[-1])
 
 
@@ -217,19 +219,19 @@ def test_reductions_refuse_rows_out_of_range(decoded: tuple[Transitions, int]) -
         _intervalorder.interval_ends(bad, tr.ts, o.last, last_ts, np.empty(len(bad), np.int64))
     with pytest.raises(ValueError, match="out of range"):
         _summaries.syscall_rows(bad, o.last_ts, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid,
-                                tr.p, tr.m, bytes((0, 1, derive.SYSCALL, derive.RUNNING,
-                                                   derive.IDLE)))
+                                tr.p, tr.m, bytes((0, 1, order.SYSCALL, order.RUNNING,
+                                                   order.IDLE)))
     with pytest.raises(ValueError, match="out of range"):
         _summaries.thread_sums(tr.m, tr.ts, tr.res, tr.to, bad, o.last, o.last_ts, 0,
-                               derive.RUNNING, derive.SYSCALL)
+                               order.RUNNING, order.SYSCALL)
     groups = len(o.starts)
     with pytest.raises(ValueError, match="out of range"):
         _summaries.resource_sums(bad, o.last_ts, o.starts, tr.ts, tr.frm, tr.to, b"\x03",
-                                 derive.NOT_EXIST, np.empty((groups, 1), np.int64),
+                                 order.NOT_EXIST, np.empty((groups, 1), np.int64),
                                  np.empty(groups, np.int64), np.empty(groups, np.int64))
     with pytest.raises(ValueError, match="mismatched"):
         _summaries.resource_sums(o.order, o.last_ts, o.starts, tr.ts, tr.frm, tr.to, b"\x03",
-                                 derive.NOT_EXIST, np.empty((groups, 2), np.int64),
+                                 order.NOT_EXIST, np.empty((groups, 2), np.int64),
                                  np.empty(groups, np.int64), np.empty(groups, np.int64))
 
 
@@ -260,7 +262,7 @@ def test_syscall_rows_take_procs_in_16_or_32_bits(decoded: tuple[Transitions, in
     with pytest.raises(TypeError, match="p: expected items of 2 or 4 bytes"):
         _summaries.syscall_rows(o.order, o.last_ts, o.last, tr.ts, tr.res, tr.frm, tr.to,
                                 tr.rid, tr.p.astype(np.int64), tr.m,
-                                bytes((0, 1, derive.SYSCALL, derive.RUNNING, derive.IDLE)))
+                                bytes((0, 1, order.SYSCALL, order.RUNNING, order.IDLE)))
 
 
 def test_proc_runs_by_seq_equal_proc_runs_by_time(decoded: tuple[Transitions, int],

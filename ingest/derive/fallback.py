@@ -2,9 +2,10 @@
 
 Each is what its C counterpart (``ingest/csrc/intervalorder.c``,
 ``ingest/csrc/summaries.c``) computes, in numpy: used when the extension is not
-built, when the columns are not the compact types, or with
-``GMPSCOPE_PURE_ORDER=1`` / ``GMPSCOPE_PURE_SUMMARIES=1``; tests/test_derive_c.py
-compares the two forms on every test trace.
+built, when the columns are not the compact types, or with ``GMPSCOPE_PURE=1``;
+tests/test_derive_c.py compares the two forms on every test trace. The numpy
+form of the intervals' ends lives with :class:`Ordered`, which makes them, in
+ingest.derive.interval_order (imported here; it imports neither form).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ingest.codes import GOROUTINE, PROC, RESOURCE_NAMES, STATE_NAMES
 from ingest.columns import Transitions, narrow_ids
-from ingest.derive.intervals import (
+from ingest.derive.interval_order import (
     I64,
     IDLE,
     NOT_EXIST,
@@ -23,9 +25,9 @@ from ingest.derive.intervals import (
     SYSCALL,
     Arr,
     Ordered,
+    interval_ends_numpy,
     nearest_rank,
 )
-from ingest.store.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_NAMES
 
 
 def order_intervals_numpy(tr: Transitions, last_ts: int) -> Ordered:
@@ -59,25 +61,6 @@ def order_intervals_numpy(tr: Transitions, last_ts: int) -> Ordered:
     starts = np.flatnonzero(first).astype(np.int64)
     return Ordered(order=order, first=first, last=last, starts=starts, ts=tr.ts,
                    last_ts=int(last_ts), _end=end)
-
-
-def interval_ends_numpy(order: Arr, ts: I64, last: Arr, last_ts: int,
-                        rows: Arr | None = None) -> I64:
-    """:attr:`ingest.derive.intervals.Ordered.end` (or its ``rows``) in numpy: the next
-    row's ts within the same resource, else ``last_ts``; an interval never
-    ends before it starts, even at the trace's end."""
-    if rows is None:
-        ts_s = ts[order]
-        end: I64 = np.empty(len(order), dtype=np.int64)
-        if len(order):
-            end[:-1] = ts_s[1:]
-        end[last] = last_ts
-        np.maximum(end, ts_s, out=end)
-        return end
-    after = ts[order[np.minimum(rows + 1, max(len(order) - 1, 0))]]
-    end = np.where(last[rows], np.int64(last_ts), after)
-    np.maximum(end, ts[order[rows]], out=end)
-    return end
 
 
 def _group_sum(values: Arr, starts: I64) -> I64:

@@ -7,79 +7,39 @@ begins: the state it entered, until the resource's next transition (or the
 end of the trace, ``last_ts``, for its last one). Everything else here
 (per-goroutine/proc/thread summaries, syscalls, transition counts, the state
 graph's dwell times) is a vectorised reduction over those sorted rows.
+
+Each runs in C where the extension is built and the columns are the compact
+types, else in numpy (ingest.derive.fallback). :class:`Ordered`, the array
+types and the state codes both forms use live in ingest.derive.interval_order,
+which neither form's module is imported by: intervals -> fallback ->
+interval_order, no way back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ingest.codes import GOROUTINE, PROC, RESOURCE_NAMES, STATE_NAMES
 from ingest.columns import Computed, Diff, Gather, Nullable, Transitions, narrow_ids
+from ingest.derive import fallback
+from ingest.derive.interval_order import (
+    I64,
+    IDLE,
+    NOT_EXIST,
+    RUNNABLE,
+    RUNNING,
+    SUMMED_STATES,
+    SYSCALL,
+    UNDETERMINED,
+    WAITING,
+    Arr,
+    Columns,
+    Ordered,
+)
 from ingest.extensions import optional_extension
-from ingest.store.models import GOROUTINE, PROC, RESOURCE_NAMES, STATE_CODE, STATE_NAMES
-
-I64 = npt.NDArray[np.int64]
-Arr = npt.NDArray[Any]
-#: Table columns by name: numpy arrays, Nullable or Gather columns, or lists.
-Columns = dict[str, Any]
-
-NOT_EXIST = STATE_CODE["NotExist"]
-UNDETERMINED = STATE_CODE["Undetermined"]
-RUNNABLE = STATE_CODE["Runnable"]
-RUNNING = STATE_CODE["Running"]
-WAITING = STATE_CODE["Waiting"]
-SYSCALL = STATE_CODE["Syscall"]
-IDLE = STATE_CODE["Idle"]
-
-
-@dataclass
-class Ordered:
-    """Transitions in interval order (resource, id, Go's order).
-
-    ``order[k]`` is the seq (row in transitions.parquet) of sorted row k;
-    ``first``/``last`` (bool) mark the first and last row of each resource
-    id; ``starts`` the indexes of group starts (one group per resource id).
-    ``end[k]``, the end of the interval row k begins (the next row's ts in
-    the same resource, else ``last_ts``; never before its own ts), is made
-    when first asked for: the C reductions compute the ends they need, so a
-    load holds no array of them (8 bytes a transition) while it derives.
-    """
-
-    order: Arr  # int32 below 2**31 transitions, else int64
-    first: Arr
-    last: Arr
-    starts: I64
-    ts: I64  # the transitions' ts (the trace's own array, not a copy)
-    last_ts: int
-    _end: I64 | None = field(default=None, repr=False)
-
-    @property
-    def end(self) -> I64:
-        if self._end is None:
-            self._end = _interval_ends(self)
-        return self._end
-
-    def ends_of(self, rows: Arr) -> I64:
-        """``end[rows]``, without making ``end`` when it is not made yet."""
-        if self._end is not None:
-            return self._end[rows]
-        return _interval_ends(self, rows)
-
-
-def _interval_ends(o: Ordered, rows: Arr | None = None) -> I64:
-    """The ends of every row (or of ``rows``): in C where it applies."""
-    c = optional_extension("ingest.derive._intervalorder")
-    if c is not None and o.order.dtype == np.int32 and o.ts.dtype == np.int64:
-        end: I64 = np.empty(len(o.order) if rows is None else len(rows), dtype=np.int64)
-        c.interval_ends(o.order, o.ts, o.last, int(o.last_ts), end,
-                        *(() if rows is None else (rows,)))
-        return end
-    from ingest.derive.fallback import interval_ends_numpy  # it imports this module
-
-    return interval_ends_numpy(o.order, o.ts, o.last, o.last_ts, rows)
 
 
 def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
@@ -91,9 +51,7 @@ def order_intervals(tr: Transitions, last_ts: int) -> Ordered:
     fast = _counting_order(tr, last_ts)
     if fast is not None:
         return fast
-    from ingest.derive.fallback import order_intervals_numpy  # it imports this module
-
-    return order_intervals_numpy(tr, last_ts)
+    return fallback.order_intervals_numpy(tr, last_ts)
 
 
 def _counting_order(tr: Transitions, last_ts: int) -> Ordered | None:
@@ -111,10 +69,6 @@ def _counting_order(tr: Transitions, last_ts: int) -> Ordered | None:
                    last_ts=int(last_ts))
 
 
-#: States whose time is summed per goroutine and proc.
-SUMMED_STATES = (RUNNING, RUNNABLE, WAITING, SYSCALL, IDLE)
-
-
 def _c_summaries(tr: Transitions, o: Ordered) -> Any:
     """The C reductions (ingest/csrc/summaries.c) when they apply, else None."""
     c = optional_extension("ingest.derive._summaries")
@@ -130,9 +84,7 @@ def run_sums(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:
     last ended (-1: never)."""
     c = _c_summaries(tr, o)
     if c is None:
-        from ingest.derive.fallback import run_sums_numpy  # it imports this module
-
-        return run_sums_numpy(tr, o)
+        return fallback.run_sums_numpy(tr, o)
     groups = len(o.starts)
     sums = np.empty((groups, len(SUMMED_STATES)), np.int64)
     created = np.empty(groups, np.int64)
@@ -262,9 +214,7 @@ def thread_sums(tr: Transitions, o: Ordered) -> tuple[I64, ...]:
     goroutine intervals whose transition the thread made."""
     c = _c_summaries(tr, o)
     if c is None:
-        from ingest.derive.fallback import thread_sums_numpy  # it imports this module
-
-        return thread_sums_numpy(tr, o)
+        return fallback.thread_sums_numpy(tr, o)
     cols = c.thread_sums(tr.m, tr.ts, tr.res, tr.to, o.order, o.last, o.last_ts, GOROUTINE,
                          RUNNING, SYSCALL)
     return tuple(np.frombuffer(col, dtype=np.int64) for col in cols)
@@ -325,9 +275,7 @@ def syscall_rows(tr: Transitions, o: Ordered) -> tuple[Arr, ...] | None:
     when and by which M it was stolen (-1: not found)); see :func:`syscalls`."""
     c = _c_summaries(tr, o)
     if c is None or tr.p.dtype not in (np.int16, np.int32) or tr.rid.dtype != np.int32:
-        from ingest.derive.fallback import syscall_rows_numpy  # it imports this module
-
-        return syscall_rows_numpy(tr, o)
+        return fallback.syscall_rows_numpy(tr, o)
     sel, nxt, p_entry, p_lost, stolen_ts, stolen_m = c.syscall_rows(
         o.order, o.last_ts, o.last, tr.ts, tr.res, tr.frm, tr.to, tr.rid, tr.p, tr.m,
         bytes((GOROUTINE, PROC, SYSCALL, RUNNING, IDLE)))
@@ -495,12 +443,6 @@ def _kind_rows(tr: Transitions, nr: int, vals: Arr, counts: Arr,
     return out, kinds
 
 
-def nearest_rank(sorted_values: Arr, q: float) -> int:
-    """The nearest-rank q-quantile (0 < q <= 1) of sorted values."""
-    k = max(1, int(np.ceil(q * len(sorted_values))))
-    return int(sorted_values[k - 1])
-
-
 def state_edges(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
     """Rows for ``state_edges``: (resource, from_state, to_state, count,
     dwell_count, dwell_mean_ns, dwell_p50_ns, dwell_p99_ns, dwell_max_ns).
@@ -512,9 +454,7 @@ def state_edges(tr: Transitions, o: Ordered) -> list[tuple[Any, ...]]:
     """
     c = _c_summaries(tr, o)
     if c is None:
-        from ingest.derive.fallback import state_edges_numpy  # it imports this module
-
-        return state_edges_numpy(tr, o)
+        return fallback.state_edges_numpy(tr, o)
     out: list[tuple[Any, ...]] = []
     for code, cnt, measured, total, p50, p99, top in c.state_edges(
             o.order, o.first, tr.ts, tr.res, tr.frm, tr.to):

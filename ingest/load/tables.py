@@ -16,6 +16,7 @@ from sqlalchemy import Connection, func, select
 
 from ingest.columns import Computed, Gather, Nullable, Seq, Transitions
 from ingest.derive import intervals as derive
+from ingest.derive.interval_order import Columns, Ordered
 from ingest.load import eventrows
 from ingest.memory import give_back_free_memory
 from ingest.store import models
@@ -40,17 +41,17 @@ class DerivedTables:
         self.stacks = stacks
         self.timings = timings or Timings()
         self.bases: dict[str, int] = {}
-        self._ordered: derive.Ordered | None = None
+        self._ordered: Ordered | None = None
 
     @property
-    def ordered(self) -> derive.Ordered:
+    def ordered(self) -> Ordered:
         """The transitions sorted into intervals (made when first needed)."""
         if self._ordered is None:
             with self.timings.phase("order"):
                 self._ordered = derive.order_intervals(self.tr, self.last_ts)
         return self._ordered
 
-    def __iter__(self) -> Iterator[tuple[str, derive.Columns]]:
+    def __iter__(self) -> Iterator[tuple[str, Columns]]:
         # The tables made from the events and stacks alone come first: the
         # insert worker stores them while the transitions are sorted and
         # summarised here, instead of waiting for the first summary.
@@ -124,7 +125,7 @@ class DerivedTables:
         tr.release("res", "frm", "to")
 
 
-def interval_columns(tr: Transitions, o: derive.Ordered, kind_of: Any) -> derive.Columns:
+def interval_columns(tr: Transitions, o: Ordered, kind_of: Any) -> Columns:
     """The intervals' columns: rows in (resource, id, time) order, each
     resource's rows consecutive. Gathered and computed part by part when
     stored and written: no reordered copy of the trace, and no array of the
@@ -142,8 +143,8 @@ def interval_columns(tr: Transitions, o: derive.Ordered, kind_of: Any) -> derive
 INTERVAL_PART = 1 << 20
 
 
-def interval_parts(cols: derive.Columns, n: int,
-                   part: int = INTERVAL_PART) -> Iterator[tuple[int, derive.Columns]]:
+def interval_parts(cols: Columns, n: int,
+                   part: int = INTERVAL_PART) -> Iterator[tuple[int, Columns]]:
     """``cols`` (an ``id`` Seq among them) as consecutive parts of ``part``
     rows: (rows, columns) each, made only when reached."""
     for a in range(0, n, part):
@@ -174,7 +175,7 @@ def transition_stacks(tstacks: Any) -> tuple[Any, Any]:
     return seq, sid
 
 
-def store_table(conn: Connection, trace_id: int, table_name: str, cols: derive.Columns,
+def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
                  n: int, first: int | None, interval_base: int,
                  advance: Callable[[int], None]) -> None:
     """Insert one derived table (and, for the ranged ones, its id block)."""
@@ -224,7 +225,7 @@ def _cols(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list
     return {n: [r[i] for r in rows] for i, n in enumerate(names)}
 
 
-def nrows(cols: derive.Columns) -> int:
+def nrows(cols: Columns) -> int:
     for col in cols.values():
         n = column_length(col)
         if n is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, func, select
 
-from ingest.derive.intervals import nearest_rank
+from ingest.derive.interval_order import nearest_rank
 from ingest.store import models
 
 MAX_LOGS = 5000

@@ -35,9 +35,9 @@ import numpy.typing as npt
 from sqlalchemy import Engine
 
 from ingest.derive.frames import FrameStore, TraceFrames
-from ingest.derive.intervals import nearest_rank
+from ingest.derive.interval_order import nearest_rank
 from ingest.store import models
-from ingest.views.queries import get_trace
+from ingest.store.traces import get_trace
 from ingest.views.states import (
     ALL_RESOURCES,
     RESOURCES,
