@@ -167,7 +167,7 @@ def state_graph_text(source: DiagramSource, trace_id: int, fmt: str,
     """Mermaid or DOT text of a trace's state graph, as :mod:`ingest.views.states`
     renders it. Options: ``resource`` (goroutine, proc, thread; default goroutine),
     ``group`` (start function), ``t1``/``t2`` (trace ns), ``split_reasons`` (1)."""
-    from ingest.views.queries import get_trace
+    from ingest.store.traces import get_trace
     from ingest.views.states import RESOURCES, render, state_graph
 
     if fmt not in GRAPH_TEXT_FORMATS:

@@ -76,9 +76,9 @@ def _time(fn: Callable[[], object], n: int) -> tuple[float, float]:
 def query_latencies(db_url: str, trace_id: int, n: int) -> list[tuple[str, float, float]]:
     from sqlalchemy import func, select
 
-    from ingest.store import models
+    from ingest.store import models, traces
     from ingest.store.db import make_engine
-    from ingest.views import queries
+    from ingest.views import intervals
     from ingest.views import states as stategraph
 
     engine = make_engine(db_url)
@@ -88,24 +88,24 @@ def query_latencies(db_url: str, trace_id: int, n: int) -> list[tuple[str, float
                                .order_by(g.c.transitions.desc()).limit(1)).scalar_one()
         pid = conn.execute(select(func.min(models.procs.c.pid))
                            .where(models.procs.c.trace_id == trace_id)).scalar_one()
-    info = queries.get_trace(engine, trace_id)
+    info = traces.get_trace(engine, trace_id)
     assert info is not None
     mid = (info["first_ts"] + info["last_ts"]) // 2
     window = 10_000_000
     out = [
         (f"goroutine {busiest} intervals, 10 ms",
-         *_time(lambda: queries.goroutine_intervals(engine, trace_id, busiest, mid,
+         *_time(lambda: intervals.goroutine_intervals(engine, trace_id, busiest, mid,
                                                     mid + window), n)),
         ("all procs' intervals, 10 ms",
-         *_time(lambda: queries.proc_intervals(engine, trace_id, mid, mid + window), n)),
+         *_time(lambda: intervals.proc_intervals(engine, trace_id, mid, mid + window), n)),
         (f"who ran on P{pid} at t",
-         *_time(lambda: queries.who_ran_on_proc(engine, trace_id, pid, mid), n)),
-        ("trace summary", *_time(lambda: queries.trace_summary(engine, trace_id), n)),
+         *_time(lambda: intervals.who_ran_on_proc(engine, trace_id, pid, mid), n)),
+        ("trace summary", *_time(lambda: traces.trace_summary(engine, trace_id), n)),
         ("goroutine state graph",
          *_time(lambda: stategraph.state_graph(engine, trace_id, "goroutine"), n)),
     ]
-    got = queries.goroutine_intervals(engine, trace_id, busiest, mid, mid + window)
-    procs = queries.proc_intervals(engine, trace_id, mid, mid + window)
+    got = intervals.goroutine_intervals(engine, trace_id, busiest, mid, mid + window)
+    procs = intervals.proc_intervals(engine, trace_id, mid, mid + window)
     print(f"  (the windows held {len(got)} intervals of goroutine {busiest} and "
           f"{len(procs)} proc intervals with "
           f"{sum(len(p['goroutines']) for p in procs)} goroutine runs)")

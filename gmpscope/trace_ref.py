@@ -19,7 +19,7 @@ def resolve_trace(engine: Any, settings: Any, ref: str, command: str) -> int:
         ingest_trace_file,
         load_parquet_dir,
     )
-    from ingest.views.queries import get_trace
+    from ingest.store.traces import get_trace
 
     path = Path(ref)
     if ref.isdigit() and not path.exists():

@@ -13,9 +13,9 @@ import pytest
 from ingest.config import Settings, sqlite_url
 from ingest.derive.cache import DERIVED_VERSION
 from ingest.derive.frames import TABLE_COLUMNS, FrameStore, TraceNotFound, build_arrays
+from ingest.load.delete import delete_trace
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store.db import make_engine
-from ingest.views.queries import delete_trace
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "go1.27-syscallblock.trace"

@@ -10,6 +10,7 @@ import pytest
 from ingest_fixtures import ROOT, TRACES, db_url, engine
 from sqlalchemy import Engine, inspect, text
 
+from ingest.load.delete import delete_trace
 from ingest.load.pipeline import (
     BadParquetError,
     BadTraceError,
@@ -19,7 +20,6 @@ from ingest.load.pipeline import (
 )
 from ingest.store import models
 from ingest.store.db import PAGE_SIZE, current_revision, make_engine, migrate
-from ingest.views import queries
 
 # Fixtures come from ingest_fixtures; pytest finds them as module attributes.
 FIXTURES = (db_url, engine)
@@ -161,7 +161,7 @@ def test_migration_0006_trace_rows_without_fk_on_postgresql(engine: Engine,
     assert migrate(engine) == _head()
     assert _trace_fks(engine) == {t: [] if pg else ["traces"] for t in _trace_fks(engine)}
     other = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
-    with engine.begin() as conn:  # a user's own delete, not queries.delete_trace
+    with engine.begin() as conn:  # a user's own delete, not delete_trace
         conn.execute(models.traces.delete().where(models.traces.c.id != other.id))
     assert database_problems(engine) == []
     with engine.connect() as conn:
@@ -243,11 +243,11 @@ def test_delete_removes_everything(engine: Engine, tmp_path: Path) -> None:
     a = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
     only_a = _snapshot(engine)
     b = ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
-    assert queries.delete_trace(engine, b.id, data_dir=tmp_path / "data")
+    assert delete_trace(engine, b.id, data_dir=tmp_path / "data")
     assert _snapshot(engine) == only_a
     assert not (tmp_path / "data" / "traces" / f"{b.sha256}.trace").exists()
-    assert not queries.delete_trace(engine, b.id)
-    assert queries.delete_trace(engine, a.id)
+    assert not delete_trace(engine, b.id)
+    assert delete_trace(engine, a.id)
     with engine.connect() as conn:
         for table in (*models.TRACE_TABLES, models.traces):
             assert conn.execute(text(f"SELECT count(*) FROM {table.name}")).scalar() == 0

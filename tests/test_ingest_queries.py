@@ -11,7 +11,8 @@ from ingest_fixtures import decoded, loaded
 from sqlalchemy import Engine
 
 from ingest.load.pipeline import IngestResult
-from ingest.views import queries
+from ingest.store import traces
+from ingest.views import intervals
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]
 NAME = "go1.26-workers.trace"
@@ -52,21 +53,21 @@ def test_goroutine_intervals_window(loaded: Loaded, decoded: dict[str, Path]) ->
     assert len(mine) > 10
     tid = results[NAME].id
     # The whole trace: every interval.
-    every = queries.goroutine_intervals(engine, tid, goid, tr[0]["ts"], last_ts + 1)
+    every = intervals.goroutine_intervals(engine, tid, goid, tr[0]["ts"], last_ts + 1)
     assert [(i["state"], i["start_ts"], i["end_ts"]) for i in every] == mine
     # A window starting in the middle of the 5th interval and ending inside
     # the 9th: intervals 5 to 9 (the 5th is in progress at t1).
     s5, e5 = mine[4][1], mine[4][2]
     t1 = s5 + max(1, (e5 - s5) // 2) if e5 > s5 else s5
     t2 = mine[8][1] + 1
-    got = queries.goroutine_intervals(engine, tid, goid, t1, t2)
+    got = intervals.goroutine_intervals(engine, tid, goid, t1, t2)
     want = [iv for iv in mine if iv[1] < t2 and (iv[2] > t1 or iv[1] >= t1)]
     assert [(i["state"], i["start_ts"], i["end_ts"]) for i in got] == want
     assert got[0]["id"] == goid and got[0]["resource"] == "goroutine"
     # An empty window past the end, and an unknown goroutine.
-    assert queries.goroutine_intervals(engine, tid, goid, last_ts + 10, last_ts + 20) == (
+    assert intervals.goroutine_intervals(engine, tid, goid, last_ts + 10, last_ts + 20) == (
         [] if mine[-1][2] <= last_ts + 10 else got[-1:])
-    assert queries.goroutine_intervals(engine, tid, 10**12, 0, last_ts) == []
+    assert intervals.goroutine_intervals(engine, tid, 10**12, 0, last_ts) == []
 
 
 def test_who_ran_on_proc(loaded: Loaded, decoded: dict[str, Path]) -> None:
@@ -87,12 +88,12 @@ def test_who_ran_on_proc(loaded: Loaded, decoded: dict[str, Path]) -> None:
     # An evenly spread sample: each lookup is a few round trips to the server.
     for goid, r, end in cases[:: max(1, len(cases) // 300)]:
         t = (r["ts"] + end) // 2
-        who = queries.who_ran_on_proc(engine, tid, r["p"], t)
+        who = intervals.who_ran_on_proc(engine, tid, r["p"], t)
         assert who is not None and who["g"] == goid, (goid, r, t)
         assert who["start_ts"] == r["ts"] and who["end_ts"] == end
         checked += 1
     assert checked > 20
-    assert queries.who_ran_on_proc(engine, tid, 0, tr[0]["ts"] - 1) is None
+    assert intervals.who_ran_on_proc(engine, tid, 0, tr[0]["ts"] - 1) is None
 
 
 def test_proc_intervals_window(loaded: Loaded, decoded: dict[str, Path]) -> None:
@@ -102,7 +103,7 @@ def test_proc_intervals_window(loaded: Loaded, decoded: dict[str, Path]) -> None
     first = tr[0]["ts"]
     t1 = first + (last_ts - first) // 3
     t2 = t1 + (last_ts - first) // 10
-    got = queries.proc_intervals(engine, tid, t1, t2)
+    got = intervals.proc_intervals(engine, tid, t1, t2)
     pids = sorted({r["id"] for r in tr if r["resource"] == "proc"})
     want = []
     for pid in pids:
@@ -116,7 +117,7 @@ def test_proc_intervals_window(loaded: Loaded, decoded: dict[str, Path]) -> None
             if run["end_ts"] > run["start_ts"]]
     assert runs
     for pid, run in runs[:: max(1, len(runs) // 200)]:
-        who = queries.who_ran_on_proc(engine, tid, pid, run["start_ts"])
+        who = intervals.who_ran_on_proc(engine, tid, pid, run["start_ts"])
         assert who is not None and who["g"] == run["g"]
 
 
@@ -125,7 +126,7 @@ def test_trace_summary_and_list(loaded: Loaded, decoded: dict[str, Path]) -> Non
 
     engine, _, results = loaded
     tr, _ = _by_hand(decoded[NAME])
-    s = queries.trace_summary(engine, results[NAME].id)
+    s = traces.trace_summary(engine, results[NAME].id)
     assert s is not None
     want = Counter((r["resource"], r["from_state"], r["to_state"], r["reason"] or "")
                    for r in tr)
@@ -136,9 +137,9 @@ def test_trace_summary_and_list(loaded: Loaded, decoded: dict[str, Path]) -> Non
         1 for r in tr if r["resource"] == "goroutine")
     assert s["syscall_count"] == sum(1 for r in tr if r["resource"] == "goroutine"
                                      and r["to_state"] == "Syscall")
-    listed = {t["id"] for t in queries.list_traces(engine)}
+    listed = {t["id"] for t in traces.list_traces(engine)}
     assert {r.id for r in results.values()} <= listed
-    assert queries.trace_summary(engine, 10**9) is None
+    assert traces.trace_summary(engine, 10**9) is None
 
 
 @pytest.mark.parametrize("name", ["go1.21-mixed.trace", "go1.26-workers.trace"])
@@ -236,7 +237,7 @@ def test_thread_intervals_window(loaded: Loaded, decoded: dict[str, Path]) -> No
         if r["resource"] == "goroutine" and r["m"] == m
         and r["to_state"] in ("Running", "Syscall")
         and r["ts"] < t2 and nxt.get(r["seq"], last_ts) > t1)
-    got = queries.thread_intervals(engine, results[NAME].id, m, t1, t2)
+    got = intervals.thread_intervals(engine, results[NAME].id, m, t1, t2)
     assert sorted((i["start_ts"], i["g"], i["state"], i["end_ts"]) for i in got) == want
     assert want
 
@@ -266,9 +267,9 @@ def test_first_from_is_a_bisection_of_the_stored_starts(loaded: Loaded) -> None:
                          *starts[:: max(1, len(starts) // 40)],
                          *(s + 1 for s in starts[:: max(1, len(starts) // 40)])})
         for t in probes:
-            assert queries._first_from(conn, iv, lo, hi, t) == lo + bisect.bisect_left(
+            assert intervals._first_from(conn, iv, lo, hi, t) == lo + bisect.bisect_left(
                 starts, t), t
         # Sub-ranges, down to one row and none.
-        assert queries._first_from(conn, iv, lo + 5, lo + 5, starts[5]) == lo + 5
-        assert queries._first_from(conn, iv, lo + 5, lo + 5, starts[5] + 1) == lo + 6
-        assert queries._first_from(conn, iv, lo + 5, lo + 4, 0) == lo + 5
+        assert intervals._first_from(conn, iv, lo + 5, lo + 5, starts[5]) == lo + 5
+        assert intervals._first_from(conn, iv, lo + 5, lo + 5, starts[5] + 1) == lo + 6
+        assert intervals._first_from(conn, iv, lo + 5, lo + 4, 0) == lo + 5

@@ -24,6 +24,7 @@ from ingest_fixtures import backends, make_db_url
 from sqlalchemy import Engine, text
 
 from ingest.derive.frames import FrameStore
+from ingest.load.delete import delete_trace
 from ingest.load.poller import (
     BadRecordingError,
     ingest_recording_dir,
@@ -31,7 +32,7 @@ from ingest.load.poller import (
 )
 from ingest.store import models
 from ingest.store.db import make_engine
-from ingest.views import queries
+from ingest.store.traces import get_trace
 from ingest.views.poller import (
     load_events,
     open_fds,
@@ -97,7 +98,7 @@ def test_counts_equal_the_parquet_rows(engine: Engine, tmp_path: Path, recs: dic
          r["timeout_ns"], r["epfd"], r["to_submit"], r["min_complete"]) for r in rows]
     # A standalone recording is a trace of its own: source poller, family os, its time
     # the wall clock.
-    tr = queries.get_trace(engine, tid)
+    tr = get_trace(engine, tid)
     assert tr is not None and tr["source"] == "poller" and tr["family"] == "os"
     assert tr["first_ts"] == min(r["ts_ns"] for r in rows)
     # The same recording again is the same trace.
@@ -162,7 +163,7 @@ def test_blocking_epoll_pwait_falls_outside_user_code_on_its_m(
 
 def test_marks_merge_when_too_many(joined: tuple[Engine, int, Path]) -> None:
     engine, tid, _ = joined
-    tr = queries.get_trace(engine, tid)
+    tr = get_trace(engine, tid)
     assert tr is not None
     full = poller_marks(engine, tid, tr["first_ts"], tr["last_ts"] + 1, max_marks=100_000)
     few = poller_marks(engine, tid, tr["first_ts"], tr["last_ts"] + 1, max_marks=40)
@@ -250,12 +251,12 @@ def test_delete_removes_poller_rows(joined: tuple[Engine, int, Path], tmp_path: 
     eng = make_engine(f"sqlite:///{tmp_path / 'del.sqlite'}")
     a = ingest_recording_dir(eng, recs["httpnet+go"], data_dir=tmp_path / "d")
     b = ingest_recording_dir(eng, recs["pollmix"], data_dir=tmp_path / "d")
-    assert queries.delete_trace(eng, a.trace.id, data_dir=tmp_path / "d")
+    assert delete_trace(eng, a.trace.id, data_dir=tmp_path / "d")
     assert _count(eng, "SELECT count(*) FROM poller_events WHERE trace_id = :t",
                   t=a.trace.id) == 0
     assert _count(eng, "SELECT count(*) FROM poller_recordings WHERE trace_id = :t",
                   t=a.trace.id) == 0
-    assert queries.delete_trace(eng, b.trace.id)
+    assert delete_trace(eng, b.trace.id)
     assert _count(eng, "SELECT count(*) FROM poller_events") == 0
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
+from ingest.load.delete import delete_trace
 from ingest.load.pipeline import BadTraceError, ingest_trace_file
 from ingest.store import models
 from ingest.store.db import make_engine
-from ingest.views.queries import delete_trace
 from tests.support.batches import HEADER, batch_starts
 from tests.support.consistency import database_problems, integrity_ok, row_counts, trace_problems
 

@@ -10,8 +10,8 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
+from ingest.store.traces import get_trace
 from ingest.views.annotations import region_stats, tasks
-from ingest.views.queries import get_trace
 from ingest.views.states import format_ns
 
 #: Tasks drawn at most (the table lists them all).

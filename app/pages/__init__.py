@@ -6,8 +6,8 @@ A page module defines:
 - ``TITLE``: its name in the navigation;
 - ``layout(trace_id=..., query=...)``: the page's Dash component tree for a URL
   (``query`` is the parsed query string, a dict of str to str); it reads data
-  through the query layer (:mod:`ingest.views.queries` and friends) via
-  :func:`app.context.ui_context`;
+  through the query layer (:mod:`ingest.store.traces`, :mod:`ingest.views.intervals`
+  and friends) via :func:`app.context.ui_context`;
 - ``register(dash_app)``: registers its callbacks on that Dash app (ids are
   prefixed with the module name so pages never collide).
 

@@ -14,8 +14,8 @@ from app.context import ui_context
 from app.figures.annotations import regions_figure, tasks_figure
 from app.pages._views import cfg
 from app.router import PageError
+from ingest.store.traces import get_trace
 from ingest.views.annotations import logs, region_stats, tasks
-from ingest.views.queries import get_trace
 
 ROUTES = ("/traces/<int:trace_id>/annotations",)
 TITLE = "Tasks, regions & logs"

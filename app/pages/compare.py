@@ -15,8 +15,8 @@ from app.figures.states import state_graph_figure
 from app.pages._views import cfg, fmt_bytes
 from app.router import PageError
 from ingest.derive.frames import TraceNotFound
+from ingest.store.traces import list_traces
 from ingest.views.compare import compare
-from ingest.views.queries import list_traces
 
 ROUTES = ("/compare",)
 TITLE = "Compare"

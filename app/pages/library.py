@@ -6,7 +6,7 @@ base64). The script sends it in chunks to ``/api/uploads``, follows the ingest j
 ``/api/jobs/<id>`` and then bumps ``library-refresh``, which re-renders the table here.
 Deleting also goes through the JSON API from the script, with the bearer token the
 user typed (the Dash callback endpoint is not guarded by the token, so no callback
-here ever writes). The table reads :func:`ingest.views.queries.list_traces`, the same query
+here ever writes). The table reads :func:`ingest.store.traces.list_traces`, the same query
 as ``GET /api/traces``.
 """
 
@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from app.components import fmt_count, fmt_ns
 from app.context import ui_context
-from ingest.views.queries import count_live_windows, list_traces
+from ingest.store.traces import count_live_windows, list_traces
 
 ROUTES = ("/",)
 TITLE = "library"

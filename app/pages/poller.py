@@ -38,8 +38,8 @@ from app.pages._analysis import (
     timeline_href,
 )
 from app.router import PageError
+from ingest.store.traces import get_trace
 from ingest.views.poller import NoRecording, os_syscalls, poller_page
-from ingest.views.queries import get_trace
 
 ROUTES = ("/traces/<int:trace_id>/poller",)
 TITLE = "OS poller"

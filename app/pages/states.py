@@ -16,7 +16,7 @@ from app.context import ui_context
 from app.figures.states import state_graph_figure
 from app.pages._views import cfg
 from app.router import PageError
-from ingest.views.queries import get_trace
+from ingest.store.traces import get_trace
 from ingest.views.states import goroutine_groups, to_dot, to_json, to_mermaid
 from ingest.views.states_frames import graph_for
 

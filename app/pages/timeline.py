@@ -20,7 +20,7 @@ from app.context import ui_context
 from app.figures.timeline import figure_dict
 from app.router import PageError
 from ingest.derive.frames import TraceNotFound
-from ingest.views.queries import get_trace
+from ingest.store.traces import get_trace
 from ingest.views.timeline import DEFAULT_LIMIT, BadRequest, parse_params, span_details, timeline
 
 ROUTES = ("/traces/<int:trace_id>/timeline",)

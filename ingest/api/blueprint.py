@@ -32,9 +32,10 @@ from ingest.api import uploads
 from ingest.api.chunked import clean_name
 from ingest.config import Settings
 from ingest.derive.frames import FrameStore
+from ingest.load.delete import delete_trace
 from ingest.load.pipeline import IngestError, IngestResult, ingest_trace_file, load_parquet_dir
 from ingest.store.retries import with_retries
-from ingest.views.queries import delete_trace, get_trace, list_traces, trace_summary
+from ingest.store.traces import get_trace, list_traces, trace_summary
 from ingest.views.states import render, state_graph
 from ingest.views.warm import warm_in_background
 

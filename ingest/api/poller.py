@@ -37,6 +37,7 @@ from ingest.load.poller import (
     read_recording,
 )
 from ingest.store.retries import with_retries
+from ingest.store.traces import get_trace
 from ingest.views.poller import (
     MAX_MARKS,
     SLOWEST,
@@ -46,7 +47,6 @@ from ingest.views.poller import (
     poller_marks,
     poller_page,
 )
-from ingest.views.queries import get_trace
 
 bp = Blueprint("gmpscope_api_poller", __name__)
 bp.before_request(api._require_token)

@@ -1,7 +1,7 @@
 """Retention of live sessions: full detail for a while, per-second aggregates longer.
 
 :func:`apply_retention` deletes the traces of windows that ended more than
-``detail_s`` ago (through :func:`ingest.views.queries.delete_trace`: rows, raw file
+``detail_s`` ago (through :func:`ingest.load.delete.delete_trace`: rows, raw file
 and frame cache; the segment row stays, its ``trace_id`` set to NULL) and the
 per-second rows and segment rows older than ``keep_s``. :func:`start` runs it
 every ``every_s`` in a daemon thread of the server process (each gunicorn
@@ -25,9 +25,9 @@ from pathlib import Path
 from sqlalchemy import Engine, and_, delete, select, update
 from sqlalchemy.exc import DBAPIError
 
+from ingest.load.delete import delete_trace
 from ingest.store import models
 from ingest.store.db import write_tx
-from ingest.views.queries import delete_trace
 
 log = logging.getLogger("gmpscope.live.retention")
 SG = models.live_segments

@@ -254,7 +254,7 @@ def segments(engine: Engine, name: str, limit: int = 100) -> list[dict[str, Any]
 
 def delete_session(engine: Engine, data_dir: Path, name: str) -> int:
     """Delete a session, its aggregates and its windows' traces; returns traces deleted."""
-    from ingest.views.queries import delete_trace
+    from ingest.load.delete import delete_trace
 
     with engine.connect() as conn:
         sid = conn.execute(select(SS.c.id).where(SS.c.name == name)).scalar()

@@ -372,7 +372,7 @@ def ingest_recording_dir(engine: Engine, directory: Path, *, data_dir: Path,
     (ingested first, or found by hash), or store it on its own."""
     rec = read_recording(directory)
     if attach is not None:
-        from ingest.views.queries import get_trace
+        from ingest.store.traces import get_trace
 
         trace = get_trace(engine, attach)
         if trace is None:

@@ -21,7 +21,7 @@ from ingest.views.goroutines import (
     category_of_kinds,
     stack_frames,
 )
-from ingest.views.queries import goroutine
+from ingest.views.intervals import goroutine
 
 #: Merged Gantt segments returned at most (the longest are kept beyond that).
 MAX_SEGMENTS = 20_000

@@ -1,6 +1,6 @@
-"""The one query layer over the ingest database, shared by the HTTP API, the
-pages and the CLI. Every function takes an Engine and returns plain data
-(dicts and lists of JSON-able values).
+"""Interval windows over SQL: what a goroutine, a proc or a thread did during
+``[t1, t2)``, shared by the HTTP API, the pages and the CLI. Every function
+takes an Engine and returns plain data (dicts and lists of JSON-able values).
 
 Intervals are half-open, ``[start_ts, end_ts)``, in the trace's ns. A window
 query ``(t1, t2)`` returns the intervals that overlap ``[t1, t2)``: those that
@@ -11,137 +11,12 @@ not overlap each other, so the latter is the last one that started before
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, TextClause, and_, delete, func, select, text
+from sqlalchemy import Connection, Engine, TextClause, and_, select, text
 
 from ingest.store import models
-from ingest.store.db import write_tx
-
-_TRACE_COLUMNS = [c for c in models.traces.c]
-
-
-def _trace_dict(row: Any) -> dict[str, Any]:
-    d = dict(row._mapping)
-    d["event_counts"] = json.loads(d["event_counts"] or "{}")
-    if d.get("created_at") is not None:
-        d["created_at"] = d["created_at"].isoformat()
-    d["loss"] = {"bytes_lost": d.pop("bytes_lost"), "generations_lost": d.pop("generations_lost"),
-                 "offset": d.pop("loss_offset"), "error": d.pop("loss_error")}
-    return d
-
-
-def list_traces(engine: Engine, live_windows: bool = False) -> list[dict[str, Any]]:
-    """Stored traces, newest first; the windows of live sessions (a service
-    watched for a day keeps hundreds) only with ``live_windows``."""
-    t = models.traces
-    stmt = select(*_TRACE_COLUMNS).order_by(t.c.id.desc())
-    if not live_windows:
-        stmt = stmt.where(t.c.id.not_in(_live_window_ids()))
-    with engine.connect() as conn:
-        rows = conn.execute(stmt).all()
-    return [_trace_dict(r) for r in rows]
-
-
-def _live_window_ids() -> Any:
-    ls = models.live_segments
-    return select(ls.c.trace_id).where(ls.c.trace_id.is_not(None))
-
-
-def count_live_windows(engine: Engine) -> int:
-    """How many stored traces are windows of live sessions."""
-    t = models.traces
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(t)
-                                .where(t.c.id.in_(_live_window_ids()))).scalar_one())
-
-
-def get_trace(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
-    """One trace's row (as list_traces), or None."""
-    stmt = select(*_TRACE_COLUMNS).where(models.traces.c.id == trace_id)
-    if isinstance(engine, Connection):
-        row = engine.execute(stmt).first()
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(stmt).first()
-    return None if row is None else _trace_dict(row)
-
-
-def trace_summary(engine: Engine, trace_id: int) -> dict[str, Any] | None:
-    """The trace row plus transition counts by (resource, from, to, reason),
-    time per state, and the ranges, tasks and syscalls counts."""
-    tc = models.transition_counts
-    with engine.connect() as conn:
-        info = get_trace(conn, trace_id)
-        if info is None:
-            return None
-        counts = conn.execute(
-            select(tc.c.resource, tc.c.from_state, tc.c.to_state, tc.c.reason, tc.c["count"])
-            .where(tc.c.trace_id == trace_id)
-            .order_by(tc.c.resource, tc.c["count"].desc(), tc.c.from_state, tc.c.to_state,
-                      tc.c.reason)).all()
-        info["transition_counts"] = [
-            {"resource": r.resource, "from": r.from_state, "to": r.to_state,
-             "reason": r.reason, "count": r._mapping["count"]} for r in counts]
-        by_res: dict[str, int] = {}
-        for r in counts:
-            by_res[r.resource] = by_res.get(r.resource, 0) + r._mapping["count"]
-        info["transitions_by_resource"] = by_res
-        rr = models.row_ranges
-        blocks = {r.table_name: r.last_id - r.first_id + 1 for r in conn.execute(
-            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
-            .where(rr.c.trace_id == trace_id))}
-        info["syscall_count"] = blocks.get("syscalls", 0)  # no trace_id index there
-        for name, table in (("range_count", models.ranges), ("task_count", models.tasks),
-                            ("region_count", models.regions), ("log_count", models.logs)):
-            info[name] = _count(conn, table, trace_id)
-    return info
-
-
-def _count(conn: Connection, table: Any, trace_id: int) -> int:
-    from sqlalchemy import func
-
-    return int(conn.execute(select(func.count()).select_from(table)
-                            .where(table.c.trace_id == trace_id)).scalar_one())
-
-
-def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) -> bool:
-    """Delete a trace and everything derived from it (and its raw file, when
-    ``data_dir`` is given); False when there was no such trace."""
-    t = models.traces
-    rr = models.row_ranges
-    with write_tx(engine) as conn:
-        sha = conn.execute(select(t.c.sha256).where(t.c.id == trace_id)).scalar_one_or_none()
-        if sha is None:
-            return False
-        ranges = {r.table_name: (r.first_id, r.last_id) for r in conn.execute(
-            select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
-            .where(rr.c.trace_id == trace_id))}
-        # Explicit deletes, children first: the same result as the ON DELETE
-        # CASCADE, but through the id ranges (the big tables have no trace_id
-        # index) and also where foreign keys are not enforced.
-        for table in models.TRACE_TABLES:
-            cond = table.c.trace_id == trace_id
-            ranged = models.RANGE_NAME.get(table.name)
-            if ranged in ranges:
-                lo, hi = ranges[ranged]
-                cond = and_(table.c.id.between(lo, hi), cond)
-            elif ranged is not None:
-                continue  # this trace has no rows there
-            conn.execute(delete(table).where(cond))
-        conn.execute(delete(t).where(t.c.id == trace_id))
-    if data_dir is not None:
-        from ingest.load.pipeline import raw_path
-
-        raw_path(data_dir, sha).unlink(missing_ok=True)
-        from ingest.derive.frames import remove_frames
-
-        remove_frames(data_dir, trace_id)
-    return True
-
 
 #: (resource, from_state, to_state, reason) by kind code, for one trace.
 Kinds = dict[int, tuple[str, str, str, str]]

@@ -21,7 +21,7 @@ from sqlalchemy import Engine, select
 
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
-from ingest.views.queries import get_trace
+from ingest.store.traces import get_trace
 from ingest.views.states_frames import (
     WAIT_CATEGORIES,
     goroutine_wait_categories,

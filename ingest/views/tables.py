@@ -141,7 +141,7 @@ def _window_filter(spec: TableSpec, t1: int | None, t2: int | None) -> ColumnEle
             conds.append(ts < t2)
         return and_(*conds)
     start, end = c[spec.start], c[spec.end]
-    # Overlap with [t1, t2) as in ingest.views.queries: a span that ends at t1 is out,
+    # Overlap with [t1, t2) as in ingest.views.intervals: a span that ends at t1 is out,
     # but a zero-length one at t1 is in. NULL start/end: open to the trace's edge.
     if t2 is not None:
         conds.append(or_(start.is_(None), start < t2))
