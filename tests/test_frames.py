@@ -12,7 +12,8 @@ import pytest
 
 from ingest.config import Settings, sqlite_url
 from ingest.derive.cache import DERIVED_VERSION
-from ingest.derive.frames import TABLE_COLUMNS, FrameStore, TraceNotFound, build_arrays
+from ingest.derive.frame_layout import TABLE_COLUMNS
+from ingest.derive.frames import FrameStore, TraceNotFound, build_arrays
 from ingest.load.delete import delete_trace
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store.db import make_engine
@@ -138,8 +139,8 @@ def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore)
 def test_background_writer_failure_only_drops_the_cache(tmp_path: Path) -> None:
     # The frames directory cannot be made (a file is in the way): the loader's
     # background writer records the error, finish() says None, nothing stays.
+    from ingest.derive.frame_layout import Kind
     from ingest.derive.frame_writer import FrameWriter
-    from ingest.derive.frames import Kind
 
     (tmp_path / "frames").write_text("not a directory")
     w = FrameWriter(tmp_path, background=True)

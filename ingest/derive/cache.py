@@ -26,11 +26,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
-
-from ingest.derive.frames import TraceFrames
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
@@ -39,6 +37,18 @@ DERIVED_VERSION = 2
 T = TypeVar("T")
 
 _MANIFEST = "manifest.json"
+
+
+class TraceFrames(Protocol):
+    """What this cache needs of a trace's frames
+    (:class:`ingest.derive.frames.TraceFrames`): their directory (None: in
+    memory only). Values kept in memory live on the object itself. A
+    protocol, not the class: the frame writer, which the frame store calls,
+    saves values through this module, so it cannot import the store's module.
+    """
+
+    @property
+    def directory(self) -> Path | None: ...
 
 
 def derived_dir(frames: TraceFrames) -> Path | None:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.frames import TABLE_COLUMNS, Kind, Table, frame_dir, read_frames
+from ingest.derive.cache import DERIVED_VERSION, save_value
+from ingest.derive.frame_layout import TABLE_COLUMNS, Kind, Table, frame_dir, kinds_of, read_tables
 
 Arr = npt.NDArray[Any]
 
@@ -236,8 +237,6 @@ class FrameWriter:
         written, as ``cached(frames, key, ...)`` would persist it; it moves
         with them at :meth:`finish`. False when it could not be written (it
         is only a cache: built again when first needed)."""
-        from ingest.derive.cache import DERIVED_VERSION, save_value
-
         if self.error is not None or self._stopped:
             return False
         d = self.staging / f"derived-v{DERIVED_VERSION}"
@@ -258,7 +257,7 @@ class FrameWriter:
 
 def _complete(d: Path) -> bool:
     """Whether ``d`` holds a whole frame set (every column and the facts)."""
-    return read_frames(d) is not None
+    return read_tables(d) is not None
 
 
 def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]) -> Path:
@@ -269,7 +268,7 @@ def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]
     try:
         for name, table in tables.items():
             w.add(name, table.columns, len(table))
-        kinds = {int(k): Kind(*v) for k, v in facts["kinds"].items()}
+        kinds = kinds_of(facts)
         d = w.finish(int(facts["trace_id"]), str(facts["sha256"]), int(facts["first_ts"]),
                      int(facts["last_ts"]), kinds)
     finally:

@@ -12,7 +12,10 @@ The loader writes them while it loads (:class:`ingest.derive.frame_writer.FrameW
 
 The files are a cache: built from the database on first use (any database,
 PostgreSQL included, so a team's servers each build their own), rebuilt when
-missing or made by an older layout, and removed with the trace.
+missing or made by an older layout, and removed with the trace. Which
+columns are kept and where a set lies on disk is ingest.derive.frame_layout's;
+writing a set is ingest.derive.frame_writer's (the store calls it to build a
+missing set; it never imports this module).
 """
 
 from __future__ import annotations
@@ -28,50 +31,24 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Boolean, Connection, Engine, select
 
+from ingest.derive.frame_layout import (
+    TABLE_COLUMNS,
+    Kind,
+    Table,
+    frame_dir,
+    kinds_of,
+    read_tables,
+)
+from ingest.derive.frame_writer import write_frames
 from ingest.store import models
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
 
-#: Bumped whenever the file layout changes; older files are rebuilt.
-LAYOUT_VERSION = "3"
 _FETCH = 200_000
-
-#: Columns copied per table (booleans as 0/1, NULL as -1).
-TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "intervals": ("rid", "start_ts", "end_ts", "kind", "m", "p", "g", "stack_id", "seq"),
-    "proc_runs": ("p", "start_ts", "end_ts", "g", "m", "seq"),
-    "syscalls": ("goid", "start_ts", "end_ts", "duration_ns", "m", "p", "start_known",
-                 "p_lost", "stolen_ts", "stolen_by_m", "stack_id", "seq"),
-}
-
 
 class TraceNotFound(LookupError):
     """No trace with that id."""
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a transition code in ``intervals.kind`` means."""
-
-    resource: str
-    from_state: str
-    to_state: str
-    reason: str
-
-
-@dataclass
-class Table:
-    """One table's columns as integer numpy arrays of equal length: times
-    int64, ids and flags narrower (:func:`ingest.derive.frame_writer.column_dtype`)."""
-
-    columns: dict[str, Arr]
-
-    def __getitem__(self, name: str) -> Arr:
-        return self.columns[name]
-
-    def __len__(self) -> int:
-        return len(next(iter(self.columns.values()))) if self.columns else 0
 
 
 @dataclass
@@ -212,14 +189,7 @@ def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[st
 
 
 # --------------------------------------------------------------------------
-# files: one .npy per column, so that a column can be written chunk by chunk
-# (the loader never holds a reordered copy of the trace) and read back
-# memory-mapped, zero-copy.
-
-
-def frame_dir(data_dir: Path, trace_id: int, sha256: str) -> Path:
-    """The directory of a trace's frames in the current layout."""
-    return data_dir / "frames" / f"{trace_id}-{sha256[:16]}-v{LAYOUT_VERSION}"
+# files (their layout: ingest.derive.frame_layout)
 
 
 def release_pages(col: Any) -> None:
@@ -241,21 +211,12 @@ def release_pages(col: Any) -> None:
 
 def read_frames(d: Path) -> TraceFrames | None:
     """The frames in directory ``d`` (memory-mapped), or None when incomplete."""
-    import json
-
-    try:
-        facts = json.loads((d / "facts.json").read_text())
-        tables: dict[str, Table] = {}
-        for name, cols in TABLE_COLUMNS.items():
-            arrays = {c: np.load(d / f"{name}.{c}.npy", mmap_mode="r") for c in cols}
-            if len({len(a) for a in arrays.values()}) > 1:
-                return None
-            tables[name] = Table(arrays)
-    except (OSError, ValueError, KeyError):
+    found = read_tables(d)
+    if found is None:
         return None
-    kinds = {int(k): Kind(*v) for k, v in facts["kinds"].items()}
+    facts, tables = found
     return TraceFrames(trace_id=int(facts["trace_id"]), first_ts=int(facts["first_ts"]),
-                       last_ts=int(facts["last_ts"]), kinds=kinds,
+                       last_ts=int(facts["last_ts"]), kinds=kinds_of(facts),
                        intervals=tables["intervals"], proc_runs=tables["proc_runs"],
                        syscalls=tables["syscalls"], directory=d)
 
@@ -315,8 +276,6 @@ class FrameStore:
             f = read_frames(d)
             if f is None:
                 facts, tables = build_arrays(self.engine, trace_id)
-                from ingest.derive.frame_writer import write_frames  # it imports this module
-
                 write_frames(self.data_dir, facts, tables)
                 f = read_frames(d)
                 if f is None:  # pragma: no cover - we just wrote it

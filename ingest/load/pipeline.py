@@ -35,9 +35,9 @@ from ingest.columns import (
     read_transitions,
 )
 from ingest.config import Settings
+from ingest.derive.frame_layout import TABLE_COLUMNS as FRAME_TABLES
+from ingest.derive.frame_layout import Kind
 from ingest.derive.frame_writer import FrameWriter
-from ingest.derive.frames import TABLE_COLUMNS as FRAME_TABLES
-from ingest.derive.frames import Kind
 from ingest.derive.lanesets import GOROUTINE_TABLE_STEP, RANGES_STEP
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.insert_worker import InsertWorker
