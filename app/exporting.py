@@ -11,7 +11,6 @@ text that :mod:`ingest.views.states` renders.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.registry import UnknownDiagram, build_figure, collect
 from app.figures.source import DiagramSource
+from ingest.api.files import safe_filename
 
 #: Formats a figure exports to, and the text formats of state graphs.
 IMAGE_FORMATS = ("svg", "png")
@@ -64,13 +64,6 @@ class Exported:
 def is_state_diagram(diagram: str) -> bool:
     """Whether ``diagram`` is a state graph (Mermaid/DOT exportable)."""
     return diagram == "states" or diagram.startswith("states-")
-
-
-def safe_filename(*parts: object, ext: str) -> str:
-    """A download file name from parts: only [A-Za-z0-9._-], never empty or hidden."""
-    stem = "-".join(re.sub(r"[^A-Za-z0-9._-]+", "_", str(p)).strip("._-") for p in parts)
-    stem = re.sub(r"-+", "-", stem).strip("-") or "gmpscope"
-    return f"{stem[:120]}.{EXTENSIONS.get(ext, ext)}"
 
 
 def _int_option(options: Mapping[str, str], key: str) -> int | None:

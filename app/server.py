@@ -15,6 +15,7 @@ import dash
 from dash.resources import Resources
 from flask import Flask
 
+from app import export_api
 from app.context import EXTENSION, UIContext
 from app.router import load_router, register
 from app.shell import shell
@@ -69,6 +70,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     # One frame cache per app, shared by the pages and the JSON API.
     server.extensions[EXTENSION] = UIContext(
         settings=settings, engine=engine, frames=api.ingest_state(server).frames)
+    # The figure downloads need the app's figures (Plotly): mounted here, not by
+    # the ingest API, so that ``gmpscope ingest-server`` never loads them.
+    export_api.init_app(server)
     dash_app = dash.Dash(
         "gmpscope",
         server=server,  # type: ignore[arg-type]  # Dash accepts a Flask app here

@@ -56,7 +56,7 @@ VIEW_APIS = (
     "ingest.api.jobs",
     "ingest.api.analysis",
     "ingest.api.views",
-    "ingest.api.export",
+    "ingest.api.tables",
     "ingest.api.diagnose",
     "ingest.api.live",
     "ingest.api.poller",

@@ -1,16 +1,14 @@
-"""Downloads: figures and tables of a trace as files.
+"""Downloads: the tables of a trace as files.
 
-- ``GET /api/traces/<id>/export?diagram=NAME&format=svg|png|html|mermaid|dot&...``:
-  one diagram (names: ``GET /api/export/diagrams``) as an attachment; the other
-  query parameters are the diagram's options (t1, t2, mode, resource, group...;
-  width, height, scale size SVG/PNG). Mermaid and DOT are for state graphs.
 - ``GET /api/traces/<id>/tables/<name>.csv`` and ``.parquet``, names in
   :data:`ingest.views.tables.TABLES`; ``?t1=&t2=`` (trace ns) bound the
   time-bounded ones. CSV is streamed row batch by row batch; Parquet is written
   batch by batch to a temporary file, then sent. CSV text cells that a
   spreadsheet would take for a formula get a leading ``'`` (see
   :mod:`ingest.views.tables`).
-- ``GET /api/export/diagrams``: the diagrams, tables and formats.
+
+Figures are the UI's: ``GET /api/traces/<id>/export`` and ``GET /api/export/diagrams``
+are served by ``app.export_api`` (``gmpscope serve`` only).
 
 Errors are JSON: 400 for a bad parameter, 404 for an unknown trace or table.
 """
@@ -25,26 +23,16 @@ from flask import (
     Blueprint,
     Response,
     current_app,
-    jsonify,
     request,
     send_file,
     stream_with_context,
 )
 
 from ingest.api.blueprint import error, ingest_state
+from ingest.api.files import attachment, safe_filename
 from ingest.views import tables as et
 
-bp = Blueprint("gmpscope_api_export", __name__)
-
-#: Query parameters of /export that are not diagram options.
-_EXPORT_PARAMS = ("diagram", "format")
-
-
-def _attachment(resp: Response, filename: str) -> Response:
-    # The name is built by safe_filename: ASCII letters, digits, '.', '_', '-' only.
-    resp.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    resp.headers["X-Content-Type-Options"] = "nosniff"
-    return resp
+bp = Blueprint("gmpscope_api_tables", __name__)
 
 
 def _window() -> tuple[int | None, int | None]:
@@ -67,49 +55,6 @@ def _bad_param(e: _BadParam) -> Response:
     return error(400, str(e))
 
 
-@bp.get("/api/export/diagrams")
-def list_diagrams() -> Response:
-    from app.exporting import FORMATS, is_state_diagram
-    from app.figures.registry import collect
-
-    reg = collect()
-    return jsonify({
-        "diagrams": [{"name": n, "module": reg.modules[n],
-                      "formats": [f for f in FORMATS
-                                  if f in ("svg", "png", "html") or is_state_diagram(n)]}
-                     for n in reg.names],
-        "tables": list(et.TABLES),
-        "table_formats": ["csv", "parquet"],
-    })
-
-
-@bp.get("/api/traces/<int:trace_id>/export")
-def export_figure(trace_id: int) -> Response:
-    from app.exporting import ExportError, export_diagram, safe_filename
-    from app.figures.registry import UnknownDiagram
-    from app.figures.source import DiagramSource
-
-    diagram = request.args.get("diagram", "")
-    fmt = request.args.get("format", "svg").lower()
-    if not diagram:
-        return error(400, "give ?diagram=NAME (GET /api/export/diagrams lists them)")
-    options = {k: v for k, v in request.args.items() if k not in _EXPORT_PARAMS}
-    st = ingest_state(current_app)
-    source = DiagramSource(engine=st.engine, frames=st.frames)
-    try:
-        out = export_diagram(source, trace_id, diagram, fmt, options)
-    except UnknownDiagram as e:
-        return error(400, str(e))
-    except LookupError as e:
-        return error(404, str(e.args[0]) if e.args else f"no trace with id {trace_id}")
-    except ExportError as e:
-        return error(503 if "Chromium" in str(e) else 400, str(e))
-    except ValueError as e:
-        return error(400, str(e))
-    resp = Response(out.data, content_type=out.mimetype)
-    return _attachment(resp, safe_filename("gmpscope", trace_id, diagram, ext=out.extension))
-
-
 def _table_request(trace_id: int, name: str) -> tuple[int | None, int | None] | Response:
     t1, t2 = _window()
     try:
@@ -122,8 +67,6 @@ def _table_request(trace_id: int, name: str) -> tuple[int | None, int | None] | 
 
 
 def _table_filename(trace_id: int, name: str, ext: str, window: tuple[Any, Any]) -> str:
-    from app.exporting import safe_filename
-
     parts: list[object] = ["gmpscope", trace_id, name]
     if window != (None, None):
         parts += [window[0] if window[0] is not None else "start",
@@ -139,7 +82,7 @@ def table_csv(trace_id: int, name: str) -> Response:
     engine = ingest_state(current_app).engine
     chunks = et.iter_csv(engine, trace_id, name, *window)
     resp = Response(stream_with_context(chunks), content_type="text/csv; charset=utf-8")
-    return _attachment(resp, _table_filename(trace_id, name, "csv", window))
+    return attachment(resp, _table_filename(trace_id, name, "csv", window))
 
 
 @bp.get("/api/traces/<int:trace_id>/tables/<name>.parquet")
