@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,21 @@ CAT = {name: code for code, name in enumerate(CATEGORIES)}
 NCAT = len(CATEGORIES)
 #: Range kinds drawn as the top lanes, with their lane label and category.
 RANGE_LANES = (("gc", "GC"), ("stw", "STW"), ("sweep", "Sweep"), ("assist", "Assist"))
+
+
+
+class LaneSetKey(StrEnum):
+    """The per-trace lane sets kept by the derived-value cache
+    (ingest.derive.cache), by their cache key: the key the views read a set
+    under, the one the loader stages it under before its commit
+    (FrameWriter.add_derived), and the name of its step in
+    :func:`precompute_steps`."""
+
+    P_LANES = "p_lanes"
+    M_LANES = "m_lanes"
+    GOROUTINES = "goroutines"
+    RANGES = "ranges"
+
 
 #: ``ref`` of a shape: row * REF_SOURCES + source, so one int finds a row again.
 SRC_INTERVAL, SRC_RUN, SRC_RANGE = 0, 1, 2
@@ -383,7 +399,7 @@ def p_lanes(frames: TraceFrames) -> LaneSet:
     """Per proc: the goroutines it ran (Running) and its Idle intervals (cached)."""
     def build() -> LaneSet:
         return _p_lanes_c(frames) or _p_lanes_numpy(frames)
-    return cached(frames, "p_lanes", build, persist=(LaneSet, LaneSetIndex))
+    return cached(frames, LaneSetKey.P_LANES, build, persist=(LaneSet, LaneSetIndex))
 
 
 def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
@@ -417,7 +433,7 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
     """Per thread: the goroutine Running/Syscall intervals begun on it (cached)."""
     def build() -> LaneSet:
         return _m_lanes_c(frames) or _build_m_lanes(frames)
-    return cached(frames, "m_lanes", build, persist=(LaneSet, LaneSetIndex))
+    return cached(frames, LaneSetKey.M_LANES, build, persist=(LaneSet, LaneSetIndex))
 
 
 def _m_lanes_c(frames: TraceFrames) -> LaneSet | None:
@@ -543,7 +559,7 @@ def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
             alive_lo = alive_hi = np.zeros(0, np.int64)
         return goroutines_of(idx.g_ids, sql_goid, [fn for _, fn in rows], idx.g_lo, idx.g_hi,
                              alive_lo, alive_hi)
-    return cached(frames, "goroutines", build, persist=(Goroutines,))
+    return cached(frames, LaneSetKey.GOROUTINES, build, persist=(Goroutines,))
 
 
 def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None], lo: I64, hi: I64,
@@ -595,7 +611,7 @@ def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
         return ranges_of([x.id for x in rows], [x.kind for x in rows],
                          [x.start_ts for x in rows], [x.end_ts for x in rows],
                          [x.g for x in rows], frames.first_ts, frames.last_ts)
-    return cached(frames, "ranges", build, persist=(Ranges, LaneSet, LaneSetIndex))
+    return cached(frames, LaneSetKey.RANGES, build, persist=(Ranges, LaneSet, LaneSetIndex))
 
 
 def ranges_of(rid: Sequence[int], kind: Sequence[str], start_ts: Sequence[int | None],
@@ -621,17 +637,14 @@ def ranges_of(rid: Sequence[int], kind: Sequence[str], start_ts: Sequence[int | 
                           ref.astype(np.int64)), ids, gs)
 
 
-#: Index in :func:`precompute_steps` of the goroutine table (the loader
-#: builds it from memory before its commit).
-GOROUTINE_TABLE_STEP = 2
-#: Index in :func:`precompute_steps` of the range lanes (the loader makes
-#: them from the ranges' columns before its commit).
-RANGES_STEP = 3
-
-
-def precompute_steps(engine: Engine) -> list[Callable[[TraceFrames], object]]:
-    """The lane sets every timeline mode needs, one builder each: the loader
-    runs them right after a trace is stored (ingest.load.pipeline), so the first view
-    of a new trace answers without building them."""
-    return [p_lanes, m_lanes, lambda f: goroutine_table(engine, f),
-            lambda f: range_lanes(engine, f)]
+def precompute_steps(engine: Engine) -> dict[LaneSetKey, Callable[[TraceFrames], object]]:
+    """The lane sets every timeline mode needs, one builder each, by the key
+    each is cached under: the loader runs them right after a trace is stored
+    (ingest.load.pipeline), skipping those it staged itself, so the first
+    view of a new trace answers without building them."""
+    return {
+        LaneSetKey.P_LANES: p_lanes,
+        LaneSetKey.M_LANES: m_lanes,
+        LaneSetKey.GOROUTINES: lambda f: goroutine_table(engine, f),
+        LaneSetKey.RANGES: lambda f: range_lanes(engine, f),
+    }

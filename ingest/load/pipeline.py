@@ -38,10 +38,10 @@ from ingest.config import Settings
 from ingest.derive.frame_layout import TABLE_COLUMNS as FRAME_TABLES
 from ingest.derive.frame_layout import Kind
 from ingest.derive.frame_writer import FrameWriter
-from ingest.derive.lanesets import GOROUTINE_TABLE_STEP, RANGES_STEP
+from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.insert_worker import InsertWorker
-from ingest.load.tables import derived_tables, next_id, nrows, store_table
+from ingest.load.tables import DerivedTables, derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
 from ingest.store import models
 from ingest.store.db import checkpoint_meanwhile, write_tx
@@ -302,8 +302,8 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
 
 
 def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, source: str,
-          size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
-          timings: Timings, where: str, started: float | None = None) -> IngestResult:
+                   size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
+                   timings: Timings, where: str, started: float | None = None) -> IngestResult:
     """Store a decoded trace in one transaction (see load_parquet_dir);
     ``where`` names the input in error messages."""
     started = time.perf_counter() if started is None else started
@@ -320,6 +320,41 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         raise BadParquetError(f"{where}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
     total = len(tr) * 2
+    advance = _load_progress(progress, total)
+    staged = _Staged(FrameWriter(data_dir, background=True) if data_dir is not None else None)
+    try:
+        stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance)
+    except (KeyError, IndexError, ValueError) as e:
+        # Raised while deriving a table (the transaction is rolled back):
+        # columns that do not fit together.
+        staged.abandon()
+        raise BadParquetError(f"{where}: inconsistent decoded trace: {e!r}") from None
+    except IntegrityError:
+        # Another writer stored the same content first (PostgreSQL: no
+        # up-front write lock); answer with its trace.
+        staged.abandon()
+        found = find_by_sha(engine, sha)
+        if found is None:
+            raise
+        return found
+    except BaseException:
+        staged.abandon()
+        raise
+    if isinstance(stored, IngestResult):
+        return stored  # the same content, stored meanwhile: nothing written
+    trace_id, counts = stored
+    del tr, tables  # the loader's arrays go before the views' are built
+    _finish_views(engine, staged, trace_id, sha, trace_row, timings)
+    if progress:
+        progress("load", total, total)
+    timings.add("load", time.perf_counter() - started)
+    return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],
+                        events=int(meta["events"]), goroutines=counts["goroutines"],
+                        created=True, timings=timings.as_dict())
+
+
+def _load_progress(progress: Progress | None, total: int) -> Callable[[int], None]:
+    """advance(rows): reports the load's progress as the inserts go."""
     done = [0]
 
     def advance(k: int) -> None:
@@ -327,112 +362,132 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         if progress:
             progress("load", done[0], total)
 
-    counts: dict[str, int] = {}
-    frames = FrameWriter(data_dir, background=True) \
-        if data_dir is not None else None
-    kinds: dict[int, Kind] = {}
-    goroutine_cols: dict[str, Any] = {}
-    early: set[int] = set()  # lane-set steps (precompute_steps) done before the commit
+    return advance
 
-    def abandon() -> None:
+
+@dataclass
+class _Staged:
+    """What a load keeps for the views while it stores a trace: the frames
+    being written (None: none asked for, or given up), the transition kinds,
+    the goroutines' columns the goroutine table is made of, and which lane
+    sets were staged with the frames before the commit."""
+
+    frames: FrameWriter | None
+    kinds: dict[int, Kind] = field(default_factory=dict)
+    goroutine_cols: dict[str, Any] = field(default_factory=dict)
+    early: set[LaneSetKey] = field(default_factory=set)
+
+    def abandon(self) -> None:
         """The load failed: its staged frames go."""
-        if frames is not None:
-            frames.abort()
+        if self.frames is not None:
+            self.frames.abort()
 
-    try:
-        with write_tx(engine, bulk=True) as conn:
-            if conn.dialect.name == "postgresql":
-                # One loader at a time, as SQLite's write lock gives: row ids
-                # are allocated as blocks after the current maximum.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOAD_LOCK})
-            found = find_by_sha(conn, sha)
-            if found is not None:
-                return found
-            trace_id = conn.execute(models.traces.insert().values(**trace_row)
-                                    .returning(models.traces.c.id)).scalar_one()
-            tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
-            # Each table is stored by the worker thread while the next one
-            # is derived here; the connection is the worker's until close().
-            with InsertWorker() as worker:
-                for table_name, cols in timings.each("derive", tables):
-                    counts[table_name] = n = nrows(cols)
-                    if not n:
-                        continue
-                    first = tables.bases.get(table_name)
-                    if first is not None:
-                        cols = {"id": Seq(first), **cols}
-                    if table_name == "goroutines":
-                        goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
-                    if table_name == "transition_counts":
-                        kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
-                            cols["kind"], cols["resource"], cols["from_state"],
-                            cols["to_state"], cols["reason"], strict=True)}
-                    if frames is not None and table_name == "ranges" and \
-                            _stage_range_lanes(frames, cols, trace_row):
-                        early.add(RANGES_STEP)
-                    if frames is not None and table_name in FRAME_TABLES:
-                        try:
-                            frames.add(table_name, cols, n)
-                        except OSError:
-                            # Only a cache: the views rebuild it from the database.
-                            frames.abort()
-                            frames = None
-                    with timings.phase("worker wait"):  # the worker still busy
-                        worker.submit(partial(timings.timed, f"insert {table_name}",
-                                              store_table, conn, trace_id, table_name, cols,
-                                              n, first, tables.bases["intervals"], advance))
-                    del cols
-                    give_back_free_memory()  # the derivation's temporaries
-                if frames is not None and goroutine_cols:
-                    # While the worker stores the intervals: the timeline's
-                    # goroutine table, from the columns at hand (not the database).
-                    with timings.phase("goroutine table"):
-                        try:
-                            if _stage_goroutine_table(frames, goroutine_cols,
-                                                      tables.ordered,
-                                                      tables.bases["intervals"]):
-                                early.add(GOROUTINE_TABLE_STEP)
-                        except Exception:  # noqa: BLE001 - a cache never fails a load
-                            log.exception("goroutine table not staged; built after the commit")
-                del goroutine_cols
-                with timings.phase("worker wait"):
-                    worker.close()
-            conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
-                goroutines=counts["goroutines"], procs=counts["procs"],
-                threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
-            commit_started = time.perf_counter()
-        timings.add("commit", time.perf_counter() - commit_started)
-    except (KeyError, IndexError, ValueError) as e:
-        # Raised while deriving a table (the transaction is rolled back):
-        # columns that do not fit together.
-        abandon()
-        raise BadParquetError(f"{where}: inconsistent decoded trace: {e!r}") from None
-    except IntegrityError:
-        # Another writer stored the same content first (PostgreSQL: no
-        # up-front write lock); answer with its trace.
-        abandon()
-        found = find_by_sha(engine, sha)
-        if found is None:
-            raise
-        return found
-    except BaseException:
-        abandon()
-        raise
+
+def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: DerivedTables,
+                 staged: _Staged, timings: Timings, started: float,
+                 advance: Callable[[int], None]) -> tuple[int, dict[str, int]] | IngestResult:
+    """The write transaction: the trace's row, every derived table, and the
+    trace's counts; (trace id, rows per table), or the trace with this
+    content when another load stored it first (then nothing is written)."""
+    with write_tx(engine, bulk=True) as conn:
+        if conn.dialect.name == "postgresql":
+            # One loader at a time, as SQLite's write lock gives: row ids
+            # are allocated as blocks after the current maximum.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOAD_LOCK})
+        found = find_by_sha(conn, sha)
+        if found is not None:
+            return found
+        trace_id = conn.execute(models.traces.insert().values(**trace_row)
+                                .returning(models.traces.c.id)).scalar_one()
+        tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
+        counts = _insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance)
+        conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
+            goroutines=counts["goroutines"], procs=counts["procs"],
+            threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
+        commit_started = time.perf_counter()
+    timings.add("commit", time.perf_counter() - commit_started)
+    return trace_id, counts
+
+
+def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: _Staged,
+                   trace_row: dict[str, Any], timings: Timings,
+                   advance: Callable[[int], None]) -> dict[str, int]:
+    """Derive the tables one at a time, each stored by the insert worker's
+    thread while the next is derived here (the connection is the worker's
+    until it is closed), and staged for the views on the way; the rows per
+    table."""
+    counts: dict[str, int] = {}
+    with InsertWorker() as worker:
+        for table_name, cols in timings.each("derive", tables):
+            counts[table_name] = n = nrows(cols)
+            if not n:
+                continue
+            first = tables.bases.get(table_name)
+            if first is not None:
+                cols = {"id": Seq(first), **cols}
+            _stage_table(staged, table_name, cols, n, trace_row)
+            with timings.phase("worker wait"):  # the worker still busy
+                worker.submit(partial(timings.timed, f"insert {table_name}",
+                                      store_table, conn, trace_id, table_name, cols,
+                                      n, first, tables.bases["intervals"], advance))
+            del cols
+            give_back_free_memory()  # the derivation's temporaries
+        _stage_goroutine_lanes(staged, tables, timings)
+        with timings.phase("worker wait"):
+            worker.close()
+    return counts
+
+
+def _stage_table(staged: _Staged, table_name: str, cols: dict[str, Any], n: int,
+                 trace_row: dict[str, Any]) -> None:
+    """Keep what the views need of one derived table: its frame columns, the
+    transition kinds, the goroutines' columns, the range lanes."""
+    if table_name == "goroutines":
+        staged.goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
+    if table_name == "transition_counts":
+        staged.kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
+            cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
+            cols["reason"], strict=True)}
+    frames = staged.frames
+    if frames is None:
+        return
+    if table_name == "ranges" and _stage_range_lanes(frames, cols, trace_row):
+        staged.early.add(LaneSetKey.RANGES)
+    if table_name in FRAME_TABLES:
+        try:
+            frames.add(table_name, cols, n)
+        except OSError:
+            # Only a cache: the views rebuild it from the database.
+            frames.abort()
+            staged.frames = None
+
+
+def _stage_goroutine_lanes(staged: _Staged, tables: DerivedTables, timings: Timings) -> None:
+    """While the worker stores the intervals: the timeline's goroutine table,
+    from the columns at hand (not the database), staged with the frames."""
+    if staged.frames is not None and staged.goroutine_cols:
+        with timings.phase("goroutine table"):
+            try:
+                if _stage_goroutine_table(staged.frames, staged.goroutine_cols,
+                                          tables.ordered, tables.bases["intervals"]):
+                    staged.early.add(LaneSetKey.GOROUTINES)
+            except Exception:  # noqa: BLE001 - a cache never fails a load
+                log.exception("goroutine table not staged; built after the commit")
+    staged.goroutine_cols = {}
+
+
+def _finish_views(engine: Engine, staged: _Staged, trace_id: int, sha: str,
+                  trace_row: dict[str, Any], timings: Timings) -> None:
+    """After the commit: the staged frames named after the trace, and the
+    lane sets not staged before the commit built from them."""
     with timings.phase("after commit"), checkpoint_meanwhile(engine):
-        if frames is not None:
+        if staged.frames is not None:
             with timings.phase("frames"):  # what is left to write after the commit
-                frame_dir = frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
-                                          int(trace_row["last_ts"] or 0), kinds)
+                frame_dir = staged.frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                                 int(trace_row["last_ts"] or 0), staged.kinds)
             if frame_dir is not None:
-                del tr, tables  # the loader's arrays go before the views' are built
                 with timings.phase("lanes"):
-                    _precompute_views(engine, frame_dir, skip=early)
-    if progress:
-        progress("load", total, total)
-    timings.add("load", time.perf_counter() - started)
-    return IngestResult(id=trace_id, sha256=sha, go_version=meta["go_version"],
-                        events=int(meta["events"]), goroutines=counts["goroutines"],
-                        created=True, timings=timings.as_dict())
+                    _precompute_views(engine, frame_dir, skip=staged.early)
 
 
 #: Columns of the goroutines table the timeline's goroutine table is made of.
@@ -455,7 +510,7 @@ def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: A
     alive_hi = np.where(gone, np.asarray(cols["last_ts"], np.int64), ordered.ends_of(last))
     table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
                           np.asarray(cols["first_ts"], np.int64), alive_hi)
-    return frames.add_derived("goroutines", table)
+    return frames.add_derived(LaneSetKey.GOROUTINES, table)
 
 
 def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
@@ -472,22 +527,21 @@ def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
     except Exception:  # noqa: BLE001 - a cache never fails a load
         log.exception("range lanes not staged; built after the commit")
         return False
-    return frames.add_derived("ranges", value)
+    return frames.add_derived(LaneSetKey.RANGES, value)
 
 
 def _precompute_views(engine: Engine, frame_dir: Path,
-                      skip: Collection[int] = ()) -> None:
+                      skip: Collection[LaneSetKey] = ()) -> None:
     """Build the timeline's lane sets of a trace just stored (a cache: when
-    this fails the first view builds them); ``skip``: the indexes in
-    precompute_steps of those already built."""
+    this fails the first view builds them); ``skip``: those already built."""
     from ingest.derive.frames import read_frames
     from ingest.derive.lanesets import precompute_steps
 
     # Each lane set from freshly mapped frames, dropped after: the columns a
     # step reads stay mapped (and counted in the process's memory) only
     # while it runs.
-    for i, step in enumerate(precompute_steps(engine)):
-        if i in skip:
+    for key, step in precompute_steps(engine).items():
+        if key in skip:
             continue
         give_back_free_memory()
         frames = read_frames(frame_dir)
