@@ -15,9 +15,14 @@ from sqlalchemy import Engine
 
 from ingest.config import Settings, sqlite_url
 from ingest.derive import cache as derived_cache
-from ingest.derive import lanesets as timeline_lanes
+from ingest.derive import precompute, proc_thread_lanes
+from ingest.derive import range_lanes as range_lanes_module
 from ingest.derive.cache import DERIVED_VERSION
 from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.derive.goroutine_lanes import goroutine_table
+from ingest.derive.lanesets import LaneSet, LaneSetIndex
+from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
+from ingest.derive.range_lanes import range_lanes
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store.db import make_engine
 
@@ -27,10 +32,10 @@ KEYS = ("p_lanes", "m_lanes", "goroutines", "ranges")
 
 
 def lane_values(engine: Engine, frames: TraceFrames) -> dict[str, Any]:
-    return {"p_lanes": timeline_lanes.p_lanes(frames),
-            "m_lanes": timeline_lanes.m_lanes(frames),
-            "goroutines": timeline_lanes.goroutine_table(engine, frames),
-            "ranges": timeline_lanes.range_lanes(engine, frames)}
+    return {"p_lanes": p_lanes(frames),
+            "m_lanes": m_lanes(frames),
+            "goroutines": goroutine_table(engine, frames),
+            "ranges": range_lanes(engine, frames)}
 
 
 def assert_same_value(got: Any, want: Any, where: str = "") -> None:
@@ -110,12 +115,12 @@ def test_the_range_lanes_come_from_the_loaders_columns(
         raise AssertionError("the range lanes were built from the database")
 
     with monkeypatch.context() as m:
-        m.setattr(timeline_lanes, "range_lanes", no_query)
+        m.setattr(precompute, "range_lanes", no_query)
         store, tid = load_sample(tmp_path)
     engine = store.engine
     assert (derived_root(store, tid) / "ranges").is_dir()
     frames = store.get(tid)
-    got = timeline_lanes.range_lanes(engine, frames)
+    got = range_lanes(engine, frames)
     assert isinstance(got.lanes.start, np.memmap)  # read back, not built
     assert len(got.lanes.start) > 0
     assert_same_value(got, fresh_build(engine, frames)["ranges"], "ranges")
@@ -129,7 +134,8 @@ def test_a_server_restart_reads_them_back_without_building(
     def no_sorting(*_: object) -> None:
         raise AssertionError("a stored lane set was built again")
 
-    monkeypatch.setattr(timeline_lanes, "_group_sorted", no_sorting)
+    for module in (proc_thread_lanes, range_lanes_module):
+        monkeypatch.setattr(module, "group_sorted", no_sorting)
     restarted = FrameStore(store.engine, store.data_dir)
     got = lane_values(store.engine, restarted.get(tid))
     for key in KEYS:
@@ -148,11 +154,11 @@ def test_a_torn_copy_is_built_again(loaded: tuple[FrameStore, int], damage: str)
     else:
         (d / "manifest.json").write_text('{"type": "Popen", "fields": {}}')
     want = fresh_build(store.engine, store.get(tid))["m_lanes"]
-    got = timeline_lanes.m_lanes(FrameStore(store.engine, store.data_dir).get(tid))
+    got = m_lanes(FrameStore(store.engine, store.data_dir).get(tid))
     assert_same_value(got, want, "m_lanes")
     # Stored again, whole.
-    assert_same_value(derived_cache.load_value(d, (timeline_lanes.LaneSet,
-                                                   timeline_lanes.LaneSetIndex)), want, "disk")
+    assert_same_value(derived_cache.load_value(d, (LaneSet,
+                                                   LaneSetIndex)), want, "disk")
 
 
 def test_a_failed_write_still_answers_from_memory(
@@ -165,7 +171,7 @@ def test_a_failed_write_still_answers_from_memory(
 
     monkeypatch.setattr(derived_cache, "save_value", disk_full)
     frames = FrameStore(store.engine, store.data_dir).get(tid)
-    got = timeline_lanes.p_lanes(frames)
+    got = p_lanes(frames)
     assert_same_value(got, fresh_build(store.engine, frames)["p_lanes"], "p_lanes")
     assert not (derived_root(store, tid) / "p_lanes").exists()
 
@@ -184,7 +190,7 @@ def test_a_value_whose_directory_goes_right_after_it_is_saved_still_answers(
 
     monkeypatch.setattr(derived_cache, "save_value", saved_then_gone)
     frames = FrameStore(store.engine, store.data_dir).get(tid)
-    got = timeline_lanes.range_lanes(store.engine, frames)
+    got = range_lanes(store.engine, frames)
     assert_same_value(got, fresh_build(store.engine, frames)["ranges"], "ranges")
 
 
@@ -284,4 +290,4 @@ def test_a_failed_goroutine_table_before_the_commit_is_built_after_it(
     root = derived_root(store, res.id)
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == sorted(KEYS)
     want = fresh_build(engine, store.get(res.id))["goroutines"]
-    assert_same_value(timeline_lanes.goroutine_table(engine, store.get(res.id)), want, "g")
+    assert_same_value(goroutine_table(engine, store.get(res.id)), want, "g")

@@ -30,12 +30,9 @@ from ingest.derive.lanesets import (
     SRC_INTERVAL,
     SRC_RUN,
     LaneSet,
-    _p_lanes_c,
-    _p_lanes_numpy,
     category_of,
-    m_lanes,
-    p_lanes,
 )
+from ingest.derive.proc_thread_lanes import _p_lanes_c, _p_lanes_numpy, m_lanes, p_lanes
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store import models
 from ingest.store.db import make_engine
@@ -344,12 +341,12 @@ def test_m_lane_set_from_go_order_equals_a_sort_by_time(
     """The M lanes grouped from the rows in Go's order (no sort by time) hold
     the same rows as when the rows come in (goroutine, time) order, which
     the time sort puts right."""
-    import ingest.derive.lanesets as tl
+    import ingest.derive.proc_thread_lanes as tl
 
     for name, f in loaded.frames.items():
         ours = tl._build_m_lanes(f)
         with monkeypatch.context() as m:
-            m.setattr(tl, "_trace_order", lambda seq, rows: rows)
+            m.setattr(tl, "trace_order", lambda seq, rows: rows)
             sorted_by_time = tl._build_m_lanes(f)
         assert_same_lane_rows(ours, sorted_by_time, name)
         # Each lane in time order, whichever way it was built.
@@ -363,7 +360,7 @@ def test_c_m_lane_set_equals_numpys(loaded: Loaded) -> None:
     groups them, array for array, wherever it takes a trace; it takes the
     benchmark's workload."""
     pytest.importorskip("ingest.derive._lanesets")
-    import ingest.derive.lanesets as tl
+    import ingest.derive.proc_thread_lanes as tl
 
     taken = []
     for name, f in loaded.frames.items():
@@ -416,17 +413,17 @@ def test_c_m_lane_rows_place_by_seq_and_refuse_what_needs_a_sort() -> None:
 
 
 def test_grouping_rows_in_time_order_equals_the_sort() -> None:
-    """_group_in_time_order on rows in time order, and on rows out of it (it
-    sorts those), gives _group_sorted's lanes; distinct starts, so one answer."""
-    from ingest.derive.lanesets import _group_in_time_order, _group_sorted
+    """group_in_time_order on rows in time order, and on rows out of it (it
+    sorts those), gives group_sorted's lanes; distinct starts, so one answer."""
+    from ingest.derive.lane_grouping import group_in_time_order, group_sorted
 
     rng = np.random.default_rng(7)
     start = np.cumsum(rng.integers(1, 50, 5000)).astype(np.int64)
     for key in (rng.integers(3, 40, 5000), rng.integers(0, 2**40, 5000) % 7 * 2**33):
         key = key.astype(np.int64)
         for s in (start, rng.permutation(start)):
-            order, ids, lo, hi, got_start = _group_in_time_order(key, s)
-            want = _group_sorted(key, s)
+            order, ids, lo, hi, got_start = group_in_time_order(key, s)
+            want = group_sorted(key, s)
             for x, y in zip((order, ids, lo, hi), want, strict=True):
                 np.testing.assert_array_equal(x, y)
             np.testing.assert_array_equal(got_start, s[want[0]])
@@ -552,10 +549,11 @@ def test_c_block_index_equals_numpys(loaded: Loaded) -> None:
     and both say None for rows of a lane that overlap."""
     ext = pytest.importorskip("ingest.derive._lanesets")
     import ingest.derive.lanesets as tl
+    from ingest.derive.proc_thread_lanes import _build_m_lanes
 
     checked = 0
     for name, f in loaded.frames.items():
-        for ls in (tl._p_lanes_numpy(f), tl._build_m_lanes(f)):
+        for ls in (_p_lanes_numpy(f), _build_m_lanes(f)):
             c, ref = tl._block_index_c(ext, ls), tl._block_index_numpy(ls)
             assert (c is None) == (ref is None), name
             if c is not None and ref is not None:

@@ -501,7 +501,7 @@ def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: A
     goroutines' derived columns, stored with the frames being written."""
     import numpy as np
 
-    from ingest.derive.lanesets import goroutines_of
+    from ingest.derive.goroutine_lanes import goroutines_of
 
     goids = np.asarray(cols["goid"], np.int64)
     lo = np.asarray(cols["first_interval"], np.int64) - interval_base
@@ -518,7 +518,7 @@ def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
     """The timeline's range lanes (timeline_lanes.range_lanes) from the
     ranges' columns at hand, stored with the frames being written; False when
     they were not (only a cache: built after the commit then)."""
-    from ingest.derive.lanesets import ranges_of
+    from ingest.derive.range_lanes import ranges_of
 
     try:
         value = ranges_of(cols["id"], cols["kind"], cols["start_ts"], cols["end_ts"],
@@ -535,7 +535,7 @@ def _precompute_views(engine: Engine, frame_dir: Path,
     """Build the timeline's lane sets of a trace just stored (a cache: when
     this fails the first view builds them); ``skip``: those already built."""
     from ingest.derive.frames import read_frames
-    from ingest.derive.lanesets import precompute_steps
+    from ingest.derive.precompute import precompute_steps
 
     # Each lane set from freshly mapped frames, dropped after: the columns a
     # step reads stay mapped (and counted in the process's memory) only

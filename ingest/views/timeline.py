@@ -19,6 +19,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, select
 
 from ingest.derive.frames import TraceFrames
+from ingest.derive.goroutine_lanes import goroutine_laneset, goroutine_table
 from ingest.derive.lanesets import (
     CATEGORIES,
     RANGE_LANES,
@@ -27,14 +28,11 @@ from ingest.derive.lanesets import (
     SRC_RANGE,
     SRC_RUN,
     LaneSet,
-    goroutine_laneset,
-    goroutine_table,
     kind_categories,
     lane_index,
-    m_lanes,
-    p_lanes,
-    range_lanes,
 )
+from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
+from ingest.derive.range_lanes import range_lanes
 from ingest.store import models
 from ingest.views.timeline_lod import Shapes, concat_shapes, reduce_indexed, reduce_window
 

@@ -1,0 +1,113 @@
+"""The timeline's goroutine lanes: one goroutine's intervals as a lane set,
+and the goroutine table (grouping by start function, lifetimes) that lays
+the G lanes out. The loader makes the table from the columns it stores
+(:func:`goroutines_of`), the views from the database (:func:`goroutine_table`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import Engine
+
+from ingest.codes import STATE_CODE
+from ingest.derive.cache import cached
+from ingest.derive.frames import TraceFrames
+from ingest.derive.lanesets import (
+    I64,
+    REF_SOURCES,
+    SRC_INTERVAL,
+    LaneSet,
+    LaneSetKey,
+    build_index,
+    kind_categories,
+    lane_index,
+)
+from ingest.store import models
+
+
+def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneSet:
+    """One goroutine's rows ``lo:hi`` of ``frames.intervals`` as an indexed lane
+    set of one lane (cached per goroutine: worth it for long-lived ones)."""
+    def build() -> LaneSet:
+        iv = frames.intervals
+        rows = np.arange(lo, hi, dtype=np.int64)
+        cat = kind_categories(frames)[iv["kind"][lo:hi]]
+        return build_index(LaneSet(np.array([goid], np.int64), np.array([0], np.int64),
+                                   np.array([hi - lo], np.int64), iv["start_ts"][lo:hi],
+                                   iv["end_ts"][lo:hi], cat,
+                                   rows * REF_SOURCES + SRC_INTERVAL))
+    return cached(frames, f"g:{goid}:{lo}:{hi}", build)
+
+
+@dataclass
+class Goroutines:
+    """The goroutine lanes' table: grouping by start function, lifetimes."""
+
+    goid: I64
+    group: I64  # index into names
+    names: list[str]  # start functions ("" unknown), ordered by goroutine count, desc
+    alive_lo: I64  # first row's start
+    alive_hi: I64  # end of the last row that is not NotExist
+    lo: I64  # rows in frames.intervals
+    hi: I64
+
+
+def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
+    """Goroutines with their start-function group and lifetime (cached)."""
+    def build() -> Goroutines:
+        idx = lane_index(frames)
+        g = models.goroutines
+        with engine.connect() as conn:
+            # Straight through the DB-API cursor: 100k+ rows of SQLAlchemy Row
+            # objects would cost more than the query.
+            cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cur.execute(f"SELECT goid, start_function FROM {g.name} "
+                            f"WHERE trace_id = {int(frames.trace_id)} ORDER BY goid")
+                rows = cur.fetchall()
+            finally:
+                cur.close()
+        sql_goid = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        iv = frames.intervals
+        start, end = iv["start_ts"], iv["end_ts"]
+        n = len(idx.g_ids)
+        if n:
+            last = idx.g_hi - 1
+            gone = frames.state[last] == STATE_CODE["NotExist"]
+            alive_lo = start[idx.g_lo].astype(np.int64)
+            alive_hi = np.where(gone, start[last], end[last]).astype(np.int64)
+        else:
+            alive_lo = alive_hi = np.zeros(0, np.int64)
+        return goroutines_of(idx.g_ids, sql_goid, [fn for _, fn in rows], idx.g_lo, idx.g_hi,
+                             alive_lo, alive_hi)
+    return cached(frames, LaneSetKey.GOROUTINES, build, persist=(Goroutines,))
+
+
+def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None], lo: I64, hi: I64,
+                  alive_lo: I64, alive_hi: I64) -> Goroutines:
+    """The goroutine table of the goroutines ``goids`` (ascending; their rows
+    ``lo:hi`` of the intervals, alive from ``alive_lo`` to ``alive_hi``), given
+    the start function of each goroutine in ``fn_goids`` (ascending)."""
+    code_of: dict[str, int] = {}
+    sql_code = np.fromiter((code_of.setdefault(fn or "", len(code_of)) for fn in functions),
+                           dtype=np.int64, count=len(functions))
+    pos = np.searchsorted(fn_goids, goids)
+    pos_c = np.minimum(pos, max(len(fn_goids) - 1, 0))
+    found = (pos < len(fn_goids)) & (fn_goids[pos_c] == goids) if len(functions) else \
+        np.zeros(len(goids), dtype=bool)
+    unknown = code_of.setdefault("", len(code_of))
+    raw = np.where(found, sql_code[pos_c], unknown) if len(functions) else \
+        np.full(len(goids), unknown, np.int64)
+    first_names = list(code_of)
+    counts = np.bincount(raw, minlength=len(first_names))
+    # Groups by goroutine count (desc), unknown start function last.
+    rank = sorted(range(len(first_names)), key=lambda c: (
+        counts[c] == 0, first_names[c] == "", -int(counts[c]), first_names[c]))
+    names = [first_names[c] for c in rank]
+    remap = np.empty(len(first_names), np.int64)
+    remap[rank] = np.arange(len(rank))
+    return Goroutines(np.asarray(goids, np.int64), remap[raw], names,
+                      np.asarray(alive_lo, np.int64), np.asarray(alive_hi, np.int64),
+                      np.asarray(lo, np.int64), np.asarray(hi, np.int64))
