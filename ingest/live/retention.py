@@ -26,12 +26,12 @@ from sqlalchemy import Engine, and_, delete, select, update
 from sqlalchemy.exc import DBAPIError
 
 from ingest.load.delete import delete_trace
-from ingest.store import models
+from ingest.store import live_models
 from ingest.store.db import write_tx
 
 log = logging.getLogger("gmpscope.live.retention")
-SG = models.live_segments
-SEC = models.live_seconds
+SG = live_models.live_segments
+SEC = live_models.live_seconds
 
 
 @dataclass(frozen=True)

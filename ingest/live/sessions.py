@@ -26,15 +26,15 @@ from sqlalchemy import Connection, Engine, delete, func, select, update
 from ingest.derive.frames import FrameStore, TraceFrames
 from ingest.live.stats import HEAP_METRIC, Span, window_seconds
 from ingest.load.pipeline import ingest_trace_file
-from ingest.store import models
+from ingest.store import live_models, models
 from ingest.store.db import write_tx
 
 log = logging.getLogger("gmpscope.live")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 STATES = ("running", "paused")
-SS = models.live_sessions
-SG = models.live_segments
-SEC = models.live_seconds
+SS = live_models.live_sessions
+SG = live_models.live_segments
+SEC = live_models.live_seconds
 
 
 class SessionPaused(Exception):

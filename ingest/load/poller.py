@@ -24,7 +24,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, and_, delete, insert, select
 
 from ingest.load.pipeline import IngestError, IngestResult, find_by_sha, ingest_trace_file
-from ingest.store import models
+from ingest.store import models, poller_models
 from ingest.store.db import write_tx
 
 POLLER_FILE = "poller.parquet"
@@ -253,13 +253,13 @@ def _store(conn: Connection, trace_id: int, rec: Recording, name: str, standalon
     offset = al.get("offset_ns")
     for batch in _event_rows(trace_id, rec.table, None if offset is None else int(offset),
                              bool(al.get("m_is_tid"))):
-        conn.execute(insert(models.poller_events), batch)
-    conn.execute(insert(models.poller_recordings),
+        conn.execute(insert(poller_models.poller_events), batch)
+    conn.execute(insert(poller_models.poller_recordings),
                  [_recording_row(trace_id, rec, name, standalone, al)])
 
 
 def _clear(conn: Connection, trace_id: int) -> None:
-    for table in (models.poller_events, models.poller_recordings):
+    for table in (poller_models.poller_events, poller_models.poller_recordings):
         conn.execute(delete(table).where(table.c.trace_id == trace_id))
 
 
@@ -267,7 +267,7 @@ def attach_recording(engine: Engine, trace_id: int, rec: Recording,
                      name: str | None = None) -> AttachResult:
     """Attach ``rec`` to stored trace ``trace_id`` (replacing a recording attached
     before); LookupError when there is no such trace."""
-    pr = models.poller_recordings
+    pr = poller_models.poller_recordings
     with write_tx(engine) as conn:
         t = models.traces
         src = conn.execute(select(t.c.source).where(t.c.id == trace_id)).scalar_one_or_none()
@@ -390,7 +390,7 @@ def ingest_recording_dir(engine: Engine, directory: Path, *, data_dir: Path,
 
 def recording_of(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
     """The poller_recordings row of a trace (meta and command decoded), or None."""
-    pr = models.poller_recordings
+    pr = poller_models.poller_recordings
     stmt = select(pr).where(pr.c.trace_id == trace_id)
     if isinstance(engine, Connection):
         row = engine.execute(stmt).first()

@@ -24,6 +24,12 @@ a second copy of millions of rows. Its ``kind`` names the transition
 ``transition_counts``; the views ``transitions``, ``interval_view`` and
 ``thread_intervals`` show the names. docs/schema.md
 documents all of it for users writing SQL.
+
+A trace's tables are defined here; the OS-side recordings' tables in
+ingest.store.poller_models (a trace's rows too: in TRACE_TABLES and the
+delete trigger), the live sessions' in ingest.store.live_models, all in one
+MetaData (ingest.store.schema_base). Importing this module imports both, so
+``metadata`` here is the whole schema (what create_all and the migrations see).
 """
 
 from __future__ import annotations
@@ -34,8 +40,6 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
-    ForeignKey,
-    ForeignKeyConstraint,
     Integer,
     MetaData,
     SmallInteger,
@@ -45,8 +49,10 @@ from sqlalchemy import (
 )
 
 from ingest import codes
-
-metadata = MetaData()
+from ingest.store import live_models  # noqa: F401 - its tables are part of the schema
+from ingest.store.poller_models import poller_events, poller_recordings
+from ingest.store.schema_base import metadata as metadata
+from ingest.store.schema_base import trace_key, traces_fk
 
 # The states' and resources' codes (ingest/codes.py), where the models' users look.
 STATE_NAMES = codes.STATE_NAMES
@@ -57,21 +63,6 @@ RESOURCE_NAMES = codes.RESOURCE_NAMES
 RESOURCE_CODE = codes.RESOURCE_CODE
 GOROUTINE = codes.GOROUTINE
 PROC = codes.PROC
-
-
-def _trace_key() -> Column[int]:
-    # trace_id leading the table's primary key; its foreign key is _traces_fk().
-    return Column("trace_id", Integer, primary_key=True)
-
-
-def _traces_fk() -> ForeignKeyConstraint:
-    # A trace's rows reference traces by a foreign key on SQLite only. On
-    # PostgreSQL its per-row check (a key-share lock of the traces row)
-    # tripled the load's COPY (2 M interval rows: 23.4 -> 6.6 s without it);
-    # there the trigger of PG_DELETE_ROWS removes a deleted trace's rows, as
-    # the cascade does on SQLite (whose loads do not check foreign keys).
-    return ForeignKeyConstraint(["trace_id"], ["traces.id"],
-                                ondelete="CASCADE").ddl_if(dialect="sqlite")
 
 
 traces = Table(
@@ -124,7 +115,7 @@ intervals = Table(
     metadata,
     _row_id(),
     _trace_ref(),
-    _traces_fk(),
+    traces_fk(),
     Column("rid", BigInteger, nullable=False),
     Column("start_ts", BigInteger, nullable=False),
     Column("seq", BigInteger, nullable=False),
@@ -146,15 +137,15 @@ proc_run_index = Table(
     metadata,
     _row_id(),
     _trace_ref(),
-    _traces_fk(),
+    traces_fk(),
     Column("interval_id", BigInteger, nullable=False),  # the Running interval's intervals.id
 )
 
 row_ranges = Table(
     "row_ranges",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("table_name", String(32), primary_key=True),
     Column("first_id", BigInteger, nullable=False),
     Column("last_id", BigInteger, nullable=False),
@@ -163,8 +154,8 @@ row_ranges = Table(
 transition_stacks = Table(
     "transition_stacks",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("stack_id", BigInteger, nullable=False),
 )
@@ -172,8 +163,8 @@ transition_stacks = Table(
 transition_counts = Table(
     "transition_counts",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("kind", SmallInteger, primary_key=True, autoincrement=False),
     Column("resource", String(16), nullable=False),
     Column("from_state", String(16), nullable=False),
@@ -185,8 +176,8 @@ transition_counts = Table(
 state_edges = Table(
     "state_edges",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("resource", String(16), primary_key=True),
     Column("from_state", String(16), primary_key=True),
     Column("to_state", String(16), primary_key=True),
@@ -201,8 +192,8 @@ state_edges = Table(
 goroutines = Table(
     "goroutines",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("goid", BigInteger, primary_key=True, autoincrement=False),
     Column("start_function", Text),
     Column("start_stack_id", BigInteger),
@@ -224,8 +215,8 @@ goroutines = Table(
 procs = Table(
     "procs",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("pid", BigInteger, primary_key=True, autoincrement=False),
     Column("first_ts", BigInteger, nullable=False),
     Column("last_ts", BigInteger, nullable=False),
@@ -243,8 +234,8 @@ procs = Table(
 threads = Table(
     "threads",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("m", BigInteger, primary_key=True, autoincrement=False),
     Column("first_ts", BigInteger, nullable=False),
     Column("last_ts", BigInteger, nullable=False),
@@ -261,7 +252,7 @@ syscall_outcomes = Table(
     metadata,
     _row_id(),
     _trace_ref(),
-    _traces_fk(),
+    traces_fk(),
     Column("interval_id", BigInteger, nullable=False),  # the Syscall interval's intervals.id
     Column("start_known", Boolean, nullable=False),  # false: already in a syscall when first seen
     Column("outcome", String(16), nullable=False),  # returned | blocked | exited | unfinished
@@ -273,8 +264,8 @@ syscall_outcomes = Table(
 ranges = Table(
     "ranges",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("name", Text, nullable=False),
     Column("kind", String(16), nullable=False),  # gc | stw | sweep | assist | other
@@ -293,8 +284,8 @@ ranges = Table(
 tasks = Table(
     "tasks",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("task_id", BigInteger, primary_key=True, autoincrement=False),
     Column("parent_id", BigInteger),
     Column("name", Text),
@@ -307,8 +298,8 @@ tasks = Table(
 regions = Table(
     "regions",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("task_id", BigInteger),
     Column("name", Text, nullable=False),
@@ -321,8 +312,8 @@ regions = Table(
 logs = Table(
     "logs",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("ts", BigInteger, nullable=False),
     Column("g", BigInteger, nullable=False),
@@ -335,8 +326,8 @@ logs = Table(
 metrics = Table(
     "metrics",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("ts", BigInteger, nullable=False),
     Column("name", Text, nullable=False),
@@ -347,8 +338,8 @@ metrics = Table(
 other_events = Table(
     "other_events",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("kind", String(16), nullable=False),
     Column("ts", BigInteger, nullable=False),
@@ -369,8 +360,8 @@ other_events = Table(
 stacks = Table(
     "stacks",
     metadata,
-    _trace_key(),
-    _traces_fk(),
+    trace_key(),
+    traces_fk(),
     Column("stack_id", BigInteger, primary_key=True, autoincrement=False),
     Column("depth", Integer, primary_key=True, autoincrement=False),
     Column("function", Text, nullable=False),
@@ -446,8 +437,10 @@ RANGED: dict[str, Table] = {
 RANGED_TABLES = (intervals, proc_runs, syscalls)
 #: row_ranges.table_name of a table that stores ranged ids.
 RANGE_NAME = {table.name: name for name, table in RANGED.items()}
-#: Tables holding one trace's rows, children first (the order a manual delete uses).
+#: Tables holding one trace's rows, children first (the order a manual delete
+#: uses); the poller tables reference traces only.
 TRACE_TABLES: tuple[Table, ...] = (
+    poller_events, poller_recordings,
     intervals, proc_run_index, syscall_outcomes, row_ranges, transition_stacks,
     transition_counts, state_edges, goroutines, procs, threads, ranges, tasks, regions, logs,
     metrics, other_events, stacks,
@@ -493,160 +486,6 @@ VIEWS = {
         "FROM syscall_outcomes s JOIN intervals i ON i.id = s.interval_id"
     ),
 }
-
-# --------------------------------------------------------------------------
-# Live sessions (gmpscope live): docs/live.md. A session is a stream of
-# back-to-back windows pulled from one running service; each window is
-# ingested as an ordinary trace (a segment) and summarised per second.
-
-live_sessions = Table(
-    "live_sessions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("name", String(128), nullable=False, unique=True),
-    Column("target", Text, nullable=False),
-    Column("state", String(16), nullable=False),  # "running" or "paused"
-    Column("window_s", Float),
-    Column("segments", BigInteger, nullable=False),  # windows stored so far
-    Column("dropped", BigInteger, nullable=False),  # windows the collector dropped (buffer full)
-    Column("target_failures", BigInteger, nullable=False),  # failed pulls reported
-    Column("last_status", Text, nullable=False),  # the collector's last message
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-)
-
-live_segments = Table(
-    "live_segments",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("session_id", Integer, ForeignKey("live_sessions.id", ondelete="CASCADE"),
-           nullable=False, index=True),
-    Column("seq", BigInteger, nullable=False),  # the collector's window number
-    # NULL once retention has deleted the window's detail (the trace).
-    Column("trace_id", Integer, ForeignKey("traces.id", ondelete="SET NULL")),
-    Column("wall_start_ns", BigInteger, nullable=False),  # window start, ns since the epoch
-    Column("wall_end_ns", BigInteger, nullable=False),
-    Column("first_ts", BigInteger),  # the trace's time span (trace ns)
-    Column("last_ts", BigInteger),
-    Column("size_bytes", BigInteger, nullable=False),
-    Column("events", BigInteger, nullable=False),
-    Column("ingest_ms", Float),
-    Column("note", Text, nullable=False),  # e.g. the collector's gap report
-    Column("findings", Text),  # JSON list: the diagnostics rules that fired on the window
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
-
-#: Per-second aggregates of a session, one row per second of each window
-#: (a window's last row may cover less than a second: ``duration_ns``).
-live_seconds = Table(
-    "live_seconds",
-    metadata,
-    Column("session_id", Integer, ForeignKey("live_sessions.id", ondelete="CASCADE"),
-           primary_key=True),
-    Column("segment_id", Integer, primary_key=True, autoincrement=False),
-    Column("bin", Integer, primary_key=True, autoincrement=False),
-    Column("t_ns", BigInteger, nullable=False, index=True),  # wall clock of the bin start
-    Column("duration_ns", BigInteger, nullable=False),
-    Column("g_running", Float, nullable=False),  # time-averaged goroutines per state
-    Column("g_runnable", Float, nullable=False),
-    Column("g_waiting", Float, nullable=False),
-    Column("g_syscall", Float, nullable=False),
-    Column("g_peak", BigInteger, nullable=False),  # most goroutines alive at once
-    Column("g_waiting_peak", BigInteger, nullable=False),
-    Column("g_created", BigInteger, nullable=False),
-    Column("sched_n", BigInteger, nullable=False),  # Runnable->Running samples
-    Column("sched_p50_ns", BigInteger),
-    Column("sched_p99_ns", BigInteger),
-    Column("sched_max_ns", BigInteger),
-    Column("netpoll_waits", BigInteger, nullable=False),  # network waits that ended
-    Column("netpoll_p99_ns", BigInteger),
-    Column("syscalls", BigInteger, nullable=False),  # syscalls that began
-    Column("p_handoffs", BigInteger, nullable=False),  # Ps taken from a syscall
-    Column("gc_ns", BigInteger, nullable=False),  # GC range time in the bin
-    Column("stw_ns", BigInteger, nullable=False),
-    Column("heap_bytes", BigInteger),  # last /memory/classes/heap/objects:bytes
-    Column("threads", BigInteger, nullable=False),  # Ms running or in a syscall
-    Column("procs_running", Float, nullable=False),  # time-averaged running Ps
-)
-
-# --------------------------------------------------------------------------
-# OS-side recordings (gmpscope record, docs/poller.md): one row per syscall,
-# signal or thread exit strace saw, attached to a Go trace of the same run or
-# stored on its own as a trace of source "poller" (family "os").
-
-poller_events = Table(
-    "poller_events",
-    metadata,
-    _trace_key(),
-    _traces_fk(),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # entry-time order
-    Column("ts", BigInteger),  # trace ns (wall_ns - offset); NULL when it cannot be aligned
-    Column("wall_ns", BigInteger, nullable=False),
-    Column("tid", BigInteger, nullable=False),
-    Column("m", BigInteger),  # the Go M (= tid in Go 1.22+ traces); NULL otherwise
-    Column("kind", String(8), nullable=False),  # syscall | signal | exit
-    Column("syscall", String(32), nullable=False),  # syscall, signal or exit name
-    Column("fd", BigInteger),
-    Column("fd_kind", String(16)),  # tcp, udp, unix, eventpoll, io_uring, pipe, file, ...
-    Column("fd_path", Text),
-    Column("new_fd", BigInteger),
-    Column("new_fd_path", Text),
-    Column("epfd", BigInteger),
-    Column("op", String(48)),
-    Column("events", Text),
-    Column("timeout_ns", BigInteger),  # -1: no timeout
-    Column("maxevents", BigInteger),
-    Column("count", BigInteger),
-    Column("to_submit", BigInteger),
-    Column("min_complete", BigInteger),
-    Column("flags", Text),
-    Column("path", Text),
-    Column("addr", Text),
-    Column("args", Text),
-    Column("partial", Boolean, nullable=False),
-    Column("result", BigInteger),
-    Column("errno", String(24)),
-    Column("duration_ns", BigInteger),
-)
-
-poller_recordings = Table(
-    "poller_recordings",
-    metadata,
-    _trace_key(),
-    _traces_fk(),
-    Column("sha256", String(64), nullable=False),  # of poller.parquet
-    Column("name", Text, nullable=False),
-    Column("standalone", Boolean, nullable=False),  # the trace is this recording alone
-    Column("method", String(24), nullable=False),  # clock-snapshot | monotonic-clock |
-    # syscall-matching | none | wall-clock (standalone: trace ns are wall ns)
-    Column("offset_ns", BigInteger),  # wall_ns = trace ns + offset_ns
-    Column("quality", Float),  # share of Go syscalls containing an OS call once aligned
-    Column("slack_ns", BigInteger),  # width of the offset range syscall pairs allow
-    Column("go_syscalls", BigInteger),
-    Column("matched", BigInteger),
-    Column("note", Text, nullable=False),
-    Column("rows", BigInteger, nullable=False),
-    Column("syscalls", BigInteger, nullable=False),
-    Column("signals", BigInteger, nullable=False),
-    Column("exits", BigInteger, nullable=False),
-    Column("unknown_lines", BigInteger, nullable=False),
-    Column("threads", Integer, nullable=False),
-    Column("mode", String(16)),  # spawn | attach
-    Column("command", Text, nullable=False),  # JSON list
-    Column("stopped_by", String(16)),
-    Column("first_wall_ns", BigInteger),
-    Column("last_wall_ns", BigInteger),
-    Column("traced_wall_s", Float),
-    Column("baseline_wall_s", Float),
-    Column("slowdown", Float),
-    Column("strace_cpu_s", Float),
-    Column("strace_version", Text),
-    Column("meta", Text, nullable=False),  # the recording's meta.json
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
-
-# Children first: the poller tables reference traces only.
-TRACE_TABLES = (poller_events, poller_recordings, *TRACE_TABLES)
 
 
 def _pg_delete_rows() -> tuple[str, str]:

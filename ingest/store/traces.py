@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 
-from ingest.store import models
+from ingest.store import live_models, models
 
 _TRACE_COLUMNS = [c for c in models.traces.c]
 
@@ -38,7 +38,7 @@ def list_traces(engine: Engine, live_windows: bool = False) -> list[dict[str, An
 
 
 def _live_window_ids() -> Any:
-    ls = models.live_segments
+    ls = live_models.live_segments
     return select(ls.c.trace_id).where(ls.c.trace_id.is_not(None))
 
 

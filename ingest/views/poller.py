@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy import Engine, and_, select
 
 from ingest.load.poller import recording_of
-from ingest.store import models
+from ingest.store import models, poller_models
 from ingest.views.histo import log_histogram
 
 #: Calls that wait for readiness (their timeout is asked for, their result is events).
@@ -60,7 +60,7 @@ class Events:
 
 def has_recording(engine: Engine, trace_id: int) -> bool:
     """True when the trace has poller data."""
-    pr = models.poller_recordings
+    pr = poller_models.poller_recordings
     with engine.connect() as conn:
         return conn.execute(select(pr.c.trace_id).where(pr.c.trace_id == trace_id)).first() \
             is not None
@@ -68,7 +68,7 @@ def has_recording(engine: Engine, trace_id: int) -> bool:
 
 def load_events(engine: Engine, trace_id: int, columns: Sequence[str] = _COLS) -> Events:
     """Every poller event of a trace, in entry-time order; NoRecording when none."""
-    pe = models.poller_events
+    pe = poller_models.poller_events
     with engine.connect() as conn:
         rows = conn.execute(select(*(pe.c[c] for c in columns))
                             .where(pe.c.trace_id == trace_id).order_by(pe.c.seq)).all()
@@ -415,7 +415,7 @@ def poller_marks(engine: Engine, trace_id: int, t1: int, t2: int,
     """OS events on M lanes in [t1, t2) (trace ns): ts, duration, m, syscall, fd,
     result. With more than ``max_marks``, calls of one M in one time bucket of
     (t2 - t1) / max_marks merge into one mark (count, syscalls, summed duration)."""
-    pe = models.poller_events
+    pe = poller_models.poller_events
     with engine.connect() as conn:
         rows = conn.execute(select(pe.c.ts, pe.c.duration_ns, pe.c.m, pe.c.syscall, pe.c.fd,
                                    pe.c.result, pe.c.errno).where(and_(
@@ -453,7 +453,7 @@ def _longest(engine: Engine, trace_id: int) -> int:
     """The longest call's duration: calls that began before t1 may still cover it."""
     from sqlalchemy import func
 
-    pe = models.poller_events
+    pe = poller_models.poller_events
     with engine.connect() as conn:
         v = conn.execute(select(func.max(pe.c.duration_ns))
                          .where(pe.c.trace_id == trace_id)).scalar()
