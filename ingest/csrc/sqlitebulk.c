@@ -1,92 +1,42 @@
 /* ingest.store._sqlitebulk: bind columns of integers (and texts) straight into
  * SQLite, on the connection and inside the transaction that Python's sqlite3
- * module holds.
+ * module holds, through SQLite's public API only.
  *
- *   handle_ok(conn, sqlite3_module_path, filename)  -> bool
- *   insert_columns(conn, sql_many, rows_many, sql_one, rows, columns)
+ *   register()                                   every later connection gets the SQL function
+ *   stage(sql_many, rows_many, sql_one, rows, columns) -> token   (with the GIL)
+ *   SELECT gmpscope_bulk_insert(token)           -> rows inserted  (without the GIL)
+ *   release(token)                               drops the staged references
+ *   instance(), pending()                        what the probe answers; batches staged
  *
  * Why: a loaded trace is millions of all-integer rows. Through Python every
  * value becomes an int object that the sqlite3 module binds with the GIL held
  * (about 0.7 us a row of 10 columns); here the values go from the numpy
  * columns (gathered through an index where the rows are a reordering) to
- * sqlite3_bind_int64 without the GIL (about 0.45-0.55 us a row, most of it
- * SQLite's own b-tree work: bench/sqlite_insert.py), so the loader's numpy
- * work runs meanwhile.
+ * sqlite3_bind_int64 without the GIL, so the loader's numpy work runs
+ * meanwhile (bench/sqlite_insert.py).
  *
- * The sqlite3 handle is read from the connection object: CPython's
- * pysqlite_Connection starts with the sqlite3 pointer right after the object
- * header (3.8 through 3.13). handle_ok() checks, before anything touches the
- * handle, that the object is a sqlite3.Connection, that Python's sqlite3
- * module uses this very SQLite library (the same address for sqlite3_step),
- * that the handle's main database is the expected file, and that a
- * transaction is open. Callers use insert_columns only after handle_ok said
- * yes; otherwise they bind through Python. */
+ * How the binder reaches the connection without reading Python's objects:
+ * register() adds an automatic extension (sqlite3_auto_extension) to the
+ * SQLite library this module links, libsqlite3.so.0, the one Python's _sqlite3
+ * links too. SQLite runs it on every connection it opens afterwards, and it
+ * adds the SQL function gmpscope_bulk_insert(token) there. Python stages a
+ * batch (buffer views of the columns, texts copied to UTF-8, the SQL text)
+ * under a token, then runs SELECT gmpscope_bulk_insert(?) on its connection:
+ * the sqlite3 module releases the GIL around sqlite3_step, and the function,
+ * inside that step, prepares and steps the INSERT statements on its own
+ * connection (sqlite3_context_db_handle), in the open transaction. A
+ * connection opened before register(), or by another SQLite library, has no
+ * such function: the caller binds through Python. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
 
-typedef struct {
-    PyObject_HEAD
-    sqlite3 *db;
-} ConnPrefix;
-
-static PyObject *connection_type(void) {
-    PyObject *mod = PyImport_ImportModule("sqlite3");
-    if (!mod) return NULL;
-    PyObject *t = PyObject_GetAttrString(mod, "Connection");
-    Py_DECREF(mod);
-    return t;
-}
-
-/* 1 when conn's handle can be used here, 0 when not, -1 on a Python error. */
-static int check_handle(PyObject *conn, const char *module_path, const char *filename) {
-    PyObject *t = connection_type();
-    if (!t) return -1;
-    int is_conn = PyObject_TypeCheck(conn, (PyTypeObject *)t);
-    Py_DECREF(t);
-    if (!is_conn) return 0;
-    void *lib = dlopen(module_path, RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) return 0;
-    void *theirs = dlsym(lib, "sqlite3_step");
-    dlclose(lib);
-    if (theirs != (void *)&sqlite3_step) return 0;
-    sqlite3 *db = ((ConnPrefix *)conn)->db;
-    if (!db) return 0;
-    const char *main_file = sqlite3_db_filename(db, "main");
-    if (!main_file || strcmp(main_file, filename) != 0) return 0;
-    if (sqlite3_get_autocommit(db)) return 0; /* no transaction open */
-    return 1;
-}
-
-static PyObject *handle_ok(PyObject *self, PyObject *args) {
-    PyObject *conn;
-    const char *module_path, *filename;
-    if (!PyArg_ParseTuple(args, "Oss", &conn, &module_path, &filename)) return NULL;
-    int ok = check_handle(conn, module_path, filename);
-    if (ok < 0) return NULL;
-    return PyBool_FromLong(ok);
-}
-
-static void raise_sqlite(sqlite3 *db, int rc, const char *msg) {
-    PyObject *mod = PyImport_ImportModule("sqlite3");
-    if (!mod) return;
-    int primary = rc & 0xff;
-    const char *name = primary == SQLITE_CONSTRAINT ? "IntegrityError"
-                       : primary == SQLITE_MISUSE ? "InterfaceError"
-                       : "OperationalError";
-    PyObject *exc = PyObject_GetAttrString(mod, name);
-    Py_DECREF(mod);
-    if (!exc) return;
-    PyErr_SetString(exc, msg);
-    Py_DECREF(exc);
-}
-
-/* One column of the rows to insert (see take_texts for text columns): row r's value is
+/* One column of the rows to insert: row r's value is
  *   seq + r                       when there are no values (row ids),
  *   values[index[r]]              with an index (a gather),
  *   values[r]                     otherwise;
@@ -97,12 +47,15 @@ typedef struct {
     char vkind, ikind; /* 's' signed, 'u' unsigned, 'b' bool */
     int64_t seq;
     int64_t imin, imax; /* the index's range over the rows (checked against values) */
-    /* A text column: row r is texts[index[r]] (texts[r] without an index),
-     * NULL for None; UTF-8 pointers taken with the GIL, valid while the
-     * list holds its strings. */
-    PyObject *texts;
-    const char **txt;
-    Py_ssize_t *txtlen;
+    /* A text column: row r is text i = index[r] (i = r without an index),
+     * bytes [toff[i], toff[i+1]) of tbuf, NULL where tnull[i]. Copied from
+     * the str list while staging: the function runs without the GIL, when
+     * the list's items may be gone. */
+    int have_texts;
+    Py_ssize_t ntexts;
+    char *tbuf;
+    int64_t *toff;
+    uint8_t *tnull;
 } Col;
 
 static int64_t read_int(const void *buf, Py_ssize_t itemsize, char kind, Py_ssize_t i) {
@@ -119,9 +72,9 @@ static int64_t read_int(const void *buf, Py_ssize_t itemsize, char kind, Py_ssiz
 
 static int col_value(const Col *c, Py_ssize_t r, int64_t *out) {
     if (c->have_null && ((const uint8_t *)c->null.buf)[r]) return 0;
-    if (c->texts) { /* the row's item in texts */
+    if (c->have_texts) { /* the row's item in texts */
         *out = c->have_index ? read_int(c->index.buf, c->index.itemsize, c->ikind, r) : r;
-        return c->txt[*out] != NULL;
+        return !c->tnull[*out];
     }
     if (!c->have_values) {
         *out = c->seq + r;
@@ -181,7 +134,7 @@ static void batch_free(Batch *b) {
 /* Whether GATHER_I32 applies to column c (and then fills out/nul). */
 static int gather_fast(const Col *c, Py_ssize_t row, Py_ssize_t nrows, int64_t *out,
                        uint8_t *nul) {
-    if (!c->have_values || !c->have_index || c->texts || c->have_null ||
+    if (!c->have_values || !c->have_index || c->have_texts || c->have_null ||
         c->index.itemsize != 4 || c->ikind != 's' || c->vkind != 's')
         return 0;
     switch (c->values.itemsize) {
@@ -204,7 +157,7 @@ static int gather_fast(const Col *c, Py_ssize_t row, Py_ssize_t nrows, int64_t *
 /* Whether COPY_PLAIN applies to column c (and then fills out/nul). */
 static int copy_plain(const Col *c, Py_ssize_t row, Py_ssize_t nrows, int64_t *out,
                       uint8_t *nul) {
-    if (!c->have_values || c->have_index || c->texts || c->have_null) return 0;
+    if (!c->have_values || c->have_index || c->have_texts || c->have_null) return 0;
     int is_signed = c->vkind == 's';
     switch (c->values.itemsize) {
     case 1: if (is_signed) COPY_PLAIN(int8_t); else COPY_PLAIN(uint8_t); return 1;
@@ -222,7 +175,7 @@ static void fill_batch(const Col *cols, int k, Py_ssize_t row, Py_ssize_t nrows,
         uint8_t *nul = b->nulls + (size_t)j * BATCH_ROWS;
         if (gather_fast(c, row, nrows, out, nul)) continue;
         if (copy_plain(c, row, nrows, out, nul)) continue;
-        if (c->have_values && c->have_index && !c->texts) {
+        if (c->have_values && c->have_index && !c->have_texts) {
             Py_ssize_t end = row + nrows, n_index = c->index.len / c->index.itemsize;
             Py_ssize_t n_values = c->values.len / c->values.itemsize;
             for (Py_ssize_t r = 0; r < nrows; r++) {
@@ -262,8 +215,10 @@ static int run_rows(sqlite3_stmt *stmt, const Batch *b, const Col *cols, int k,
             size_t at = (size_t)j * BATCH_ROWS + (size_t)(first + r);
             int64_t v = b->vals[at];
             int rc = b->nulls[at] ? sqlite3_bind_null(stmt, param)
-                     : cols[j].texts ? sqlite3_bind_text(stmt, param, cols[j].txt[v],
-                                                         (int)cols[j].txtlen[v], SQLITE_STATIC)
+                     : cols[j].have_texts
+                         ? sqlite3_bind_text(stmt, param, cols[j].tbuf + cols[j].toff[v],
+                                             (int)(cols[j].toff[v + 1] - cols[j].toff[v]),
+                                             SQLITE_STATIC)
                      : sqlite3_bind_int64(stmt, param, v);
             if (rc != SQLITE_OK) return rc;
         }
@@ -278,7 +233,7 @@ static int insert_rows(sqlite3_stmt *many, sqlite3_stmt *one, int per, const Col
                        Py_ssize_t n, Batch *b) {
     int rc = SQLITE_DONE, ints_only = 1;
     for (int j = 0; j < k; j++)
-        if (cols[j].texts || cols[j].have_null) ints_only = 0;
+        if (cols[j].have_texts || cols[j].have_null) ints_only = 0;
     Py_ssize_t batch_rows = (BATCH_ROWS / per) * per; /* whole statements per batch */
     for (Py_ssize_t row = 0; rc == SQLITE_DONE && row < n; row += batch_rows) {
         Py_ssize_t m = n - row < batch_rows ? n - row : batch_rows;
@@ -314,52 +269,69 @@ static int get_int_buffer(PyObject *obj, Py_buffer *view, char *kind, Py_ssize_t
     }
     return 0;
 }
-
 static void release_cols(Col *cols, int k) {
     for (int j = 0; j < k; j++) {
         if (cols[j].have_values) PyBuffer_Release(&cols[j].values);
         if (cols[j].have_index) PyBuffer_Release(&cols[j].index);
         if (cols[j].have_null) PyBuffer_Release(&cols[j].null);
-        Py_XDECREF(cols[j].texts);
-        PyMem_Free(cols[j].txt);
-        PyMem_Free(cols[j].txtlen);
+        PyMem_Free(cols[j].tbuf);
+        PyMem_Free(cols[j].toff);
+        PyMem_Free(cols[j].tnull);
     }
     PyMem_Free(cols);
 }
 
-/* Keep a text column's list and its items' UTF-8; -1 on error (an item
- * neither str nor None, say). */
+/* Copy a text column's items (str or None) into one UTF-8 buffer with
+ * offsets; -1 on error (an item neither str nor None, say). */
 static int take_texts(Col *c, PyObject *texts, PyObject *values) {
     if (!PyList_Check(texts) || values != Py_None) {
         PyErr_SetString(PyExc_TypeError, "texts: a list, and no values, expected");
         return -1;
     }
     Py_ssize_t m = PyList_GET_SIZE(texts);
-    c->txt = PyMem_Calloc((size_t)(m ? m : 1), sizeof *c->txt);
-    c->txtlen = PyMem_Calloc((size_t)(m ? m : 1), sizeof *c->txtlen);
-    if (!c->txt || !c->txtlen) {
+    c->have_texts = 1;
+    c->ntexts = m;
+    c->toff = PyMem_Malloc((size_t)(m + 1) * sizeof *c->toff);
+    c->tnull = PyMem_Calloc((size_t)(m ? m : 1), 1);
+    const char **utf8 = PyMem_Calloc((size_t)(m ? m : 1), sizeof *utf8);
+    if (!c->toff || !c->tnull || !utf8) {
+        PyMem_Free(utf8);
         PyErr_NoMemory();
         return -1;
     }
-    Py_INCREF(texts);
-    c->texts = texts;
+    /* The items' UTF-8 (cached in each str, as sqlite3's own binding does),
+     * borrowed while the GIL is held and the list holds them. */
+    c->toff[0] = 0;
     for (Py_ssize_t i = 0; i < m; i++) {
         PyObject *item = PyList_GET_ITEM(texts, i);
-        if (item == Py_None) continue;
-        if (!PyUnicode_Check(item)) {
+        Py_ssize_t len = 0;
+        if (item == Py_None) {
+            c->tnull[i] = 1;
+        } else if (!PyUnicode_Check(item)) {
             PyErr_Format(PyExc_TypeError, "texts: str or None expected, not %.80s",
                          Py_TYPE(item)->tp_name);
-            return -1;
-        }
-        c->txt[i] = PyUnicode_AsUTF8AndSize(item, &c->txtlen[i]);
-        if (!c->txt[i]) return -1;
-        if (c->txtlen[i] > INT32_MAX) {
+            break;
+        } else if (!(utf8[i] = PyUnicode_AsUTF8AndSize(item, &len))) {
+            break;
+        } else if (len > INT32_MAX) {
             PyErr_SetString(PyExc_ValueError, "texts: a string too long for SQLite");
-            return -1;
+            break;
         }
+        c->toff[i + 1] = c->toff[i] + len;
     }
+    /* One byte more: a NULL pointer would bind NULL, not an empty text. */
+    if (!PyErr_Occurred() && !(c->tbuf = PyMem_Malloc((size_t)c->toff[m] + 1)))
+        PyErr_NoMemory();
+    if (PyErr_Occurred()) {
+        PyMem_Free(utf8);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (utf8[i]) memcpy(c->tbuf + c->toff[i], utf8[i], (size_t)(c->toff[i + 1] - c->toff[i]));
+    PyMem_Free(utf8);
     return 0;
 }
+
 
 /* cols[j]'s smallest and largest index over n rows: taken from an earlier
  * column gathered through the same index (the intervals' eight columns
@@ -424,7 +396,7 @@ static int parse_cols(PyObject *specs, Py_ssize_t n, Col **out, int *kout) {
             }
             rows_needed = 0; /* checked per value below */
         }
-        if (c->texts && !c->have_index && PyList_GET_SIZE(c->texts) < n) {
+        if (c->have_texts && !c->have_index && c->ntexts < n) {
             PyErr_SetString(PyExc_ValueError, "fewer texts than rows");
             goto fail;
         }
@@ -432,7 +404,7 @@ static int parse_cols(PyObject *specs, Py_ssize_t n, Col **out, int *kout) {
             if (get_int_buffer(values, &c->values, &c->vkind, rows_needed, "values") < 0)
                 goto fail;
             c->have_values = 1;
-        } else if (c->have_index && !c->texts) {
+        } else if (c->have_index && !c->have_texts) {
             PyErr_SetString(PyExc_ValueError, "an index needs values");
             goto fail;
         }
@@ -445,8 +417,7 @@ static int parse_cols(PyObject *specs, Py_ssize_t n, Col **out, int *kout) {
             }
         }
         if (c->have_index) { /* every index must point into values (or texts) */
-            Py_ssize_t len = c->texts ? PyList_GET_SIZE(c->texts)
-                                      : c->values.len / c->values.itemsize;
+            Py_ssize_t len = c->have_texts ? c->ntexts : c->values.len / c->values.itemsize;
             index_range(cols, (int)j, n);
             if (n && (c->imin < 0 || c->imax >= len)) {
                 PyErr_Format(PyExc_IndexError, "index %lld out of range (%zd values)",
@@ -465,273 +436,226 @@ fail:
     return -1;
 }
 
-/* The open sqlite3 handle of conn (a sqlite3.Connection that handle_ok()
- * vouched for), or NULL with a Python error: anything that is not one at all
- * is refused rather than a pointer read out of it. */
-static sqlite3 *conn_db(PyObject *conn) {
-    PyObject *t = connection_type();
-    if (!t) return NULL;
-    int is_conn = PyObject_TypeCheck(conn, (PyTypeObject *)t);
-    Py_DECREF(t);
-    if (!is_conn || !((ConnPrefix *)conn)->db) {
-        PyErr_SetString(PyExc_TypeError, "an open sqlite3.Connection expected");
-        return NULL;
-    }
-    return ((ConnPrefix *)conn)->db;
-}
+/* ------------------------------------------------------------------------
+ * Staged batches: made and freed with the GIL (stage, release), inserted
+ * without it (the SQL function). The list is shared by every connection and
+ * thread, hence the mutex; it is held only to find or mark a batch, never
+ * while inserting, and never while waiting for the GIL. */
 
-static PyObject *insert_columns(PyObject *self, PyObject *args) {
-    PyObject *conn, *specs;
-    const char *sql_many, *sql_one;
+typedef struct Staged {
+    struct Staged *next;
+    sqlite3_int64 token;
+    char *sql_many, *sql_one; /* prepared by the function, on its connection */
     int per, k;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OsisnO", &conn, &sql_many, &per, &sql_one, &n, &specs))
-        return NULL;
-    if (per < 1 || per > BATCH_ROWS || n < 0) {
-        PyErr_SetString(PyExc_ValueError, "rows per statement must be positive, rows not negative");
-        return NULL;
-    }
-    sqlite3 *db = conn_db(conn);
-    if (!db) return NULL;
     Col *cols;
-    if (parse_cols(specs, n, &cols, &k) < 0) return NULL;
-    sqlite3_stmt *many = NULL, *one = NULL;
-    int rc = SQLITE_OK;
-    char err[512] = "";
-    Py_BEGIN_ALLOW_THREADS
-    /* Held for the whole insert: every sqlite3_bind_* takes the connection's
-     * (recursive) mutex, and taking it afresh ~9 times a row cost ~10% of a
-     * load's CPU; re-entering a mutex this thread holds is a counter. */
-    sqlite3_mutex *mu = sqlite3_db_mutex(db);
-    sqlite3_mutex_enter(mu);
-    if (n >= per) rc = sqlite3_prepare_v2(db, sql_many, -1, &many, NULL);
-    if (rc == SQLITE_OK && n % per) rc = sqlite3_prepare_v2(db, sql_one, -1, &one, NULL);
-    if (rc == SQLITE_OK && ((many && sqlite3_bind_parameter_count(many) != per * k)
-                            || (one && sqlite3_bind_parameter_count(one) != k))) {
-        rc = SQLITE_MISUSE;
-        snprintf(err, sizeof err, "the statements do not take %d values a row", k);
-    }
-    if (rc == SQLITE_OK) {
-        Batch b;
-        if (batch_alloc(&b, k) == 0) {
-            rc = insert_rows(many, one, per, cols, k, n, &b);
-            batch_free(&b);
-        } else {
-            rc = SQLITE_NOMEM;
-            snprintf(err, sizeof err, "out of memory");
-        }
-    }
-    if (rc != SQLITE_DONE && !err[0]) snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
-    sqlite3_finalize(many);
-    sqlite3_finalize(one);
-    sqlite3_mutex_leave(mu);
-    Py_END_ALLOW_THREADS
+    int busy; /* the function is inserting it: release() refuses */
+    int used; /* inserted (or failed): a token inserts once */
+} Staged;
 
-    release_cols(cols, k);
-    if (rc != SQLITE_DONE) {
-        raise_sqlite(db, rc, err);
-        return NULL;
-    }
-    return PyLong_FromSsize_t(n);
-}
+static pthread_mutex_t staged_mu = PTHREAD_MUTEX_INITIALIZER;
+static Staged *staged_list;
+static sqlite3_int64 next_token = 1;
 
-/* gmpscope's appender (ingest/csrc/sqlite_append.c), present only in
- * gmpscope's own SQLite library: found at run time, and used only when it
- * lives in the very library this module's sqlite3_step comes from. */
-typedef struct gmpscope_appender gmpscope_appender;
-_Static_assert(sizeof(Py_ssize_t) == sizeof(sqlite3_int64), "text lengths are passed as int64");
-typedef int (*appender_open_fn)(sqlite3 *, const char *, int, const char *const *, const int *,
-                                int, const char *const *, const sqlite3_int64 *,
-                                gmpscope_appender **, char *, int);
-typedef int (*appender_rows_fn)(gmpscope_appender *, int, int, const sqlite3_int64 *,
-                                const unsigned char *, const char *const *const *,
-                                const sqlite3_int64 *const *, int *);
-typedef int (*appender_version_fn)(void);
-/* The appender's interface this binder speaks, and its "stopped" answer. */
-#define APPENDER_VERSION 2
-#define APPEND_STOPPED 1000
-typedef void (*appender_close_fn)(gmpscope_appender *);
+/* What gmpscope_bulk_insert(NULL) answers: this module instance, so that a
+ * caller knows the function on a connection is the one holding its batches
+ * (not another copy of this module that registered it last). */
+static sqlite3_int64 instance_id(void) { return (sqlite3_int64)(intptr_t)&staged_mu; }
 
-static struct {
-    int looked;
-    appender_open_fn open;
-    appender_rows_fn rows;
-    appender_close_fn close;
-} appender;
-
-static int same_library(void *a, void *b) {
-    Dl_info ia, ib;
-    return dladdr(a, &ia) && dladdr(b, &ib) && ia.dli_fbase == ib.dli_fbase;
-}
-
-static int find_appender(void) {
-    if (!appender.looked) {
-        appender.looked = 1;
-        void *o = dlsym(RTLD_DEFAULT, "gmpscope_appender_open");
-        void *r = dlsym(RTLD_DEFAULT, "gmpscope_appender_rows");
-        void *c = dlsym(RTLD_DEFAULT, "gmpscope_appender_close");
-        void *v = dlsym(RTLD_DEFAULT, "gmpscope_appender_version");
-        if (o && r && c && v && same_library(o, (void *)&sqlite3_step) &&
-            same_library(r, o) && same_library(c, o) && same_library(v, o) &&
-            ((appender_version_fn)v)() == APPENDER_VERSION) {
-            appender.open = (appender_open_fn)o;
-            appender.rows = (appender_rows_fn)r;
-            appender.close = (appender_close_fn)c;
-        }
-    }
-    return appender.open != NULL;
-}
-
-static PyObject *has_appender(PyObject *self, PyObject *args) {
-    return PyBool_FromLong(find_appender());
-}
-
-/* UTF-8 pointers of a list of str (borrowed from the list's items). */
-static const char **utf8_names(PyObject *list, Py_ssize_t *count) {
-    if (!PyList_Check(list)) {
-        PyErr_SetString(PyExc_TypeError, "names: a list of str expected");
-        return NULL;
-    }
-    Py_ssize_t m = PyList_GET_SIZE(list);
-    const char **out = PyMem_Calloc((size_t)(m ? m : 1), sizeof *out);
-    if (!out) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        out[i] = PyUnicode_Check(PyList_GET_ITEM(list, i))
-                     ? PyUnicode_AsUTF8(PyList_GET_ITEM(list, i)) : NULL;
-        if (!out[i]) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "names: str expected");
-            PyMem_Free(out);
-            return NULL;
-        }
-    }
-    *count = m;
+static char *copy_str(const char *s) {
+    size_t len = strlen(s) + 1;
+    char *out = PyMem_Malloc(len);
+    if (out) memcpy(out, s, len);
     return out;
 }
 
-/* append_columns(conn, table, names, literal_names, literal_values, rows, columns):
- * the rows appended by gmpscope's appender; returns the number of rows
- * appended (fewer than given when a row's index entry would not sort after
- * the last: the caller inserts it and the rest through statements), or a
- * str saying why the appender cannot take this table (then nothing was
- * written and the caller inserts through statements). */
-static PyObject *append_columns(PyObject *self, PyObject *args) {
-    PyObject *conn, *names_obj, *lit_names_obj, *lit_values_obj, *specs;
-    const char *table;
-    Py_ssize_t n, nnames = 0, nlit = 0;
-    int k;
-    if (!PyArg_ParseTuple(args, "OsOOOnO", &conn, &table, &names_obj, &lit_names_obj,
-                          &lit_values_obj, &n, &specs))
-        return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "rows must not be negative");
-        return NULL;
-    }
-    if (!find_appender()) return PyUnicode_FromString("this SQLite library has no appender");
-    sqlite3 *db = conn_db(conn);
-    if (!db) return NULL;
-    const char **names = utf8_names(names_obj, &nnames);
-    if (!names) return NULL;
-    const char **lit_names = utf8_names(lit_names_obj, &nlit);
-    if (!lit_names) {
-        PyMem_Free(names);
+static void free_staged(Staged *s) {
+    if (s->cols) release_cols(s->cols, s->k);
+    PyMem_Free(s->sql_many);
+    PyMem_Free(s->sql_one);
+    PyMem_Free(s);
+}
+
+static PyObject *stage(PyObject *self, PyObject *args) {
+    const char *sql_many, *sql_one;
+    int per;
+    Py_ssize_t n;
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "sisnO", &sql_many, &per, &sql_one, &n, &specs)) return NULL;
+    if (per < 1 || per > BATCH_ROWS || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "rows per statement must be 1 to 4096, rows not negative");
         return NULL;
     }
-    sqlite3_int64 *lit_values = PyMem_Calloc((size_t)(nlit ? nlit : 1), sizeof *lit_values);
-    Col *cols = NULL;
-    int *is_text = NULL;
-    const char *const **texts = NULL;
-    const sqlite3_int64 **lengths = NULL;
-    PyObject *result = NULL;
-    if (!lit_values) {
-        PyErr_NoMemory();
-        goto out;
+    Staged *s = PyMem_Calloc(1, sizeof *s);
+    if (!s) return PyErr_NoMemory();
+    s->per = per;
+    s->n = n;
+    s->sql_many = copy_str(sql_many);
+    s->sql_one = copy_str(sql_one);
+    if (!s->sql_many || !s->sql_one) {
+        free_staged(s);
+        return PyErr_NoMemory();
     }
-    for (Py_ssize_t i = 0; i < nlit; i++) {
-        PyObject *v = PySequence_GetItem(lit_values_obj, i);
-        if (!v) goto out;
-        lit_values[i] = PyLong_AsLongLong(v);
-        Py_DECREF(v);
-        if (PyErr_Occurred()) goto out;
+    if (parse_cols(specs, n, &s->cols, &s->k) < 0) {
+        s->cols = NULL; /* freed by parse_cols */
+        free_staged(s);
+        return NULL;
     }
-    if (parse_cols(specs, n, &cols, &k) < 0) goto out;
-    if (k != nnames) {
-        PyErr_SetString(PyExc_ValueError, "one name per column expected");
-        goto out;
+    pthread_mutex_lock(&staged_mu);
+    s->token = next_token++;
+    s->next = staged_list;
+    staged_list = s;
+    pthread_mutex_unlock(&staged_mu);
+    return PyLong_FromLongLong(s->token);
+}
+
+static PyObject *release(PyObject *self, PyObject *arg) {
+    long long token = PyLong_AsLongLong(arg);
+    if (token == -1 && PyErr_Occurred()) return NULL;
+    pthread_mutex_lock(&staged_mu);
+    Staged **at = &staged_list;
+    while (*at && (*at)->token != token) at = &(*at)->next;
+    Staged *s = *at;
+    int busy = s && s->busy;
+    if (s && !busy) *at = s->next;
+    pthread_mutex_unlock(&staged_mu);
+    if (busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the batch is being inserted");
+        return NULL;
     }
-    is_text = PyMem_Calloc((size_t)k, sizeof *is_text);
-    texts = PyMem_Calloc((size_t)k, sizeof *texts);
-    lengths = PyMem_Calloc((size_t)k, sizeof *lengths);
-    if (!is_text || !texts || !lengths) {
-        PyErr_NoMemory();
-        goto out;
+    if (s) free_staged(s);
+    return PyBool_FromLong(s != NULL);
+}
+
+static PyObject *pending(PyObject *self, PyObject *noargs) {
+    Py_ssize_t count = 0;
+    pthread_mutex_lock(&staged_mu);
+    for (Staged *s = staged_list; s; s = s->next) count++;
+    pthread_mutex_unlock(&staged_mu);
+    return PyLong_FromSsize_t(count);
+}
+
+static PyObject *instance(PyObject *self, PyObject *noargs) {
+    return PyLong_FromLongLong(instance_id());
+}
+
+/* Insert s's rows on db: SQLITE_DONE, else an SQLite error code with its
+ * message in err. No Python here: the GIL is not held. The connection's
+ * mutex is (sqlite3_step holds it while the calling statement runs), so
+ * every bind below re-enters it rather than taking it afresh. */
+static int insert_staged(sqlite3 *db, const Staged *s, char *err, size_t errsize) {
+    if (sqlite3_get_autocommit(db)) {
+        /* Each statement would commit on its own: half a batch could stay. */
+        snprintf(err, errsize, "gmpscope_bulk_insert: no transaction open");
+        return SQLITE_ERROR;
     }
-    for (int j = 0; j < k; j++) {
-        is_text[j] = cols[j].texts != NULL;
-        texts[j] = (const char *const *)cols[j].txt;
-        lengths[j] = (const sqlite3_int64 *)cols[j].txtlen; /* Py_ssize_t: 64 bits here */
-    }
-    int rc;
-    char err[512] = "";
-    int refused = 0;
-    Py_ssize_t appended = 0;
-    Py_BEGIN_ALLOW_THREADS
-    sqlite3_mutex *mu = sqlite3_db_mutex(db);
-    sqlite3_mutex_enter(mu);
-    gmpscope_appender *app = NULL;
-    rc = appender.open(db, table, k, names, is_text, (int)nlit, lit_names, lit_values, &app,
-                       err, (int)sizeof err);
-    if (rc == SQLITE_MISUSE) {
-        refused = 1;
+    sqlite3_stmt *many = NULL, *one = NULL;
+    int rc = SQLITE_OK;
+    if (s->n >= s->per) rc = sqlite3_prepare_v2(db, s->sql_many, -1, &many, NULL);
+    if (rc == SQLITE_OK && s->n % s->per) rc = sqlite3_prepare_v2(db, s->sql_one, -1, &one, NULL);
+    if (rc == SQLITE_OK && ((many && sqlite3_bind_parameter_count(many) != s->per * s->k)
+                            || (one && sqlite3_bind_parameter_count(one) != s->k))) {
+        rc = SQLITE_ERROR;
+        snprintf(err, errsize, "gmpscope_bulk_insert: the statements do not take %d values a row",
+                 s->k);
     } else if (rc == SQLITE_OK) {
         Batch b;
-        if (batch_alloc(&b, k) == 0) {
-            for (Py_ssize_t row = 0; rc == SQLITE_OK && row < n; row += BATCH_ROWS) {
-                int m = (int)(n - row < BATCH_ROWS ? n - row : BATCH_ROWS), done = 0;
-                fill_batch(cols, k, row, m, &b);
-                rc = appender.rows(app, m, BATCH_ROWS, (const sqlite3_int64 *)b.vals, b.nulls,
-                                   texts, lengths, &done);
-                appended = row + done;
-            }
-            if (rc == APPEND_STOPPED) rc = SQLITE_OK;
+        if (batch_alloc(&b, s->k) == 0) {
+            rc = insert_rows(many, one, s->per, s->cols, s->k, s->n, &b);
             batch_free(&b);
         } else {
             rc = SQLITE_NOMEM;
+            snprintf(err, errsize, "out of memory");
         }
-        appender.close(app);
     }
-    if (rc != SQLITE_OK && !refused) snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
-    sqlite3_mutex_leave(mu);
-    Py_END_ALLOW_THREADS
-    if (refused)
-        result = PyUnicode_FromString(err);
-    else if (rc != SQLITE_OK)
-        raise_sqlite(db, rc, err);
-    else
-        result = PyLong_FromSsize_t(appended);
-out:
-    if (cols) release_cols(cols, k);
-    PyMem_Free(names);
-    PyMem_Free(lit_names);
-    PyMem_Free(lit_values);
-    PyMem_Free(is_text);
-    PyMem_Free((void *)texts);
-    PyMem_Free((void *)lengths);
-    return result;
+    if (rc != SQLITE_DONE && !err[0]) {
+        /* SQLite's own error (a duplicate key, a full disk): its extended
+         * code and message, which the caller's sqlite3 module maps as it
+         * would the INSERT's own (IntegrityError, OperationalError, ...). */
+        rc = sqlite3_extended_errcode(db);
+        snprintf(err, errsize, "%s", sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(many);
+    sqlite3_finalize(one);
+    return rc;
+}
+
+/* gmpscope_bulk_insert(token): insert the batch staged under token, on this
+ * connection, in its transaction; the number of rows. gmpscope_bulk_insert(NULL):
+ * instance_id(), the probe. */
+static void bulk_insert_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+        sqlite3_result_int64(ctx, instance_id());
+        return;
+    }
+    if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER) {
+        sqlite3_result_error(ctx, "gmpscope_bulk_insert: a token expected", -1);
+        return;
+    }
+    sqlite3_int64 token = sqlite3_value_int64(argv[0]);
+    pthread_mutex_lock(&staged_mu);
+    Staged *s = staged_list;
+    while (s && s->token != token) s = s->next;
+    const char *why = !s ? "no batch staged under this token"
+                      : s->busy ? "the batch is being inserted"
+                      : s->used ? "the batch was inserted already" : NULL;
+    if (!why) s->busy = 1;
+    pthread_mutex_unlock(&staged_mu);
+    if (why) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "gmpscope_bulk_insert: %s", why);
+        sqlite3_result_error(ctx, msg, -1);
+        return;
+    }
+    char err[512] = "";
+    int rc = insert_staged(sqlite3_context_db_handle(ctx), s, err, sizeof err);
+    sqlite3_int64 n = s->n;
+    pthread_mutex_lock(&staged_mu);
+    s->busy = 0;
+    s->used = 1;
+    pthread_mutex_unlock(&staged_mu);
+    if (rc != SQLITE_DONE) {
+        sqlite3_result_error(ctx, err, -1);
+        sqlite3_result_error_code(ctx, rc); /* after: result_error resets it to SQLITE_ERROR */
+        return;
+    }
+    sqlite3_result_int64(ctx, n);
+}
+
+#ifndef SQLITE_DIRECTONLY /* before SQLite 3.30 */
+#define SQLITE_DIRECTONLY 0
+#endif
+
+/* Run by SQLite on every connection it opens after register(). Direct only:
+ * the function is callable from top-level SQL, never from a trigger, view or
+ * schema of a database file. Never fails: an error here would fail the
+ * connection's open; without the function the caller binds through Python. */
+static int bulk_entry(sqlite3 *db, const char **errmsg, const void *api) {
+    (void)sqlite3_create_function_v2(db, "gmpscope_bulk_insert", 1,
+                                     SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL, bulk_insert_sql,
+                                     NULL, NULL, NULL);
+    return SQLITE_OK;
+}
+
+static PyObject *register_entry(PyObject *self, PyObject *noargs) {
+    /* A no-op when the entry point is registered already. */
+    int rc = sqlite3_auto_extension((void (*)(void))bulk_entry);
+    if (rc != SQLITE_OK) {
+        PyErr_Format(PyExc_RuntimeError, "sqlite3_auto_extension: %s", sqlite3_errstr(rc));
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"handle_ok", handle_ok, METH_VARARGS,
-     "handle_ok(conn, sqlite3_module_path, filename): can insert_block use conn?"},
-    {"insert_columns", insert_columns, METH_VARARGS,
-     "insert_columns(conn, sql_many, rows_many, sql_one, rows, [(values, index, null, seq)])"},
-    {"has_appender", has_appender, METH_NOARGS,
-     "has_appender(): whether this SQLite library has gmpscope's appender"},
-    {"append_columns", append_columns, METH_VARARGS,
-     "append_columns(conn, table, names, literal_names, literal_values, rows, columns): "
-     "rows appended by gmpscope's appender, or a str saying why it cannot"},
+    {"register", register_entry, METH_NOARGS,
+     "register(): every SQLite connection opened from now on gets gmpscope_bulk_insert()"},
+    {"stage", stage, METH_VARARGS,
+     "stage(sql_many, rows_many, sql_one, rows, [(values, index, null, seq[, texts])]) -> token"},
+    {"release", release, METH_O,
+     "release(token): drop the batch staged under token; whether there was one"},
+    {"pending", pending, METH_NOARGS, "pending(): batches staged and not released"},
+    {"instance", instance, METH_NOARGS, "instance(): what gmpscope_bulk_insert(NULL) answers"},
     {NULL, NULL, 0, NULL},
 };
 

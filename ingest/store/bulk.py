@@ -1,10 +1,11 @@
 """Fast bulk inserts inside the caller's transaction.
 
 SQLite: integer and text columns go to the C binder (ingest/store/sqlite_fast.py)
-when it can vouch for the connection; otherwise multi-row ``INSERT ...
-VALUES (...),(...)`` statements through the DBAPI cursor, about three times
-faster than ``executemany`` because the statement runs once per few thousand
-rows. PostgreSQL: ``COPY ... FROM STDIN`` through psycopg, binary for
+when the connection has its SQL function (those of engines made by
+ingest.store.db have it); otherwise multi-row ``INSERT ... VALUES
+(...),(...)`` statements through the DBAPI cursor, about three times faster
+than ``executemany`` because the statement runs once per few thousand rows.
+PostgreSQL: ``COPY ... FROM STDIN`` through psycopg, binary for
 all-integer tables without NULLs, else text with NULL as NULL. Anything else:
 SQLAlchemy's ``executemany``.
 """

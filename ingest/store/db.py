@@ -100,6 +100,8 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
         Path(u.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000,
                                   "check_same_thread": False}
+    from ingest.store.sqlite_fast import register  # here, not at import: it loads numpy
+    register()  # before the first connection: each one opened gets the loader's C binder
     engine = create_engine(u, **kwargs)
 
     @event.listens_for(engine, "connect")

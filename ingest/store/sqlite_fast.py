@@ -5,14 +5,21 @@ Through Python's sqlite3 module each value becomes a Python object bound with
 the GIL held; the extension binds them from the numpy buffers without the
 GIL, on the same connection and in the same transaction (docs/ingest.md has
 the numbers).
-:func:`column_inserter` says whether that is possible for a connection and
-returns the inserter, or None, and then callers bind through Python as before.
+
+It reaches the connection through SQLite's public API only: :func:`register`
+(called where SQLite engines are made, before their first connection) has
+SQLite add the SQL function ``gmpscope_bulk_insert(token)`` to every
+connection opened afterwards. An insert stages its columns with the GIL
+(``stage``: buffer views, texts copied to UTF-8), runs ``SELECT
+gmpscope_bulk_insert(token)`` on the caller's connection (the sqlite3 module
+releases the GIL while the statement runs; the function prepares and steps
+the INSERTs on that connection) and releases the batch.
+:func:`column_inserter` returns such an inserter, or None when the
+connection has no such function, and then callers bind through Python.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,19 +29,13 @@ import numpy as np
 from ingest.columns import Gather, Nullable, Seq
 from ingest.extensions import optional_extension
 
-log = logging.getLogger("gmpscope.ingest.sqlite_fast")
-
 #: Rows per multi-row statement (bench/sqlite_insert.py's rows, best of two:
 #: 64 rows 0.428 us a row, 256 0.417, 1024 0.422; from C, one row a
 #: statement was about 30% slower than 64).
 ROWS_PER_STATEMENT = 256
-#: Set to 1 to bind through Python even where the extension could (tests
-#: compare both paths; also a switch if the extension ever misbehaves).
-PURE_ENV = "GMPSCOPE_PURE_SQLITE"
-#: Set to 0 to insert through statements even where gmpscope's appender
-#: (ingest/csrc/sqlite_append.c, in gmpscope's own SQLite library) could
-#: append the rows (tests compare both).
-APPEND_ENV = "GMPSCOPE_SQLITE_APPEND"
+#: The extension's SQL function; with NULL it answers the extension's
+#: ``instance()`` (the probe of :func:`column_inserter`).
+FUNCTION = "gmpscope_bulk_insert"
 
 #: insert(table, column names, columns, first row, end row, literal columns).
 Inserter = Callable[[str, Sequence[str], Sequence[Any], int, int, dict[str, int]], int]
@@ -44,11 +45,16 @@ def _extension() -> Any | None:
     return optional_extension("ingest.store._sqlitebulk")
 
 
-def _main_file(dbapi_conn: sqlite3.Connection) -> str:
-    for _seq, name, path in dbapi_conn.execute("PRAGMA database_list").fetchall():
-        if name == "main":
-            return str(path or "")
-    return ""
+def register() -> bool:
+    """Have SQLite give every connection it opens from now on, in this
+    process, the binder's SQL function; False when the extension is not
+    built or ``GMPSCOPE_PURE=1``. Idempotent. Connections opened before
+    keep binding through Python."""
+    ext = _extension()
+    if ext is None:
+        return False
+    ext.register()
+    return True
 
 
 def insert_sql(table: str, columns: Sequence[str], nrows: int,
@@ -130,55 +136,52 @@ def _spec(col: Any, a: int, b: int) -> tuple[Any, ...]:
     return _int_list(items)
 
 
+def _answers(dbapi_conn: sqlite3.Connection, ext: Any) -> bool:
+    """Whether ``dbapi_conn`` has this extension's SQL function: absent on a
+    connection opened before :func:`register` or by a SQLite library other
+    than the extension's; registered by another copy of the extension (which
+    holds none of this one's batches) it answers another instance."""
+    try:
+        cur = dbapi_conn.execute(f"SELECT {FUNCTION}(NULL)")
+    except sqlite3.OperationalError:  # no such function
+        return False
+    try:
+        row = cur.fetchone()
+    finally:
+        cur.close()
+    return row is not None and row[0] == ext.instance()
+
+
 def column_inserter(dbapi_conn: Any) -> Inserter | None:
     """An inserter of :func:`bindable` columns into ``dbapi_conn``'s open
-    transaction, or None when the extension is missing, disabled or cannot
-    vouch for the connection (another SQLite library, no transaction open,
-    not a sqlite3 connection)."""
+    transaction, or None when the extension is missing or disabled, the
+    connection is not a sqlite3 one, has no transaction open, or lacks the
+    extension's SQL function."""
     ext = _extension()
-    if ext is None or not isinstance(dbapi_conn, sqlite3.Connection):
+    if (ext is None or not isinstance(dbapi_conn, sqlite3.Connection)
+            or not dbapi_conn.in_transaction or not _answers(dbapi_conn, ext)):
         return None
-    import _sqlite3
-
-    module_file = getattr(_sqlite3, "__file__", None)  # None: built into the interpreter
-    if module_file is None or not ext.handle_ok(dbapi_conn, module_file,
-                                                _main_file(dbapi_conn)):
-        return None
-
-    # Tables the appender refused (why): statements for them from then on.
-    refused: dict[str, str] = {}
-    append = (os.environ.get(APPEND_ENV, "1") != "0"
-              and bool(getattr(ext, "has_appender", lambda: False)()))
+    call = f"SELECT {FUNCTION}(?)"
 
     def insert(table: str, names: Sequence[str], cols: Sequence[Any], a: int, b: int,
                literals: dict[str, int]) -> int:
         """Insert rows [a, b) of ``cols`` (named ``names``) plus ``literals``;
-        rows that leave out the table's rowid go through the appender where
-        it can take the table."""
+        errors are the sqlite3 module's, as for its own INSERT."""
         k = len(names)
         if not k or len(cols) != k:
             raise ValueError(f"{table}: {len(cols)} columns for {k} names")
-        specs = [_spec(c, a, b) for c in cols]
-        first = a
-        if append and table not in refused:
-            done = ext.append_columns(dbapi_conn, table, list(names), list(literals),
-                                      [int(v) for v in literals.values()], b - a, specs)
-            if isinstance(done, str):
-                refused[table] = done
-                log.debug("%s: inserted through statements (%s)", table, done)
-            elif int(done) == b - a:
-                return b - a
-            else:
-                # A row whose index entry would not follow the last: it and
-                # the rest through statements (they seek), as will later calls.
-                refused[table] = "keys not in ascending order"
-                log.debug("%s: statements from row %d on (keys not in ascending order)",
-                          table, a + int(done))
-                a += int(done)
-                specs = [_spec(c, a, b) for c in cols]
         per = max(1, min(ROWS_PER_STATEMENT, 32766 // k))
-        return int(ext.insert_columns(
-            dbapi_conn, insert_sql(table, names, per, literals), per,
-            insert_sql(table, names, 1, literals), b - a, specs)) + (a - first)
+        token = ext.stage(insert_sql(table, names, per, literals), per,
+                          insert_sql(table, names, 1, literals), b - a,
+                          [_spec(c, a, b) for c in cols])
+        try:
+            cur = dbapi_conn.execute(call, (token,))
+            try:
+                row = cur.fetchone()
+            finally:
+                cur.close()
+        finally:
+            ext.release(token)
+        return int(row[0])
 
     return insert
