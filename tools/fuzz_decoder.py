@@ -4,7 +4,7 @@ Every input must end in one of three ways: a complete decode, a partial decode
 whose loss is reported, or a TraceFormatError. Anything else (another
 exception, a hang, memory far beyond the input) is a finding; its input is
 saved under ``tests/data/fuzz/`` as a permanent regression input that
-``tests/test_fuzz_decoder.py`` replays on every run.
+``tests/collectors/test_fuzz_decoder.py`` replays on every run.
 
 The Go 1.22+ inputs go through both the C decoder and the pure-Python one,
 which must agree (the same error, or the same loss and event count); older

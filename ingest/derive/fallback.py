@@ -3,7 +3,7 @@
 Each is what its C counterpart (``ingest/csrc/intervalorder.c``,
 ``ingest/csrc/summaries.c``) computes, in numpy: used when the extension is not
 built, when the columns are not the compact types, or with ``GMPSCOPE_PURE=1``;
-tests/test_derive_c.py compares the two forms on every test trace. The numpy
+tests/ingest/derive/test_derive_c.py compares the two forms on every test trace. The numpy
 form of the intervals' ends lives with :class:`Ordered`, which makes them, in
 ingest.derive.interval_order (imported here; it imports neither form).
 """

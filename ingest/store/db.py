@@ -257,7 +257,7 @@ def _create_if_new(engine: Engine, revision: str) -> bool:
 
 
 #: Where the Alembic revisions are: ``NNNN_<what>.py`` with revision "NNNN",
-#: each revising the one before (tests/test_ingest_db.py checks both).
+#: each revising the one before (tests/ingest/store/test_ingest_db.py checks both).
 VERSIONS_DIR = Path(__file__).parent / "migrations" / "versions"
 
 

@@ -7,7 +7,7 @@ every revision into a database that has nothing to migrate: a ``gmpscope
 ingest`` into a new database peaks ~9 MB lower and spends ~5% less CPU
 (``bench/ingest_ab.py``; its wall time is the decode's, which the start-up
 overlaps), and a server does not keep Alembic in memory for good.
-``tests/test_schema_new.py`` checks, on SQLite and PostgreSQL, that
+``tests/ingest/store/test_schema_new.py`` checks, on SQLite and PostgreSQL, that
 the schema made here is the one the migrations make, table by table: columns,
 types, keys, indexes, views and (PostgreSQL) the trigger on ``traces``.
 """

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import fields
 
-from .goparsed import GoEvent, Stack, go_quote
+from .goparsed import GoEvent, Stack
+from .gostrings import go_quote
 
 CONTEXT = 3
 _FIELDS = [f.name for f in fields(GoEvent)]

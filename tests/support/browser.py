@@ -1,6 +1,6 @@
 """Browser-test helpers: screenshots into the artifacts directory, waiting for Dash.
 
-The fixtures (``browser``, ``page``, ``page_errors``) are in tests/browser/conftest.py;
+The fixtures (``browser``, ``page``, ``page_errors``) are in tests/app/browser/conftest.py;
 tests import these helpers: ``from tests.support.browser import shot, wait_for_dash``.
 """
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .goparsed import go_unquote_bytes
+from .gostrings import go_unquote_bytes
 
 
 @dataclass(frozen=True)

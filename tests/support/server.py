@@ -34,7 +34,9 @@ class Served:
 
     ``subcommand`` is ``serve`` (the explorer) or ``ingest-server`` (the ingest
     API alone); ``cwd`` and ``env`` run it elsewhere than the checkout (an
-    installed wheel). The one way tests and benchmarks start a server.
+    installed wheel). :meth:`kill9` ends it as a crash would and :meth:`start`
+    brings it up again on the same database and data directory. The one way
+    tests and benchmarks start a server.
     """
 
     def __init__(self, data_dir: Path, traces: list[Path] | None = None, *,
@@ -43,23 +45,34 @@ class Served:
                  subcommand: str = "serve", cwd: Path = REPO,
                  env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.token = token
+        self.subcommand = subcommand
         self.log = data_dir / f"{subcommand}.log"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ if env is None else env)
-        env.pop("GMPSCOPE_TOKEN", None)
-        env.pop("GMPSCOPE_DB", None)
-        if token is not None:
-            env["GMPSCOPE_TOKEN"] = token
-        cmd = [sys.executable, "-m", "gmpscope", subcommand, "--port", "0",
-               "--data-dir", str(data_dir), *extra_args]
-        if db_url:
-            cmd += ["--db", db_url]
-        cmd += [str(p) for p in traces or ()]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                         stderr=log, start_new_session=True)
-        found: list[str] = []
+        self.url = ""
         self.ingested: list[int] = []
+        self._cwd = cwd
+        self._env = dict(os.environ if env is None else env)
+        self._env.pop("GMPSCOPE_TOKEN", None)
+        self._env.pop("GMPSCOPE_DB", None)
+        if token is not None:
+            self._env["GMPSCOPE_TOKEN"] = token
+        self._cmd = [sys.executable, "-m", "gmpscope", subcommand, "--port", "0",
+                     "--data-dir", str(data_dir), *extra_args]
+        if db_url:
+            self._cmd += ["--db", db_url]
+        self._traces = [str(p) for p in traces or ()]
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (the traces are ingested on the first start only)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = self._cmd + self._traces
+        self._traces = []
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=self._cwd, env=self._env,
+                                         stdout=subprocess.PIPE, stderr=log,
+                                         start_new_session=True)
+        found: list[str] = []
 
         def read() -> None:
             assert self.proc.stdout is not None
@@ -76,10 +89,14 @@ class Served:
         reader.start()
         reader.join(START_GUARD_S)
         if not found:
-            self.stop()
-            raise ServerFailed(f"gmpscope {subcommand} did not start: "
+            self.kill9()
+            raise ServerFailed(f"gmpscope {self.subcommand} did not start: "
                                f"{self.log.read_text()[-3000:]}")
         self.url = found[0]
+
+    def api(self, path: str) -> str:
+        """The URL of ``path`` on this server."""
+        return self.url + path
 
     def get(self, path: str, **kw: object) -> requests.Response:
         return requests.get(self.url + path, timeout=120, **kw)  # type: ignore[arg-type]
@@ -87,17 +104,28 @@ class Served:
     def post(self, path: str, **kw: object) -> requests.Response:
         return requests.post(self.url + path, timeout=120, **kw)  # type: ignore[arg-type]
 
-    def stop(self) -> None:
+    def stop(self) -> int:
+        """SIGTERM to the server (its workers shut down with it) and wait;
+        returns its exit status. What is left of its process group then goes."""
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(60)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait()
+            except subprocess.TimeoutExpired:  # a hang
+                self.kill9()
+        self._kill_group()
+        return self.proc.wait()
+
+    def kill9(self) -> None:
+        """SIGKILL the server and every worker at once, as a crash would."""
+        self._kill_group()
+        self.proc.wait()
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def __enter__(self) -> Served:
         return self

@@ -1,0 +1,92 @@
+"""The timeline figure builder (app.figures.timeline) on a real trace: on P and
+M lanes every single Running interval is drawn in its goroutine's colour (the
+goroutine the data says ran it), merged shapes in Running's colour; goroutine
+lanes keep one colour per state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.figures.timeline import (
+    COLORS,
+    GOROUTINE_COLORS,
+    RUNNING_BY_G,
+    figure_dict,
+    goroutine_color,
+)
+from ingest.config import Settings, sqlite_url
+from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
+from ingest.views.timeline import parse_params, timeline
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO / "samples" / "go1.27-httpnet.trace"
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, TraceFrames]]:
+    d = tmp_path_factory.mktemp("figure")
+    engine = make_engine(Settings.from_env({}, data_dir=d, db_url=sqlite_url(d / "t.db")).db_url)
+    frames = FrameStore(engine, d).get(ingest_trace_file(engine, TRACE, data_dir=d).id)
+    yield engine, frames
+    engine.dispose()
+
+
+def _data(loaded: tuple[Any, TraceFrames], mode: str, width_ns: int) -> dict[str, Any]:
+    """A window from the median proc run's start: where goroutines run."""
+    engine, frames = loaded
+    starts = frames.proc_runs["start_ts"]
+    t1 = int(sorted(starts)[len(starts) // 2])
+    return timeline(engine, frames, parse_params(
+        {"mode": mode, "t1": str(t1), "t2": str(t1 + width_ns)}))
+
+
+def assert_running_coloured_by_goroutine(data: dict[str, Any]) -> set[int]:
+    """Each Running bar's colour against the goroutine of its shape; returns
+    the goroutines drawn as single intervals."""
+    fig = figure_dict(data)
+    sh = data["shapes"]
+    running = [i for i, c in enumerate(sh["cat"]) if data["categories"][c] == "Running"]
+    trace = next(t for t in fig["data"] if t["name"] == RUNNING_BY_G)
+    assert len(trace["marker"]["color"]) == len(running)
+    singles: set[int] = set()
+    for i, colour in zip(running, trace["marker"]["color"], strict=True):
+        if sh["n"][i] == 1 and sh["g"][i] >= 0:
+            assert colour == goroutine_color(sh["g"][i])
+            singles.add(sh["g"][i])
+        else:
+            assert colour == COLORS["Running"]
+    return singles
+
+
+@pytest.mark.parametrize("mode", ["p", "m"])
+def test_running_bars_take_their_goroutines_colour(loaded: tuple[Any, TraceFrames],
+                                                   mode: str) -> None:
+    data = _data(loaded, mode, 2_000_000)  # 2 ms: single runs, several goroutines
+    singles = assert_running_coloured_by_goroutine(data)
+    assert len(singles) >= 3, "the window shows runs of several goroutines"
+    assert len({goroutine_color(g) for g in singles}) >= 2
+
+
+def test_whole_trace_merges_and_goroutine_lanes_keep_state_colours(
+        loaded: tuple[Any, TraceFrames]) -> None:
+    engine, frames = loaded
+    whole = timeline(engine, frames, parse_params({"mode": "p"}))
+    assert any(n > 1 for n in whole["shapes"]["n"]), "the whole trace merges shapes"
+    assert_running_coloured_by_goroutine(whole)
+    g_view = figure_dict(_data(loaded, "g", 2_000_000))
+    names = {t["name"] for t in g_view["data"]}
+    assert "Running" in names and RUNNING_BY_G not in names
+    running = next(t for t in g_view["data"] if t["name"] == "Running")
+    assert running["marker"]["color"] == COLORS["Running"]
+
+
+def test_neighbouring_goroutine_ids_differ() -> None:
+    colours = [goroutine_color(g) for g in range(1, 200)]
+    assert all(a != b for a, b in zip(colours, colours[1:], strict=False))
+    assert set(colours) == set(GOROUTINE_COLORS)
