@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -293,8 +292,3 @@ class FrameStore:
             self._open.pop(trace_id, None)
         remove_frames(self.data_dir, trace_id)
 
-
-def iter_lane_rows(lanes: Lanes) -> Iterator[tuple[int, slice]]:
-    """(lane id, rows) for every lane."""
-    for i, lane_id in enumerate(lanes.ids):
-        yield int(lane_id), slice(int(lanes.off[i]), int(lanes.off[i + 1]))

@@ -267,6 +267,3 @@ def nearest_rank(sorted_values: I64, q: float) -> int | None:
 
     return nr(sorted_values, q)
 
-
-def as_dicts(items: list[Any]) -> list[dict[str, Any]]:
-    return [asdict(i) for i in items]

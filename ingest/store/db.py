@@ -37,10 +37,6 @@ WAL_AUTOCHECKPOINT_PAGES = 1000
 _PG_MIGRATE_LOCK = 0x676D7073
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                 migrate_to_head: bool = True, echo: bool = False) -> Engine:
     """An Engine for ``url``, upgraded to the newest schema unless told not to.
