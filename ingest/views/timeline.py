@@ -324,9 +324,19 @@ def _shape_columns(frames: TraceFrames, range_g: I64, s: Shapes, t1: int) -> dic
     rg = src == SRC_RANGE
     if rg.any():
         g[rg] = range_g[row[rg]]
+    d = s.end - s.start
     return {"lane": s.lane.tolist(), "s": (s.start - t1).tolist(),
-            "d": (s.end - s.start).tolist(), "cat": s.cat.tolist(), "n": s.n.tolist(),
-            "ref": ref.tolist(), "g": g.tolist(), "kind": kind.tolist()}
+            "d": d.tolist(), "cat": s.cat.tolist(), "n": s.n.tolist(),
+            "ref": ref.tolist(), "g": g.tolist(), "kind": kind.tolist(),
+            "cover": cover_column(s.covered, d).tolist()}
+
+
+def cover_column(covered: I64, d: I64) -> npt.NDArray[np.float64]:
+    """The JSON's ``cover``: covered ns / span ns, rounded to 3 decimals and at
+    least 0.001 (a shape always covers some of its span: it stays in (0, 1])."""
+    if not len(d):
+        return np.zeros(0)
+    return np.clip(np.round(covered / np.maximum(d, 1), 3), 0.001, 1.0)
 
 
 def _mix(s: Shapes) -> list[list[int] | None]:

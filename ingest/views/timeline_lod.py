@@ -7,8 +7,12 @@ to the window). Runs of shorter intervals are grouped by the bucket where they
 start, into one shape that spans them and carries their count and the time
 spent in each category (its *mix*; the shape's colour is the dominant one);
 neighbouring groups that touch and share the dominant category become one
-shape. A lane then has at most one shape per bucket from groups and one per
-bucket from long intervals, so a lane costs at most ``2 * nb`` shapes whatever
+shape. Every shape also carries its *covered* ns: how much of its span its
+intervals cover (the union of its intervals, clipped to the window; all of a
+single interval's span), so a merged shape of a mostly empty lane can be drawn
+as what it is (``covered / (end - start)`` is the figure's bar height). A
+lane then has at most one shape per bucket from groups and one per bucket from
+long intervals, so a lane costs at most ``2 * nb`` shapes whatever
 the number of intervals.
 
 Everything is vectorised: the rows come in one batch, sorted by (lane, start),
@@ -36,7 +40,10 @@ class Shapes:
     ``start``/``end`` are clipped to the window; ``n`` is how many intervals a
     shape stands for; ``ref`` the source row of a single interval (-1 for a
     merged shape); ``mix[i, c]`` the ns of category ``c`` inside shape ``i``
-    (summed over its intervals, clipped to the window).
+    (summed over its intervals, clipped to the window); ``covered`` the ns of
+    ``[start, end)`` that at least one of its intervals covers (exact integer
+    union: where a lane's intervals overlap, as in the assist lane, time is
+    counted once; ``end - start`` for a single interval).
     """
 
     lane: I64
@@ -46,14 +53,18 @@ class Shapes:
     n: I64
     ref: I64
     mix: I64
+    covered: I64
 
     def __len__(self) -> int:
         return len(self.lane)
 
 
+_FIELDS = ("lane", "start", "end", "cat", "n", "ref", "mix", "covered")
+
+
 def empty_shapes() -> Shapes:
     z = np.zeros(0, np.int64)
-    return Shapes(z, z, z, z, z, z, np.zeros((0, NCAT), np.int64))
+    return Shapes(z, z, z, z, z, z, np.zeros((0, NCAT), np.int64), z)
 
 
 def concat_shapes(parts: list[Shapes]) -> Shapes:
@@ -61,11 +72,9 @@ def concat_shapes(parts: list[Shapes]) -> Shapes:
     parts = [p for p in parts if len(p)]
     if not parts:
         return empty_shapes()
-    out = Shapes(*(np.concatenate([getattr(p, f) for p in parts])
-                   for f in ("lane", "start", "end", "cat", "n", "ref", "mix")))
-    order = np.lexsort((out.start, out.lane))
-    return Shapes(out.lane[order], out.start[order], out.end[order], out.cat[order],
-                  out.n[order], out.ref[order], out.mix[order])
+    cols = [np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS]
+    order = np.lexsort((cols[1], cols[0]))
+    return Shapes(*(c[order] for c in cols))
 
 
 def bucket_of(t: I64, t1: int, t2: int, nb: int) -> I64:
@@ -107,7 +116,7 @@ def reduce_window(start: I64, end: I64, cat: npt.NDArray[np.integer], ref: I64, 
 def _singles(lane: I64, s: I64, e: I64, cat: I64, ref: I64, dur: I64) -> Shapes:
     mix = np.zeros((len(lane), NCAT), np.int64)
     mix[np.arange(len(lane)), cat] = dur
-    return Shapes(lane, s, e, cat, np.ones(len(lane), np.int64), ref, mix)
+    return Shapes(lane, s, e, cat, np.ones(len(lane), np.int64), ref, mix, dur)
 
 
 def _groups(si: I64, big: npt.NDArray[np.bool_], lane: I64, cs: I64, ce: I64, dur: I64,
@@ -133,15 +142,46 @@ def _groups(si: I64, big: npt.NDArray[np.bool_], lane: I64, cs: I64, ce: I64, du
     g_hi = np.maximum.reduceat(ce[si], first)
     g_lane = s_lane[first]
     g_bigs = bigs_before[first]
+    g_cov = _union_per_group(s_cs, ce[si], gid, first, t1, t2)
     dom = occ.argmax(axis=1)
     touch = ((g_lane[1:] == g_lane[:-1]) & (g_lo[1:] == g_hi[:-1]) & (dom[1:] == dom[:-1])
              & (g_bigs[1:] == g_bigs[:-1]))
     run = np.flatnonzero(np.r_[True, ~touch])
     m_cnt = np.add.reduceat(cnt, run)
     m_ref = np.where(m_cnt == 1, ref[si[first[run]]], -1)
+    # Groups of one run touch end to start: their unions do not overlap.
     return Shapes(g_lane[run], g_lo[run], np.maximum.reduceat(g_hi, run),
                   dom[run].astype(np.int64), m_cnt, m_ref.astype(np.int64),
-                  np.add.reduceat(occ, run, axis=0))
+                  np.add.reduceat(occ, run, axis=0), np.add.reduceat(g_cov, run))
+
+
+def _union_per_group(s: I64, e: I64, gid: I64, first: I64, t1: int, t2: int) -> I64:
+    """ns covered by the union of each group's intervals ``[s, e)`` (rows
+    sorted by group, then start; clipped to ``[t1, t2]``), in integers.
+
+    Each row adds the part of it past the furthest end of the rows before it
+    in its group: a running maximum per group, done as one running maximum
+    over ``end + group * stride`` (a later group's values are always larger,
+    so an earlier group's maximum never leaks into it).
+    """
+    span = t2 - t1
+    ng = len(first)
+    if ng * (span + 1) < 2 ** 62:
+        stride, val = span + 1, e - t1
+        back: I64 | None = None
+    else:  # huge windows times many groups: ends by rank (same order), not by ns
+        back, rank = np.unique(e, return_inverse=True)
+        stride, val = len(back) + 1, rank.astype(np.int64)
+    run = np.maximum.accumulate(val + gid * stride)
+    prev = np.r_[np.int64(-1), run[:-1]] - gid * stride  # < 0: no earlier row in the group
+    has = prev >= 0
+    prev_end = np.full(len(s), t1, np.int64)
+    if back is None:
+        prev_end[has] = prev[has] + t1
+    else:
+        prev_end[has] = back[prev[has]]
+    add = np.maximum(e - np.maximum(s, prev_end), 0)
+    return np.add.reduceat(add, first).astype(np.int64)
 
 
 def reduce_indexed(ls: LaneSet, lanes: list[tuple[int, int]], t1: int, t2: int,
@@ -221,6 +261,9 @@ def _indexed_lane(ls: LaneSet, idx: LaneSetIndex, a: int, b: int, lane_no: int, 
     g_lo = np.maximum(start[r0], t1)
     g_hi = np.minimum(end[r1 - 1], t2)
     cnt = (r1 - r0).astype(np.int64)
+    # The rows of P, M and G lanes do not overlap: a bucket's covered time is
+    # its rows' time (bounded by its span all the same).
+    cov = np.minimum(occ.sum(axis=1), g_hi - g_lo)
     dom = occ.argmax(axis=1)
     touch = (g_lo[1:] == g_hi[:-1]) & (dom[1:] == dom[:-1])
     run = np.flatnonzero(np.r_[True, ~touch])
@@ -229,5 +272,5 @@ def _indexed_lane(ls: LaneSet, idx: LaneSetIndex, a: int, b: int, lane_no: int, 
     run_end = np.r_[run[1:], ng] - 1
     out.append(Shapes(np.full(len(run), lane_no, np.int64), g_lo[run], g_hi[run_end],
                       dom[run].astype(np.int64), m_cnt, m_ref,
-                      np.add.reduceat(occ, run, axis=0)))
+                      np.add.reduceat(occ, run, axis=0), np.add.reduceat(cov, run)))
     return out

@@ -169,6 +169,7 @@ def check_lanes(f: TraceFrames, data: dict[str, Any]) -> int:
                 assert max(int(raw.start[k0]), t1) == s[j]
                 assert min(int(raw.end[k0]), t2) == e[j]
                 assert raw.cat[k0] == sh["cat"][i]
+                assert data["shapes"]["cover"][i] == 1.0
                 held += int(e[j] - s[j])
             else:
                 assert sh["ref"][i] == -1 and mix[i] is not None
@@ -177,6 +178,10 @@ def check_lanes(f: TraceFrames, data: dict[str, Any]) -> int:
                         for c in range(len(CATEGORIES))}
                 assert got == {c: v for c, v in want.items() if v}, f"mix of shape {i}"
                 assert sh["cat"][i] == max(got, key=lambda c: (got[c], -c)), "dominant"
+                # Non-overlapping rows: the covered share is the mix over the span.
+                cover = data["shapes"]["cover"][i]
+                assert 0 < cover <= 1 and abs(cover - sum(got.values()) / (e[j] - s[j])) <= (
+                    0.0005 if cover > 0.001 else 0.001), f"cover of shape {i}"
                 held += sum(got.values())
         assert held == in_window, f"lane {lane_no} ({typ}{lane_id}): time lost or doubled"
         checked += 1
@@ -274,7 +279,7 @@ def test_indexed_reduction_equals_row_by_row(loaded: Loaded, mode: str) -> None:
                 lane = np.concatenate([np.full(ls.hi[i] - ls.lo[i], i) for i, _ in lanes])
                 slow = reduce_window(ls.start[idx], ls.end[idx], ls.cat[idx], ls.ref[idx],
                                      lane.astype(np.int64), t1, t2, nb)
-                for field in ("lane", "start", "end", "cat", "n", "ref", "mix"):
+                for field in ("lane", "start", "end", "cat", "n", "ref", "mix", "covered"):
                     np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field),
                                                   err_msg=f"{name} {mode} {nb} {field}")
 
@@ -574,3 +579,4 @@ def test_c_block_index_equals_numpys(loaded: Loaded) -> None:
     c, ref = tl._block_index_c(ext, ls), tl._block_index_numpy(ls)
     assert c is not None and ref is not None
     assert c.cats.tolist() == [0, 2] and c.cum.tolist() == ref.cum.tolist() == [[0, 0], [10, 20]]
+
