@@ -1,7 +1,11 @@
 """The timeline figure: lanes of horizontal bars, one bar trace per category.
 
 A pure builder over the data of :func:`ingest.views.timeline.timeline` (already a
-level-of-detail summary: a few thousand shapes at most). Bars rather than
+level-of-detail summary: a few thousand shapes at most). A merged shape's bar
+is as tall as the share of its span that its intervals cover (the data's
+``cover``), standing on the lane's baseline: a bucket where stop-the-world
+took 1.4% of the time is a sliver, not a solid band; a single interval is a
+full bar. Bars rather than
 layout shapes: Plotly draws thousands of bars quickly and gives each a hover
 label; layout shapes get slow past a few hundred. The x axis is ms since the
 trace's start; lanes are numeric rows (0 at the top) labelled by tick text.
@@ -35,6 +39,13 @@ GOROUTINE_COLORS = (
 #: Legend name of Running bars coloured by goroutine.
 RUNNING_BY_G = "Running (a colour per goroutine)"
 LANE_PX = 18
+#: Thickness of a full bar, in lanes (a single interval, or a merged shape
+#: whose intervals cover all of its span).
+BAR = 0.8
+#: Thinnest merged bar, as a fraction of a full one (about one pixel): a
+#: merged shape is as tall as the share of its span its intervals cover, but
+#: never vanishes.
+MIN_COVER_DRAWN = 0.08
 #: Longest lane label (start functions can be very long).
 LABEL_CHARS = 48
 
@@ -72,6 +83,24 @@ def _label(text: str, kind: str) -> str:
     return f"<b>{esc}</b>" if kind in ("group", "range") else esc
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%" if x < 0.1 else f"{100 * x:.0f}%"
+
+
+def cover_of(data: dict[str, Any], i: int) -> float:
+    """Share of shape ``i``'s span its intervals cover (1.0 without the column)."""
+    cover = data["shapes"].get("cover")
+    return float(cover[i]) if cover is not None else 1.0
+
+
+def bar_thickness(data: dict[str, Any], i: int) -> float:
+    """Bar thickness (lanes) of shape ``i``: full for a single interval, the
+    covered share of a full bar (at least MIN_COVER_DRAWN of it) when merged."""
+    if data["shapes"]["n"][i] <= 1:
+        return BAR
+    return round(BAR * max(min(cover_of(data, i), 1.0), MIN_COVER_DRAWN), 4)
+
+
 def _hover(data: dict[str, Any], i: int, lane_label: str) -> str:
     sh = data["shapes"]
     cats = data["categories"]
@@ -79,12 +108,20 @@ def _hover(data: dict[str, Any], i: int, lane_label: str) -> str:
     start_ms = (data["t1"] + sh["s"][i] - data["first_ts"]) / 1e6
     head = plotly_text(lane_label)
     if sh["n"][i] > 1:
+        cover = cover_of(data, i)
         mix = data["mix"][i] or []
-        total = sum(mix[1::2]) or 1
-        parts = sorted(zip(mix[0::2], mix[1::2], strict=True), key=lambda p: -p[1])
-        lines = [f"{cats[c]} {100 * ns / total:.0f}%" for c, ns in parts[:5]]
-        return (f"{head}: {sh['n'][i]} intervals in {fmt_dur(d)}<br>"
-                + "<br>".join(lines) + f"<br>from {start_ms:.6g} ms")
+        # Each state's share of the span (where a lane's intervals overlap, as
+        # in the assist lane, a state covers no more than the intervals do).
+        parts = sorted(((c, min(ns / max(d, 1), cover))
+                        for c, ns in zip(mix[0::2], mix[1::2], strict=True)),
+                       key=lambda p: -p[1])
+        state = cats[sh["cat"][i]]
+        share = next((x for c, x in parts if c == sh["cat"][i]), cover)
+        lines = [f"{cats[c]} {_pct(x)}" for c, x in parts[:5]]
+        if len(parts) > 1:
+            lines.append(f"any state {_pct(cover)}")
+        return (f"{head}: {sh['n'][i]} intervals, {_pct(share)} of this span is {state}<br>"
+                + "<br>".join(lines) + f"<br>{fmt_dur(d)} from {start_ms:.6g} ms")
     kind = data["kinds"].get(str(sh["kind"][i]))
     reason = kind[3] if kind else ""
     state = cats[sh["cat"][i]]
@@ -113,10 +150,13 @@ def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, An
         idx = by_cat[c]
         name = cats[c]
         colors = _bar_colors(data, name, idx)
+        widths = [bar_thickness(data, i) for i in idx]
         traces.append({
             "type": "bar", "orientation": "h",
             "name": RUNNING_BY_G if isinstance(colors, list) else name,
-            "y": [sh["lane"][i] for i in idx],
+            # Bars stand on the lane's baseline (the y axis runs downwards).
+            "y": [round(sh["lane"][i] + (BAR - w) / 2, 4) for i, w in zip(idx, widths,
+                                                                            strict=True)],
             "base": [round(origin + sh["s"][i] / 1e6, 6) for i in idx],
             # At least one pixel wide, or a lone short interval would not show.
             "x": [round(max(sh["d"][i], min_ns) / 1e6, 6) for i in idx],
@@ -124,7 +164,7 @@ def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, An
             "hovertext": [_hover(data, i, labels[sh["lane"][i]]) for i in idx],
             "hovertemplate": "%{hovertext}<extra></extra>",
             "marker": {"color": colors, "line": {"width": 0}},
-            "width": 0.8,
+            "width": widths,
         })
     ticktext = [_label(t, k) for t, k in zip(labels, lanes["type"], strict=True)]
     if 0 <= data.get("focus", -1) < n_lanes:

@@ -117,6 +117,9 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
             id="timeline-graph", figure=figure_dict(data),
             config=_config(trace_id)),
             type="dot", delay_show=300), className="card timeline-card"),
+        html.P("Bar height: a bar that merges several intervals is as tall as the share of "
+               "its span they cover (a 1.4% stop-the-world is a sliver, not a band); a single "
+               "interval is full height.", id="timeline-cover-help", className="muted"),
         html.Div(html.P("Click a bar for its details (a bar that merges many intervals: zoom "
                         "into it); drag to zoom, double-click to zoom out.",
                         className="muted"),

@@ -1,7 +1,8 @@
 """The timeline figure builder (app.figures.timeline) on a real trace: on P and
 M lanes every single Running interval is drawn in its goroutine's colour (the
 goroutine the data says ran it), merged shapes in Running's colour; goroutine
-lanes keep one colour per state."""
+lanes keep one colour per state. A merged shape is as tall as the share of its
+span its intervals cover."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 
 from app.figures.timeline import (
+    BAR,
     COLORS,
     GOROUTINE_COLORS,
+    MIN_COVER_DRAWN,
     RUNNING_BY_G,
     figure_dict,
     goroutine_color,
@@ -90,3 +93,42 @@ def test_neighbouring_goroutine_ids_differ() -> None:
     colours = [goroutine_color(g) for g in range(1, 200)]
     assert all(a != b for a, b in zip(colours, colours[1:], strict=False))
     assert set(colours) == set(GOROUTINE_COLORS)
+
+
+def test_merged_bars_are_as_tall_as_their_cover(loaded: tuple[Any, TraceFrames]) -> None:
+    """A merged shape whose intervals cover 1.4% of its span is drawn as a
+    sliver standing on its lane's baseline, not a full bar; single intervals
+    keep the full height; the hover names the share."""
+    engine, frames = loaded
+    data = timeline(engine, frames, parse_params({"mode": "p", "px": "64"}))
+    sh = data["shapes"]
+    stw = data["categories"].index("STW")
+    lane = data["lanes"]["key"].index("stw")
+    merged = [i for i, (c, n) in enumerate(zip(sh["cat"], sh["n"], strict=True))
+              if c == stw and n > 1]
+    assert merged, "coarse buckets merge stop-the-world pauses"
+    assert all(0 < sh["cover"][i] < 1 for i in merged), "STW covers part of each bucket"
+    i = merged[0]
+    sh["cover"][i] = 0.014
+    fig = figure_dict(data)
+    bars = next(t for t in fig["data"] if t["name"] == "STW")
+    idx = [j for j, c in enumerate(sh["cat"]) if c == stw]
+    k = idx.index(i)
+    assert bars["width"][k] == pytest.approx(BAR * MIN_COVER_DRAWN)
+    assert bars["width"][k] < BAR / 10, "a sliver, not a full bar"
+    # It stands on the lane's baseline (y runs downwards): bottom at lane + BAR/2.
+    assert bars["y"][k] + bars["width"][k] / 2 == pytest.approx(lane + BAR / 2)
+    assert "1.4% of this span is STW" in bars["hovertext"][k]
+    assert f"{sh['n'][i]} intervals" in bars["hovertext"][k]
+    for j, w in zip(idx, bars["width"], strict=True):
+        want = BAR if sh["n"][j] == 1 else BAR * max(sh["cover"][j], MIN_COVER_DRAWN)
+        assert w == pytest.approx(want, abs=1e-4)
+    sh["cover"][i] = 0.5
+    half = next(t for t in figure_dict(data)["data"] if t["name"] == "STW")
+    assert half["width"][k] == pytest.approx(BAR / 2)
+    # Single intervals everywhere: full bars.
+    fine = figure_dict(_data(loaded, "p", 2_000_000))
+    for t in fine["data"]:
+        if t["type"] == "bar":
+            assert all(w == BAR for w, (_r, _g, n) in zip(t["width"], t["customdata"],
+                                                          strict=True) if n == 1)

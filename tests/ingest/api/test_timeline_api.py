@@ -31,6 +31,29 @@ def test_each_mode_answers_columns(samples_server: Served, sample_ids: dict[str,
     assert all(0 <= c < len(d["categories"]) for c in sh["cat"])
 
 
+@pytest.mark.parametrize("px", [64, 1200])
+def test_cover_column_tells_how_much_of_each_span_is_covered(
+        samples_server: Served, sample_ids: dict[str, int], px: int) -> None:
+    """``cover`` is in (0, 1] with 3 decimals, 1 for a single interval, and the
+    whole trace's STW lane covers what the overview counts as stop-the-world."""
+    tid = sample_ids[SAMPLE]
+    d = samples_server.get(f"/api/traces/{tid}/timeline?mode=p&px={px}").json()
+    sh = d["shapes"]
+    assert all(0 < c <= 1 and round(c, 3) == c for c in sh["cover"])
+    assert all(c == 1 for c, n in zip(sh["cover"], sh["n"], strict=True) if n == 1)
+    key = samples_server.get(f"/api/traces/{tid}/overview").json()["key"]
+    stw_lane = d["lanes"]["key"].index("stw")
+    stw = [i for i, ln in enumerate(sh["lane"]) if ln == stw_lane]
+    covered = sum(sh["cover"][i] * sh["d"][i] for i in stw)
+    span = d["t2"] - d["t1"]
+    # Each cover is within 0.0005 of the truth (or floored at 0.001).
+    assert abs(covered - key["stw_total_ns"]) <= 0.001 * sum(sh["d"][i] for i in stw)
+    assert covered / span < 0.2, "stop-the-world is not a solid band"
+    if px == 64:
+        assert any(sh["n"][i] > 1 and sh["cover"][i] < 0.5 for i in stw), \
+            "a coarse view merges pauses into mostly empty shapes"
+
+
 def test_zoom_refines(samples_server: Served, sample_ids: dict[str, int]) -> None:
     tid = sample_ids[SAMPLE]
     full = samples_server.get(f"/api/traces/{tid}/timeline?mode=m&px=800").json()

@@ -71,7 +71,8 @@ def time_inside(s: I64, e: I64, a: I64, b: I64) -> I64:
         k = np.searchsorted(e, t, side="right")  # intervals ended by t
         kk = np.minimum(k, max(len(s) - 1, 0))
         part = np.where((k < len(s)) & (s[kk] < t), t - s[kk], 0) if len(s) else 0
-        return cum[k] + part
+        out: I64 = cum[k] + part
+        return out
 
     return before(b) - before(a)
 def union_ns(s: I64, e: I64) -> int:
