@@ -109,3 +109,37 @@ def test_timeline_modes_and_deep_link(page: Page, samples_server: Served,
     wait_for_dash(page)
     assert abs(_figure(page)["range"][0] - fig["range"][0]) < 1e-6
     shot(page, "timeline-p-window")
+
+
+#: Per drawn bar of the range lanes: lane (rounded y), intervals it stands for,
+#: the data's thickness and the drawn height in pixels.
+BAR_HEIGHTS_JS = """() => {
+    const gd = document.querySelector('#timeline-graph .js-plotly-plot');
+    const layers = gd.querySelectorAll('.barlayer .trace');
+    const out = [];
+    gd.data.filter(t => t.type === 'bar').forEach((t, k) => {
+        const pts = layers[k].querySelectorAll('.point path');
+        t.y.forEach((y, i) => out.push([Math.round(y), t.customdata[i][2], t.width[i],
+                                        pts[i] ? pts[i].getBBox().height : -1]));
+    });
+    return {bars: out, help: document.querySelector('#timeline-cover-help').innerText};
+}"""
+
+
+def test_merged_bars_show_how_much_of_their_span_is_covered(
+        page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
+    """The whole trace by P: a merged shape of a mostly empty range lane (sweep
+    covers a fraction of a percent of the trace) is drawn as a sliver, not a
+    band as tall as a single interval's bar."""
+    tid = sample_ids[SAMPLE]
+    page.goto(f"{samples_server.url}/traces/{tid}/timeline?mode=p")
+    wait_for_dash(page, "#timeline-graph")
+    page.wait_for_selector(BARS, state="attached")
+    shot(page, "timeline-p-whole-cover")
+    got = page.evaluate(BAR_HEIGHTS_JS)
+    assert "as tall as the share of its span" in got["help"]
+    full = max(h for _y, n, _w, h in got["bars"] if n == 1)
+    assert full > 8
+    slivers = [(y, w, h) for y, n, w, h in got["bars"] if n > 1 and y < 4 and w < 0.2]
+    assert slivers, "merged range-lane shapes that cover little of their span"
+    assert all(0 < h < full / 3 for _y, _w, h in slivers), (full, slivers[:5])
