@@ -123,19 +123,36 @@ def _app_http_error(e: HTTPException) -> Response | HTTPException:
     return error(e.code or 500, e.description or e.name)
 
 
-@bp.errorhandler(HTTPException)
-def _http_error(e: HTTPException) -> Response:
-    return error(e.code or 500, e.description or e.name)
+def json_errors(blueprint: Blueprint, *, lookups: bool = False, values: bool = False) -> None:
+    """Answer ``blueprint``'s errors as JSON: HTTP errors with their status, a bad
+    upload with its own, a trace that cannot be loaded with 400; with ``lookups`` a
+    LookupError (an unknown id) is 404, with ``values`` a ValueError is 400."""
+
+    def http_error(e: HTTPException) -> Response:
+        return error(e.code or 500, e.description or e.name)
+
+    def upload_error(e: uploads.UploadError) -> Response:
+        return error(e.status, e.message)
+
+    def ingest_error(e: IngestError) -> Response:
+        return error(400, str(e))
+
+    def not_found(e: LookupError) -> Response:
+        return error(404, str(e.args[0]) if e.args else "not found")
+
+    def bad_value(e: ValueError) -> Response:
+        return error(400, str(e))
+
+    blueprint.register_error_handler(HTTPException, http_error)
+    blueprint.register_error_handler(uploads.UploadError, upload_error)
+    blueprint.register_error_handler(IngestError, ingest_error)
+    if lookups:
+        blueprint.register_error_handler(LookupError, not_found)
+    if values:
+        blueprint.register_error_handler(ValueError, bad_value)
 
 
-@bp.errorhandler(uploads.UploadError)
-def _upload_error(e: uploads.UploadError) -> Response:
-    return error(e.status, e.message)
-
-
-@bp.errorhandler(IngestError)
-def _ingest_error(e: IngestError) -> Response:
-    return error(400, str(e))
+json_errors(bp)
 
 
 def disk_full(e: BaseException) -> bool:

@@ -21,12 +21,11 @@ from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
-from werkzeug.exceptions import HTTPException
 
 from ingest.api import blueprint as api
 from ingest.api.chunked import Session, Sessions
 from ingest.api.job_runner import STALE_MESSAGE, JobRunner
-from ingest.api.uploads import BadUpload, UploadError
+from ingest.api.uploads import BadUpload
 
 EXTENSION = "gmpscope_jobs"
 
@@ -53,14 +52,7 @@ def _sessions() -> Sessions:
     return Sessions(cfg.tmp_dir, cfg.max_upload)
 
 
-@bp.errorhandler(UploadError)
-def _upload_error(e: UploadError) -> Response:
-    return api.error(e.status, e.message)
-
-
-@bp.errorhandler(HTTPException)
-def _http_error(e: HTTPException) -> Response:
-    return api.error(e.code or 500, e.description or e.name)
+api.json_errors(bp)
 
 
 def _int_arg(name: str) -> int:

@@ -24,13 +24,11 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
-from werkzeug.exceptions import HTTPException
 
 from ingest.api import blueprint as api
 from ingest.api import uploads
 from ingest.live import retention as live_retention
 from ingest.live import sessions as live
-from ingest.load.pipeline import IngestError
 from ingest.store.retries import with_retries
 
 bp = Blueprint("gmpscope_api_live", __name__)
@@ -46,29 +44,7 @@ def _setup(state: BlueprintSetupState) -> None:
 bp.record_once(_setup)
 
 
-@bp.errorhandler(HTTPException)
-def _http_error(e: HTTPException) -> Response:
-    return api.error(e.code or 500, e.description or e.name)
-
-
-@bp.errorhandler(uploads.UploadError)
-def _upload_error(e: uploads.UploadError) -> Response:
-    return api.error(e.status, e.message)
-
-
-@bp.errorhandler(IngestError)
-def _ingest_error(e: IngestError) -> Response:
-    return api.error(400, str(e))
-
-
-@bp.errorhandler(LookupError)
-def _not_found(e: LookupError) -> Response:
-    return api.error(404, str(e.args[0]) if e.args else "not found")
-
-
-@bp.errorhandler(ValueError)
-def _bad(e: ValueError) -> Response:
-    return api.error(400, str(e))
+api.json_errors(bp, lookups=True, values=True)
 
 
 def _int_arg(name: str, default: int | None = None) -> int | None:

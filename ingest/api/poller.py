@@ -24,7 +24,6 @@ from pathlib import Path
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from sqlalchemy import Engine
-from werkzeug.exceptions import HTTPException
 
 from ingest.api import blueprint as api
 from ingest.api import uploads
@@ -52,24 +51,7 @@ bp = Blueprint("gmpscope_api_poller", __name__)
 bp.before_request(api._require_token)
 
 
-@bp.errorhandler(HTTPException)
-def _http_error(e: HTTPException) -> Response:
-    return api.error(e.code or 500, e.description or e.name)
-
-
-@bp.errorhandler(uploads.UploadError)
-def _upload_error(e: uploads.UploadError) -> Response:
-    return api.error(e.status, e.message)
-
-
-@bp.errorhandler(IngestError)
-def _ingest_error(e: IngestError) -> Response:
-    return api.error(400, str(e))
-
-
-@bp.errorhandler(LookupError)
-def _not_found(e: LookupError) -> Response:
-    return api.error(404, str(e).strip("'\""))
+api.json_errors(bp, lookups=True)
 
 
 def _int_arg(name: str, default: int | None = None) -> int | None:
