@@ -2,7 +2,8 @@
 
 - ``GET /api/traces/<id>/timeline?mode=p|m|g&t1=&t2=&px=&offset=&limit=&group=&g=&m=&p=&cap=``:
   lanes and level-of-detail shapes of a window (t1/t2 absolute trace ns,
-  default the whole trace), column-oriented (see :func:`ingest.views.timeline.timeline`);
+  default the whole trace), column-oriented (see :func:`ingest.views.timeline.timeline`;
+  each shape's ``cover`` is the share of its span its intervals cover);
 - ``GET /api/traces/<id>/span?ref=<ref>``: what one shape stands for (interval,
   proc run or range) with its stack frames.
 
