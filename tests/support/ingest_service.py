@@ -5,6 +5,7 @@ the upload requests a client sends."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,16 @@ import sqlalchemy as sa
 
 from tests.support.server import Served
 from tools import postgres
+
+REPO = Path(__file__).resolve().parents[2]
+#: The committed real traces the uploads send.
+TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace"))
+TRACE = REPO / "tests" / "data" / "traces" / "go1.22-workers.trace"
+SMALL = REPO / "tests" / "data" / "traces" / "go1.19-mixed.trace"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 # --------------------------------------------------------------------------
 # databases

@@ -30,20 +30,15 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.support.ingest_service import (  # noqa: E402
+    SMALL,
+    TRACE,
+    TRACES,
     IngestServer,
     post_archive,
     post_multipart,
     post_raw,
+    sha256,
 )
-
-TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace"))
-TRACE = REPO / "tests" / "data" / "traces" / "go1.22-workers.trace"
-SMALL = REPO / "tests" / "data" / "traces" / "go1.19-mixed.trace"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
 
 # --------------------------------------------------------------------------
 # uploads
