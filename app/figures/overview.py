@@ -47,6 +47,21 @@ def _base(fig: go.Figure, title: str, ytitle: str) -> go.Figure:
     return fig
 
 
+def _coverage_trace(data: dict[str, Any], kind: str, cov: dict[str, list[Any]]) -> go.Scatter:
+    """Narrow bands merged per bucket: a step filled up to the fraction of the
+    bucket they cover (on the hidden 0..1 axis y3)."""
+    first = data["key"]["first_ts"]
+    x: list[float | None] = []
+    y: list[float] = []
+    for s, e, f in zip(cov["start_ts"], cov["end_ts"], cov["fraction"], strict=True):
+        x += [_sec(s, first), _sec(e, first)]
+        y += [f, 0.0]
+    return go.Scatter(x=x, y=y, mode="lines", line={"width": 0, "shape": "hv"},
+                      fill="tozeroy", fillcolor=BAND_COLORS.get(kind, "rgba(0,0,0,0.1)"),
+                      yaxis="y3", hoverinfo="skip", showlegend=False,
+                      name=f"{kind} coverage")
+
+
 def _bands(fig: go.Figure, data: dict[str, Any]) -> None:
     first = data["key"]["first_ts"]
     # One layout update with every shape: add_vrect per band is quadratic.
@@ -55,9 +70,15 @@ def _bands(fig: go.Figure, data: dict[str, Any]) -> None:
                "fillcolor": BAND_COLORS.get(b["kind"], "rgba(0,0,0,0.1)"), "line_width": 0,
                "layer": "below"} for b in data["gc_bands"]]
     fig.update_layout(shapes=shapes)
+    coverage = data.get("gc_coverage") or {}
+    for kind, cov in coverage.items():
+        fig.add_trace(_coverage_trace(data, kind, cov))
+    if coverage:
+        fig.update_layout(yaxis3={"overlaying": "y", "range": [0, 1], "visible": False,
+                                  "fixedrange": True})
     # Legend entries for the bands (shapes have none).
     for kind, label in (("gc", "GC (mark phase)"), ("stw", "stop-the-world")):
-        if any(b["kind"] == kind for b in data["gc_bands"]):
+        if kind in coverage or any(b["kind"] == kind for b in data["gc_bands"]):
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label,
                                      marker={"size": 12, "symbol": "square",
                                              "color": BAND_COLORS[kind]}))
@@ -81,31 +102,57 @@ def states_figure(data: dict[str, Any]) -> go.Figure:
                  "goroutines")
 
 
-def heap_figure(data: dict[str, Any]) -> go.Figure:
-    """Heap in use and heap goal (MiB), GOMAXPROCS on a second axis."""
+def _counter(fig: go.Figure, data: dict[str, Any], m: dict[str, Any], name: str,
+             color: str, scale: float = 1.0, yaxis: str = "y",
+             dash: str = "solid") -> None:
+    """A reduced counter: its buckets' min..max as a band (so a one-sample spike
+    shows at any zoom) and the last value of each bucket as a step line, both
+    carried to the window's end."""
     first = data["key"]["first_ts"]
+    end = (data.get("window") or {}).get("t2", data["key"]["last_ts"])
+    x = [_sec(t, first) for t in m["ts"]] + [_sec(end, first)]
+    if m.get("reduced"):
+        hi = [v / scale for v in m["max"]]
+        lo = [v / scale for v in m["min"]]
+        fig.add_trace(go.Scatter(x=x, y=hi + hi[-1:], mode="lines", line_shape="hv",
+                                 line={"width": 0, "color": color}, yaxis=yaxis,
+                                 hoverinfo="skip", showlegend=False, legendgroup=name))
+        fig.add_trace(go.Scatter(x=x, y=lo + lo[-1:], mode="lines", line_shape="hv",
+                                 line={"width": 0, "color": color}, yaxis=yaxis,
+                                 fill="tonexty", fillcolor=_alpha(color, 0.3),
+                                 name=f"{name} min–max", hoverinfo="skip",
+                                 showlegend=False, legendgroup=name))
+    y = [v / scale for v in m["value"]]
+    fig.add_trace(go.Scatter(x=x, y=y + y[-1:], name=name, mode="lines", line_shape="hv",
+                             yaxis=yaxis, legendgroup=name,
+                             line={"color": color, "dash": dash, "width": 1.2}))
+
+
+def _alpha(color: str, a: float) -> str:
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{a})"
+
+
+def heap_figure(data: dict[str, Any]) -> go.Figure:
+    """Heap in use and heap goal (MiB), GOMAXPROCS on a second axis; each a step
+    line of its buckets' last values over a min–max band."""
     fig = go.Figure()
-    labels = {HEAP_METRICS[0]: "heap objects", HEAP_METRICS[1]: "heap goal"}
+    labels = {HEAP_METRICS[0]: "heap objects (MiB)", HEAP_METRICS[1]: "heap goal (MiB)"}
+    colors = {HEAP_METRICS[0]: "#4c78a8", HEAP_METRICS[1]: "#e45756"}
     for name in HEAP_METRICS:
-        m = data["metrics"].get(name) or {"ts": [], "value": []}
-        if not m["ts"]:
-            continue
-        fig.add_trace(go.Scatter(
-            x=[_sec(t, first) for t in m["ts"]], y=[v / 2**20 for v in m["value"]],
-            name=f"{labels[name]} (MiB)", mode="lines", line_shape="hv",
-            line={"dash": "dash" if name == HEAP_METRICS[1] else "solid"}))
-    g = data["metrics"].get(GOMAXPROCS_METRIC) or {"ts": [], "value": []}
-    if g["ts"]:
-        last = data["key"]["last_ts"]
-        fig.add_trace(go.Scatter(
-            x=[_sec(t, first) for t in g["ts"]] + [_sec(last, first)],
-            y=g["value"] + g["value"][-1:], name="GOMAXPROCS", mode="lines",
-            line_shape="hv", yaxis="y2", line={"color": "#555", "width": 1}))
+        m = data["metrics"].get(name)
+        if m and m["ts"]:
+            _counter(fig, data, m, labels[name], colors[name], scale=2**20,
+                     dash="dash" if name == HEAP_METRICS[1] else "solid")
+    g = data["metrics"].get(GOMAXPROCS_METRIC)
+    if g and g["ts"]:
+        _counter(fig, data, g, "GOMAXPROCS", "#555555", yaxis="y2")
         fig.update_layout(yaxis2={"title": "GOMAXPROCS", "overlaying": "y", "side": "right",
-                                  "range": [0, max(g["value"]) + 1], "dtick": 1,
-                                  "showgrid": False})
+                                  "range": [0, max(g.get("max") or g["value"]) + 1],
+                                  "dtick": 1, "showgrid": False})
     _bands(fig, data)
-    return _base(fig, "Heap and GOMAXPROCS (runtime metrics samples)", "MiB")
+    return _base(fig, "Heap and GOMAXPROCS (runtime metrics; band: min–max per bucket)",
+                 "MiB")
 
 
 def threads_figure(data: dict[str, Any]) -> go.Figure:
@@ -124,7 +171,9 @@ def threads_figure(data: dict[str, Any]) -> go.Figure:
 
 def _data(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> dict[str, Any]:
     bins = int(opts.get("bins") or DEFAULT_BINS)
-    return overview(src.engine, src.frames.get(trace_id), trace_id, bins=bins)
+    t1, t2 = opts.get("t1"), opts.get("t2")
+    return overview(src.engine, src.frames.get(trace_id), trace_id, bins=bins,
+                    t1=int(t1) if t1 else None, t2=int(t2) if t2 else None)
 
 
 def _title(fig: go.Figure, data: dict[str, Any]) -> go.Figure:

@@ -1,8 +1,10 @@
 """JSON API of the overview, state graph, annotations and compare pages.
 
-- ``GET /api/traces/<id>/overview?bins=N``: key numbers, goroutines by state
-  and threads over time (time-weighted averages per bin), heap and GOMAXPROCS
-  samples, GC and STW bands (:mod:`ingest.views.overview`).
+- ``GET /api/traces/<id>/overview?bins=N&points=N&t1=&t2=``: key numbers,
+  goroutines by state and threads over time (time-weighted averages per bin),
+  heap and GOMAXPROCS counters reduced to at most ``points`` min/max buckets,
+  GC and STW bands (narrow ones as coverage per bucket), over the window
+  ``[t1, t2]`` (:mod:`ingest.views.overview`).
 - ``GET /api/traces/<id>/states?resource=goroutine|proc|thread&group=&t1=&t2=
   &split_reasons=1&format=json|mermaid|dot``: a state graph
   (:mod:`ingest.views.states_frames`); mermaid and dot are text/plain.
@@ -23,6 +25,7 @@ from ingest.api.blueprint import error, ingest_state, jsonable
 from ingest.derive.frames import TraceNotFound
 from ingest.views.annotations import MAX_LOGS, annotations_data
 from ingest.views.compare import compare
+from ingest.views.counters import DEFAULT_BUCKETS
 from ingest.views.overview import DEFAULT_BINS, overview
 from ingest.views.states import goroutine_groups, render
 from ingest.views.states_frames import graph_for
@@ -69,10 +72,15 @@ def _state() -> Any:
 def get_overview(trace_id: int) -> Response:
     st = _state()
     bins = int_arg("bins", DEFAULT_BINS) or DEFAULT_BINS
+    points = int_arg("points", DEFAULT_BUCKETS) or DEFAULT_BUCKETS
+    t1, t2 = int_arg("t1"), int_arg("t2")
     try:
-        data = overview(st.engine, st.frames.get(trace_id), trace_id, bins=bins)
+        data = overview(st.engine, st.frames.get(trace_id), trace_id, bins=bins,
+                        t1=t1, t2=t2, points=points)
     except LookupError:
         return error(404, f"no trace with id {trace_id}")
+    except ValueError as e:
+        return error(400, str(e))
     return jsonify(jsonable(data))
 
 

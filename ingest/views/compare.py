@@ -57,6 +57,7 @@ def compare(engine: Engine, frames: FrameStore, a: int, b: int,
             "bins": ov["bins"],
             "goroutine_states": ov["goroutine_states"],
             "gc_bands": ov["gc_bands"],
+            "gc_coverage": ov["gc_coverage"],
             "states": to_json(resource_graph(fr, "goroutine", split_reasons=True)),
             "sched_latency": sched_latency(frames, tid),
         }

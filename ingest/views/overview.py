@@ -2,13 +2,20 @@
 
 Goroutines by state over time are time-weighted average counts per time bin:
 for a set of intervals, the count of those in progress is a step function
-c(t); its integral F(t) is piecewise linear with breakpoints at the interval
-starts and ends, so it is computed exactly at those points (+1/-1 events and
-cumulative sums) and interpolated at the bin edges. A bin's average count is
+c(t); its integral F(t) is the sum over the intervals of max(0, t - start) -
+max(0, t - end), computed exactly at the bin edges from per-bin counts and sums
+of the starts and ends (no sort). A bin's average count is
 (F(right) - F(left)) / width, so the averages times the bin widths add up to
 the total time spent in the state inside the trace window (intervals clipped
 to ``[first_ts, last_ts]``). Threads over time use the same reduction over the
 derived thread stays (:func:`ingest.views.states_frames.thread_stays`).
+
+Everything is bounded whatever the trace's size: the series have one value per
+bin (at most MAX_BINS), the runtime-metrics counters are reduced to at most
+``points`` points each with each bucket's min and max kept
+(:mod:`ingest.views.counters`), and GC/STW bands narrower than a point's
+bucket are merged into per-bucket coverage (:func:`band_view`). A window
+``[t1, t2]`` gets its own bins, points and bands.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, case, select
 
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
 from ingest.store.traces import get_trace
+from ingest.views.counters import DEFAULT_BUCKETS, bucket_edges, reduce_counter
 from ingest.views.states_frames import (
     WAIT_CATEGORIES,
     goroutine_wait_categories,
@@ -37,6 +45,8 @@ HEAP_METRICS = ("/memory/classes/heap/objects:bytes", "/gc/heap/goal:bytes")
 GOMAXPROCS_METRIC = "/sched/gomaxprocs:threads"
 DEFAULT_BINS = 200
 MAX_BINS = 5000
+#: Decimals of the time-weighted averages in the JSON.
+AVG_DECIMALS = 6
 
 #: Goroutine series of the stacked area, bottom to top.
 STATE_SERIES = ("Running", "Runnable", "Syscall",
@@ -51,9 +61,24 @@ def bin_edges(t1: int, t2: int, bins: int) -> I64:
     return np.unique(np.linspace(t1, t2, bins + 1).round().astype(np.int64))
 
 
+def _ramp_sums(points: I64, edges: I64) -> F64:
+    """At each edge x: the sum over ``points`` p of max(0, x - p), from each
+    point's bin (counts and sums per bin, then cumulative): no sort."""
+    lo, nb = int(edges[0]), len(edges)
+    i = np.searchsorted(edges, points, "right")  # edges[i - 1] <= p < edges[i]
+    count = np.bincount(i, minlength=nb + 1)[:nb]
+    total = np.bincount(i, weights=(points - lo).astype(np.float64), minlength=nb + 1)[:nb]
+    x = (edges - lo).astype(np.float64)
+    return x * np.cumsum(count) - np.cumsum(total)
+
+
 def time_weighted(start: I64, end: I64, edges: I64) -> F64:
     """Average number of the intervals ``[start, end)`` in progress in each bin
-    of ``edges`` (intervals clipped to the edges' span)."""
+    of ``edges`` (intervals clipped to the edges' span).
+
+    The integral of the count in progress up to x is F(x) = sum over the
+    intervals of max(0, x - start) - max(0, x - end), evaluated exactly at the
+    edges; a bin's average is the difference of F over its width."""
     lo, hi = int(edges[0]), int(edges[-1])
     s = np.clip(start, lo, hi)
     e = np.clip(end, lo, hi)
@@ -61,60 +86,70 @@ def time_weighted(start: I64, end: I64, edges: I64) -> F64:
     s, e = s[keep], e[keep]
     if not len(s):
         return np.zeros(len(edges) - 1)
-    t = np.concatenate([s, e])
-    step = np.concatenate([np.ones(len(s), np.int64), -np.ones(len(e), np.int64)])
-    order = np.argsort(t, kind="stable")
-    t, step = t[order], step[order]
-    count = np.cumsum(step)  # in progress right after each event
-    area = np.zeros(len(t))
-    area[1:] = np.cumsum(count[:-1] * np.diff(t).astype(np.float64))
-    # F is continuous and linear between events; interp at the edges is exact.
-    f = np.interp(edges.astype(np.float64), t.astype(np.float64), area,
-                  left=0.0, right=float(area[-1]))
+    f = _ramp_sums(s, edges) - _ramp_sums(e, edges)
     return np.diff(f) / np.diff(edges).astype(np.float64)
 
 
-def goroutine_state_series(frames: TraceFrames, edges: I64) -> dict[str, list[float]]:
+def goroutine_state_series(frames: TraceFrames, edges: I64) -> dict[str, F64]:
     """Time-weighted goroutine counts per bin for each of STATE_SERIES."""
     n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
     st = frames.state[:n_g]
     start = frames.intervals["start_ts"][:n_g]
     end = frames.intervals["end_ts"][:n_g]
     cats, names = goroutine_wait_categories(frames)
-    out: dict[str, list[float]] = {}
+    out: dict[str, F64] = {}
     for name in ("Running", "Runnable", "Syscall"):
         mask = st == models.STATE_CODE[name]
-        out[name] = time_weighted(start[mask], end[mask], edges).tolist()
+        out[name] = time_weighted(start[mask], end[mask], edges)
     waiting = st == models.STATE_CODE["Waiting"]
     for i, cat in enumerate(names):
         mask = waiting & (cats == i)
-        out[node_name("Waiting", cat)] = time_weighted(start[mask], end[mask], edges).tolist()
+        out[node_name("Waiting", cat)] = time_weighted(start[mask], end[mask], edges)
     return out
 
 
-def thread_series(frames: TraceFrames, edges: I64) -> dict[str, list[float]]:
+def thread_series(frames: TraceFrames, edges: I64) -> dict[str, F64]:
     """Time-weighted counts of threads running a goroutine and in a syscall."""
     s = thread_stays(frames)
-    out: dict[str, list[float]] = {}
+    out: dict[str, F64] = {}
     for name in ("Running", "Syscall"):
         mask = s["state"] == models.STATE_CODE[name]
-        out[name] = time_weighted(s["start_ts"][mask], s["end_ts"][mask], edges).tolist()
+        out[name] = time_weighted(s["start_ts"][mask], s["end_ts"][mask], edges)
     return out
 
 
-def metric_series(engine: Engine, trace_id: int) -> dict[str, dict[str, list[int]]]:
-    """Heap and GOMAXPROCS samples: metric name -> {"ts": [...], "value": [...]}."""
+def metric_arrays(engine: Engine, trace_id: int) -> dict[str, tuple[I64, I64]]:
+    """Heap and GOMAXPROCS samples of the whole trace: metric name -> (ts, value)
+    numpy columns, sorted by time (samples without a value left out). One scan
+    of the trace's metrics, names as small codes (no string per row)."""
     mt = models.metrics
     names = (*HEAP_METRICS, GOMAXPROCS_METRIC)
-    out: dict[str, dict[str, list[int]]] = {n: {"ts": [], "value": []} for n in names}
+    code = case({n: i for i, n in enumerate(names)}, value=mt.c.name)
     with engine.connect() as conn:
-        for r in conn.execute(select(mt.c.name, mt.c.ts, mt.c.value)
-                              .where(mt.c.trace_id == trace_id, mt.c.name.in_(names),
-                                     mt.c.value.is_not(None))
-                              .order_by(mt.c.seq)):
-            out[r.name]["ts"].append(int(r.ts))
-            out[r.name]["value"].append(int(r.value))
+        rows = conn.execute(select(code, mt.c.ts, mt.c.value)
+                            .where(mt.c.trace_id == trace_id, mt.c.name.in_(names),
+                                   mt.c.value.is_not(None))
+                            .order_by(mt.c.seq)).all()
+    # (numpy reads SQLAlchemy rows one item at a time: 50x slower than tuples)
+    arr = np.array([tuple(r) for r in rows], dtype=np.int64).reshape(-1, 3)
+    out: dict[str, tuple[I64, I64]] = {}
+    for i, name in enumerate(names):
+        sel = arr[arr[:, 0] == i]
+        ts, value = sel[:, 1].copy(), sel[:, 2].copy()
+        if len(ts) > 1 and bool((ts[1:] < ts[:-1]).any()):
+            order = np.argsort(ts, kind="stable")
+            ts, value = ts[order], value[order]
+        out[name] = (ts, value)
     return out
+
+
+def metric_series(arrays: dict[str, tuple[I64, I64]], t1: int, t2: int,
+                  points: int = DEFAULT_BUCKETS) -> dict[str, dict[str, Any]]:
+    """Each counter over ``[t1, t2)`` reduced to at most ``points`` points
+    (:func:`ingest.views.counters.reduce_counter`): name -> ``ts``, ``value``
+    (last), ``min``, ``max``, ``samples``, ``reduced``."""
+    return {name: reduce_counter(ts, value, t1, t2, points).to_json()
+            for name, (ts, value) in arrays.items()}
 
 
 def gc_bands(engine: Engine, trace_id: int, first_ts: int, last_ts: int
@@ -132,6 +167,36 @@ def gc_bands(engine: Engine, trace_id: int, first_ts: int, last_ts: int
              "clipped": r.start_ts is None or r.end_ts is None} for r in rows]
 
 
+def band_view(bands: list[dict[str, Any]], t1: int, t2: int,
+              buckets: int = DEFAULT_BUCKETS
+              ) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[Any]]]]:
+    """The bands overlapping ``[t1, t2)``, bounded: a band at least one bucket
+    (``(t2 - t1) / buckets``) wide is kept as it is; narrower ones are merged
+    per kind into coverage buckets: ``start_ts``, ``end_ts``, ``fraction`` (of
+    the bucket covered by that kind's narrow bands; bands of one kind are
+    disjoint) and ``bands`` (how many of them begin in the bucket), for the
+    buckets with any coverage. Returns (wide bands, kind -> coverage)."""
+    edges = bucket_edges(t1, t2, buckets)
+    width = max(1, (t2 - t1) // max(1, len(edges) - 1))
+    inside = [b for b in bands if b["end_ts"] > t1 and b["start_ts"] < t2]
+    wide = [b for b in inside if b["end_ts"] - b["start_ts"] >= width]
+    coverage: dict[str, dict[str, list[Any]]] = {}
+    for kind in ("gc", "stw"):
+        narrow = [(b["start_ts"], b["end_ts"]) for b in inside
+                  if b["kind"] == kind and b["end_ts"] - b["start_ts"] < width]
+        if not narrow:
+            continue
+        s, e = (np.array(c, dtype=np.int64) for c in zip(*narrow, strict=True))
+        frac = time_weighted(s, e, edges)
+        begun = np.bincount(np.clip(np.searchsorted(edges, s, "right") - 1,
+                                    0, len(edges) - 2), minlength=len(edges) - 1)
+        keep = np.flatnonzero(frac > 0)
+        coverage[kind] = {"start_ts": edges[keep].tolist(), "end_ts": edges[keep + 1].tolist(),
+                          "fraction": np.round(frac[keep], 6).tolist(),
+                          "bands": begun[keep].tolist()}
+    return wide, coverage
+
+
 def _union_ns(bands: list[dict[str, Any]]) -> int:
     total, cur_s, cur_e = 0, None, None
     for b in sorted(bands, key=lambda b: b["start_ts"]):
@@ -147,9 +212,10 @@ def _union_ns(bands: list[dict[str, Any]]) -> int:
 
 
 def key_numbers(trace: dict[str, Any], bands: list[dict[str, Any]],
-                metrics: dict[str, dict[str, list[int]]]) -> dict[str, Any]:
-    """The overview's headline numbers from the trace row, GC bands and metrics."""
-    gmp = metrics.get(GOMAXPROCS_METRIC, {"value": []})["value"]
+                metrics: dict[str, tuple[I64, I64]]) -> dict[str, Any]:
+    """The overview's headline numbers from the trace row, GC bands and the
+    metrics' raw samples (the whole trace, whatever the window)."""
+    gmp = metrics[GOMAXPROCS_METRIC][1] if GOMAXPROCS_METRIC in metrics else np.zeros(0)
     stw = [b for b in bands if b["kind"] == "stw"]
     first, last = trace.get("first_ts") or 0, trace.get("last_ts") or 0
     return {
@@ -163,8 +229,8 @@ def key_numbers(trace: dict[str, Any], bands: list[dict[str, Any]],
         "transitions": trace["transitions"],
         "goroutines": trace["goroutines"],
         "procs": trace["procs"],
-        "gomaxprocs": max(gmp) if gmp else None,
-        "gomaxprocs_changes": len(set(gmp)) - 1 if gmp else 0,
+        "gomaxprocs": int(gmp.max()) if len(gmp) else None,
+        "gomaxprocs_changes": len(np.unique(gmp)) - 1 if len(gmp) else 0,
         "threads": trace["threads"],
         "gc_count": sum(1 for b in bands if b["kind"] == "gc"),
         "stw_count": len(stw),
@@ -176,23 +242,65 @@ def key_numbers(trace: dict[str, Any], bands: list[dict[str, Any]],
     }
 
 
-def overview(engine: Engine, frames: TraceFrames, trace_id: int,
-             bins: int = DEFAULT_BINS) -> dict[str, Any]:
-    """Everything the overview page shows, as plain data; LookupError when no trace."""
+def window(trace: dict[str, Any], t1: int | None, t2: int | None) -> tuple[int, int]:
+    """``[t1, t2]`` clipped to the trace (its whole span by default);
+    ValueError when empty."""
+    first, last = int(trace["first_ts"] or 0), int(trace["last_ts"] or 0)
+    lo = first if t1 is None else max(first, int(t1))
+    hi = last if t2 is None else min(last, int(t2))
+    if (t1 is not None or t2 is not None) and hi <= lo:
+        raise ValueError(f"empty window: t1={t1}, t2={t2} (the trace spans {first}..{last})")
+    return lo, hi
+
+
+def _rounded(series: dict[str, F64]) -> dict[str, list[float]]:
+    # Averages of counts: 6 decimals are far below a pixel and keep the JSON
+    # at about 9 characters a number (17 unrounded).
+    return {k: np.round(v, AVG_DECIMALS).tolist() for k, v in series.items()}
+
+
+def counters_view(engine: Engine, trace_id: int, t1: int | None = None,
+                  t2: int | None = None, points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
+    """The overview's part without frames (what the heap figure draws): key
+    numbers, ``window``, reduced ``metrics``, ``gc_bands`` and ``gc_coverage``
+    over ``[t1, t2]``; LookupError when no trace, ValueError for an empty window."""
     trace = get_trace(engine, trace_id)
     if trace is None:
         raise LookupError(f"no trace with id {trace_id}")
     first, last = int(trace["first_ts"] or 0), int(trace["last_ts"] or 0)
-    edges = bin_edges(first, last, bins)
+    lo, hi = window(trace, t1, t2)
     bands = gc_bands(engine, trace_id, first, last)
-    metrics = metric_series(engine, trace_id)
+    arrays = metric_arrays(engine, trace_id)
+    wide, coverage = band_view(bands, lo, hi, points)
     return {
         "trace_id": trace_id,
-        "key": key_numbers(trace, bands, metrics),
+        "key": key_numbers(trace, bands, arrays),
+        "window": {"t1": lo, "t2": hi},
+        # (a window reaching the trace's end keeps the samples at last_ts)
+        "metrics": metric_series(arrays, lo, hi + 1 if hi >= last else hi, points),
+        "gc_bands": wide,
+        "gc_coverage": coverage,
+    }
+
+
+def overview(engine: Engine, frames: TraceFrames, trace_id: int,
+             bins: int = DEFAULT_BINS, t1: int | None = None, t2: int | None = None,
+             points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
+    """Everything the overview page shows, as plain data, over the window
+    ``[t1, t2]`` (default the whole trace; key numbers are always the whole
+    trace's); LookupError when no trace, ValueError for an empty window."""
+    c = counters_view(engine, trace_id, t1, t2, points)
+    lo, hi = c["window"]["t1"], c["window"]["t2"]
+    edges = bin_edges(lo, hi, bins)
+    return {
+        "trace_id": trace_id,
+        "key": c["key"],
+        "window": c["window"],
         "bins": {"edges": edges.tolist(), "width_ns": int(edges[1] - edges[0])
                  if len(edges) > 1 else 0},
-        "goroutine_states": goroutine_state_series(frames, edges),
-        "threads": thread_series(frames, edges),
-        "metrics": metrics,
-        "gc_bands": bands,
+        "goroutine_states": _rounded(goroutine_state_series(frames, edges)),
+        "threads": _rounded(thread_series(frames, edges)),
+        "metrics": c["metrics"],
+        "gc_bands": c["gc_bands"],
+        "gc_coverage": c["gc_coverage"],
     }
