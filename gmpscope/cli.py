@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "ingest-server": "ingest_server",
     "record": "record",
     "serve": "serve",
+    "view": "view",
     "export": "export",
     "diagnose": "diagnose",
     "live": "live",

@@ -12,6 +12,7 @@ to migrate it. SIGTERM stops gracefully (requests in flight finish), SIGINT
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -96,8 +97,10 @@ def check_server_args(port: int, workers: int, threads: int) -> None:
 
 def run_gunicorn(factory: Callable[[], Flask], *, label: str, host: str, port: int,
                  workers: int, threads: int, access_log: bool, db_url: str,
-                 proc_name: str) -> None:
-    """Serve ``factory()`` (called once per worker) until stopped."""
+                 proc_name: str, announce: Path | None = None) -> None:
+    """Serve ``factory()`` (called once per worker) until stopped. ``announce``: a
+    file that says, while the server runs, where it serves and which database
+    (:func:`read_announcement`; ``gmpscope view`` finds a running server by it)."""
     from gunicorn.app.base import BaseApplication
 
     def when_ready(server: Any) -> None:
@@ -107,6 +110,12 @@ def run_gunicorn(factory: Callable[[], Flask], *, label: str, host: str, port: i
             print(f"gmpscope {label}: serving http://{shown}:{bound} "
                   f"(pid {os.getpid()}, {workers} workers x {threads} threads, "
                   f"db {redact(db_url)})", flush=True)
+            if announce is not None:
+                _announce(announce, host, bound, db_url)
+
+    def on_exit(server: Any) -> None:
+        if announce is not None and _announced_by_us(announce):
+            announce.unlink(missing_ok=True)
 
     options = {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
@@ -126,6 +135,7 @@ def run_gunicorn(factory: Callable[[], Flask], *, label: str, host: str, port: i
         "proc_name": proc_name,
         "control_socket_disable": True,
         "when_ready": when_ready,
+        "on_exit": on_exit,
     }
 
     class _Server(BaseApplication):
@@ -137,6 +147,31 @@ def run_gunicorn(factory: Callable[[], Flask], *, label: str, host: str, port: i
             return factory()
 
     _Server().run()
+
+
+def _announce(path: Path, host: str, port: int, db_url: str) -> None:
+    # A browser on this machine reaches a server listening on every address
+    # through the loopback address.
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, f"[{host}]" if ":" in host else host)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"url": f"http://{shown}:{port}", "pid": os.getpid(),
+                               "db": redact(db_url)}))
+    os.replace(tmp, path)
+
+
+def _announced_by_us(path: Path) -> bool:
+    found = read_announcement(path)
+    return found is not None and found.get("pid") == os.getpid()
+
+
+def read_announcement(path: Path) -> dict[str, Any] | None:
+    """What a running server wrote to ``path`` (url, pid, redacted db URL), or
+    None when there is no such file or it is unreadable."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 STALE_PATTERNS = (".upload-*", ".extract-*", "ingest-*")

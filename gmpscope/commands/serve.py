@@ -32,6 +32,11 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def announcement_file(data_dir: Path) -> Path:
+    """Where a running ``gmpscope serve`` says where it serves this data directory."""
+    return data_dir / "serve.json"
+
+
 def _ingest_first(settings: Any, paths: list[Path]) -> None:
     from gmpscope.commands.ingest import _Bar, ingest_path
     from ingest.load.pipeline import IngestError
@@ -86,5 +91,6 @@ def run(args: argparse.Namespace) -> int:
 
     wsgi.run_gunicorn(factory, label="serve", host=args.host, port=args.port,
                       workers=args.workers, threads=args.threads, access_log=args.access_log,
-                      db_url=settings.db_url, proc_name="gmpscope-serve")
+                      db_url=settings.db_url, proc_name="gmpscope-serve",
+                      announce=announcement_file(settings.data_dir))
     return EXIT_OK

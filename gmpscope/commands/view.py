@@ -1,0 +1,171 @@
+"""``gmpscope view TRACE``: one command from a trace file to its overview in the
+browser, as ``go tool trace TRACE`` is.
+
+The trace is ingested into the default database (or ``--db``), then the URL of its
+overview is printed and opened. A ``gmpscope serve`` already running on the same
+data directory and database is reused (it says where it serves in
+``DATA/serve.json``); otherwise one is started in the background, on its own,
+and keeps running after this command returns (stop it with the pid printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from gmpscope.errors import EXIT_BAD_INPUT, EXIT_OK, CLIError
+
+#: A guard against a server that never comes up (a hang, not a speed target).
+START_GUARD_S = 120.0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "view",
+        help="ingest a trace and open its overview in the browser (as go tool trace does)",
+        description="Ingest TRACE into the default database, start the explorer (or "
+        "reuse one already serving this data directory), print the URL of the trace's "
+        "overview and open it in the browser.",
+    )
+    p.add_argument("trace", type=Path, metavar="TRACE",
+                   help="a raw trace, a decoded Parquet directory or an OS recording")
+    p.add_argument("--no-browser", action="store_true",
+                   help="only print the URL (do not open a browser)")
+    p.add_argument("--db", metavar="URL",
+                   help="database URL (default: $GMPSCOPE_DB or SQLite in the data directory)")
+    p.add_argument("--data-dir", type=Path, metavar="DIR",
+                   help="raw traces, caches and the default database (default: $GMPSCOPE_DATA)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address a new server listens on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050,
+                   help="port of a new server (8050; 0 picks a free one; taken: a free one)")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(run=run)
+
+
+def _ingest(settings: Any, path: Path, progress: bool) -> int:
+    """The stored trace's id (ingested now, or found by its content)."""
+    from gmpscope.commands.ingest import _Bar, ingest_path
+    from ingest.load.pipeline import IngestError
+    from ingest.load.poller import ingest_recording_dir, is_recording_dir
+    from ingest.store.db import make_engine
+
+    if not path.exists():
+        raise CLIError(f"no such file or directory: {path}", EXIT_BAD_INPUT)
+    engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
+    bar = _Bar(path.name, progress)
+    try:
+        if is_recording_dir(path):
+            return int(ingest_recording_dir(engine, path, data_dir=settings.data_dir).trace.id)
+        return int(ingest_path(engine, path, path.name, settings.data_dir, bar).id)
+    except IngestError as e:
+        raise CLIError(str(e), EXIT_BAD_INPUT) from None
+    finally:
+        bar.close()
+        engine.dispose()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=5) as r:
+            return bool(r.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive, not ours to judge
+        return True
+    return True
+
+
+def running_server(data_dir: Path, db_url: str) -> str | None:
+    """The URL of a ``gmpscope serve`` serving ``data_dir`` with ``db_url``, if one
+    runs and answers."""
+    from gmpscope.commands.serve import announcement_file
+    from gmpscope.wsgi import read_announcement, redact
+
+    found = read_announcement(announcement_file(data_dir))
+    if found is None or found.get("db") != redact(db_url):
+        return None
+    url, pid = found.get("url"), found.get("pid")
+    if not isinstance(url, str) or not isinstance(pid, int) or not _alive(pid):
+        return None
+    return url if _healthy(url) else None
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def start_server(settings: Any, db_arg: str | None, host: str, port: int) -> tuple[str, int]:
+    """Start ``gmpscope serve`` for this data directory, detached from this
+    command (its own session; output in ``DATA/serve.log``); its URL and pid."""
+    from gmpscope.commands.serve import announcement_file
+    from gmpscope.wsgi import read_announcement
+
+    if port and not _port_free(host, port):
+        port = 0
+    announce = announcement_file(settings.data_dir)
+    announce.unlink(missing_ok=True)  # a dead server's; a live one was checked first
+    cmd = [sys.executable, "-m", "gmpscope", "serve", "--host", host, "--port", str(port),
+           "--data-dir", str(settings.data_dir)]
+    if db_arg:
+        cmd += ["--db", db_arg]
+    log_path = settings.data_dir / "serve.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
+    deadline = time.monotonic() + START_GUARD_S
+    while time.monotonic() < deadline:
+        found = read_announcement(announce)
+        if found is not None and found.get("pid") == proc.pid and _healthy(str(found["url"])):
+            return str(found["url"]), proc.pid
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+    if proc.poll() is None:
+        proc.kill()
+    raise CLIError(f"the explorer did not start ({log_path}: {tail[0]})")
+
+
+def run(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    from gmpscope import wsgi
+    from ingest.config import Settings
+
+    wsgi.check_server_args(args.port, 1, 1)
+    settings = Settings.from_env(db_url=args.db or None, data_dir=args.data_dir)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    trace_id = _ingest(settings, args.trace, not args.no_progress)
+    url = running_server(settings.data_dir, settings.db_url)
+    if url is None:
+        url, pid = start_server(settings, args.db, args.host, args.port)
+        print(f"gmpscope view: started the explorer at {url} (pid {pid}; stop it with "
+              f"`kill {pid}`)", file=sys.stderr)
+    page = f"{url}/traces/{trace_id}/overview"
+    print(page, flush=True)
+    if not args.no_browser:
+        webbrowser.open(page)
+    return EXIT_OK
