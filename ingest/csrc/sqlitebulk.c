@@ -1,35 +1,44 @@
-/* ingest.store._sqlitebulk: bind columns of integers (and texts) straight into
- * SQLite, on the connection and inside the transaction that Python's sqlite3
- * module holds, through SQLite's public API only.
+/* ingest.store._sqlitebulk: insert columns of integers (and texts) straight
+ * into SQLite, on the connection and inside the transaction that Python's
+ * sqlite3 module holds, through SQLite's public API only.
  *
  *   register()                                   every later connection gets the SQL function
- *   stage(sql_many, rows_many, sql_one, rows, columns) -> token   (with the GIL)
+ *                                                and the table-valued function gmpscope_rows
+ *   stage(sql, rows, columns) -> token           (with the GIL)
  *   SELECT gmpscope_bulk_insert(token)           -> rows inserted  (without the GIL)
  *   release(token)                               drops the staged references
- *   instance(), pending()                        what the probe answers; batches staged
+ *   instance(), pending(), COLUMNS               the probe's answer; batches staged; columns
  *
  * Why: a loaded trace is millions of all-integer rows. Through Python every
  * value becomes an int object that the sqlite3 module binds with the GIL held
  * (about 0.7 us a row of 10 columns); here the values go from the numpy
  * columns (gathered through an index where the rows are a reordering) to
- * sqlite3_bind_int64 without the GIL, so the loader's numpy work runs
- * meanwhile (bench/sqlite_insert.py).
+ * SQLite without the GIL, so the loader's numpy work runs meanwhile
+ * (bench/sqlite_insert.py).
  *
  * How the binder reaches the connection without reading Python's objects:
  * register() adds an automatic extension (sqlite3_auto_extension) to the
  * SQLite library this module links, libsqlite3.so.0, the one Python's _sqlite3
  * links too. SQLite runs it on every connection it opens afterwards, and it
- * adds the SQL function gmpscope_bulk_insert(token) there. Python stages a
- * batch (buffer views of the columns, texts copied to UTF-8, the SQL text)
- * under a token, then runs SELECT gmpscope_bulk_insert(?) on its connection:
- * the sqlite3 module releases the GIL around sqlite3_step, and the function,
- * inside that step, prepares and steps the INSERT statements on its own
- * connection (sqlite3_context_db_handle), in the open transaction. A
- * connection opened before register(), or by another SQLite library, has no
- * such function: the caller binds through Python. */
+ * adds the SQL function gmpscope_bulk_insert(token) and the eponymous virtual
+ * table gmpscope_rows there. Python stages a batch (buffer views of the
+ * columns, texts copied to UTF-8, the statement INSERT OR FAIL INTO t (...)
+ * SELECT c0, c1, ... FROM gmpscope_rows(?)) under a token, then runs SELECT
+ * gmpscope_bulk_insert(?) on its connection: the sqlite3 module releases the
+ * GIL around sqlite3_step, and the function, inside that step, prepares the
+ * statement on its own connection (sqlite3_context_db_handle), binds the
+ * batch as a pointer (sqlite3_bind_pointer: no SQL can name a batch) and
+ * steps it once, in the open transaction; gmpscope_rows' cursor returns the
+ * staged values (sqlite3_result_*), no value bound. That replaced multi-row
+ * VALUES statements bound value by value (sqlite3_bind_int64 takes the
+ * connection's mutex each time, and the VALUES co-routine copies each value):
+ * bench/RESULTS.md has the A/B. A connection opened before register(), or by
+ * another SQLite library, has neither function: the caller binds through
+ * Python. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -91,6 +100,9 @@ static int col_value(const Col *c, Py_ssize_t r, int64_t *out) {
  * waits for every miss in turn (a gather from a reordered trace is mostly
  * misses: 3x slower measured). */
 #define BATCH_ROWS 4096
+
+/* gmpscope_rows' columns c0..c63: the widest batch (a table has 29 at most). */
+#define ROWS_COLUMNS 64
 
 typedef struct {
     int64_t *vals; /* BATCH_ROWS x k, column-major */
@@ -192,58 +204,6 @@ static void fill_batch(const Col *cols, int k, Py_ssize_t row, Py_ssize_t nrows,
         }
         for (Py_ssize_t r = 0; r < nrows; r++) nul[r] = !col_value(c, row + r, &out[r]);
     }
-}
-
-/* Bind batch rows [first, first+nrows) and step stmt once; SQLITE_DONE on success. */
-static int run_rows(sqlite3_stmt *stmt, const Batch *b, const Col *cols, int k,
-                    Py_ssize_t first, int nrows, int ints_only) {
-    int param = 1;
-    if (ints_only) { /* no NULL and no text in any column: integers alone */
-        for (int r = 0; r < nrows; r++) {
-            for (int j = 0; j < k; j++, param++) {
-                int rc = sqlite3_bind_int64(stmt, param,
-                                            b->vals[(size_t)j * BATCH_ROWS + (size_t)(first + r)]);
-                if (rc != SQLITE_OK) return rc;
-            }
-        }
-        int rc = sqlite3_step(stmt);
-        sqlite3_reset(stmt);
-        return rc;
-    }
-    for (int r = 0; r < nrows; r++) {
-        for (int j = 0; j < k; j++, param++) {
-            size_t at = (size_t)j * BATCH_ROWS + (size_t)(first + r);
-            int64_t v = b->vals[at];
-            int rc = b->nulls[at] ? sqlite3_bind_null(stmt, param)
-                     : cols[j].have_texts
-                         ? sqlite3_bind_text(stmt, param, cols[j].tbuf + cols[j].toff[v],
-                                             (int)(cols[j].toff[v + 1] - cols[j].toff[v]),
-                                             SQLITE_STATIC)
-                     : sqlite3_bind_int64(stmt, param, v);
-            if (rc != SQLITE_OK) return rc;
-        }
-    }
-    int rc = sqlite3_step(stmt);
-    sqlite3_reset(stmt);
-    return rc;
-}
-
-/* Insert rows [0, n): whole statements of `per` rows, then one at a time. */
-static int insert_rows(sqlite3_stmt *many, sqlite3_stmt *one, int per, const Col *cols, int k,
-                       Py_ssize_t n, Batch *b) {
-    int rc = SQLITE_DONE, ints_only = 1;
-    for (int j = 0; j < k; j++)
-        if (cols[j].have_texts || cols[j].have_null) ints_only = 0;
-    Py_ssize_t batch_rows = (BATCH_ROWS / per) * per; /* whole statements per batch */
-    for (Py_ssize_t row = 0; rc == SQLITE_DONE && row < n; row += batch_rows) {
-        Py_ssize_t m = n - row < batch_rows ? n - row : batch_rows;
-        fill_batch(cols, k, row, m, b);
-        Py_ssize_t r = 0;
-        for (; rc == SQLITE_DONE && r + per <= m; r += per)
-            rc = run_rows(many, b, cols, k, r, per, ints_only);
-        for (; rc == SQLITE_DONE && r < m; r++) rc = run_rows(one, b, cols, k, r, 1, ints_only);
-    }
-    return rc;
 }
 
 /* The kind of an integer buffer format, or 0 when it is not one. */
@@ -445,8 +405,8 @@ fail:
 typedef struct Staged {
     struct Staged *next;
     sqlite3_int64 token;
-    char *sql_many, *sql_one; /* prepared by the function, on its connection */
-    int per, k;
+    char *sql; /* INSERT ... SELECT ... FROM gmpscope_rows(?): prepared by the function */
+    int k;
     Py_ssize_t n;
     Col *cols;
     int busy; /* the function is inserting it: release() refuses */
@@ -471,33 +431,34 @@ static char *copy_str(const char *s) {
 
 static void free_staged(Staged *s) {
     if (s->cols) release_cols(s->cols, s->k);
-    PyMem_Free(s->sql_many);
-    PyMem_Free(s->sql_one);
+    PyMem_Free(s->sql);
     PyMem_Free(s);
 }
 
 static PyObject *stage(PyObject *self, PyObject *args) {
-    const char *sql_many, *sql_one;
-    int per;
+    const char *sql;
     Py_ssize_t n;
     PyObject *specs;
-    if (!PyArg_ParseTuple(args, "sisnO", &sql_many, &per, &sql_one, &n, &specs)) return NULL;
-    if (per < 1 || per > BATCH_ROWS || n < 0) {
-        PyErr_SetString(PyExc_ValueError, "rows per statement must be 1 to 4096, rows not negative");
+    if (!PyArg_ParseTuple(args, "snO", &sql, &n, &specs)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "rows must not be negative");
         return NULL;
     }
     Staged *s = PyMem_Calloc(1, sizeof *s);
     if (!s) return PyErr_NoMemory();
-    s->per = per;
     s->n = n;
-    s->sql_many = copy_str(sql_many);
-    s->sql_one = copy_str(sql_one);
-    if (!s->sql_many || !s->sql_one) {
+    if (!(s->sql = copy_str(sql))) {
         free_staged(s);
         return PyErr_NoMemory();
     }
     if (parse_cols(specs, n, &s->cols, &s->k) < 0) {
         s->cols = NULL; /* freed by parse_cols */
+        free_staged(s);
+        return NULL;
+    }
+    if (s->k > ROWS_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "at most %d columns (gmpscope_rows' c0..c%d)",
+                     ROWS_COLUMNS, ROWS_COLUMNS - 1);
         free_staged(s);
         return NULL;
     }
@@ -539,33 +500,206 @@ static PyObject *instance(PyObject *self, PyObject *noargs) {
     return PyLong_FromLongLong(instance_id());
 }
 
+/* ------------------------------------------------------------------------
+ * gmpscope_rows(batch): the staged batch as a table, an eponymous-only
+ * virtual table (a table-valued function) with columns c0..c63 (column j of
+ * the batch, NULL past its k columns) and the hidden argument column batch.
+ * The argument is a pointer (sqlite3_bind_pointer, type ROWS_POINTER), which
+ * only C code can bind: SQL cannot name a batch, so only
+ * gmpscope_bulk_insert's own INSERT ... SELECT reads one. The cursor
+ * gathers the rows BATCH_ROWS at a time column by column (fill_batch) and
+ * xColumn returns them with sqlite3_result_*: no bind (each takes the
+ * connection's mutex) and no VALUES co-routine copying each value. */
+
+#define ROWS_POINTER "gmpscope_staged_batch"
+
+/* "CREATE TABLE x(c0,c1,...,c63,batch HIDDEN)": no types, no affinity, so a
+ * value reaches the INSERT as xColumn gave it (as a bound one does). */
+static const char *rows_schema(void) {
+    static char schema[16 + ROWS_COLUMNS * 5 + 16];
+    if (!schema[0]) {
+        size_t at = (size_t)snprintf(schema, sizeof schema, "CREATE TABLE x(");
+        for (int j = 0; j < ROWS_COLUMNS; j++)
+            at += (size_t)snprintf(schema + at, sizeof schema - at, "c%d,", j);
+        snprintf(schema + at, sizeof schema - at, "batch HIDDEN)");
+    }
+    return schema;
+}
+
+typedef struct {
+    sqlite3_vtab_cursor base;
+    const Staged *s;
+    Batch b;
+    int have_b;
+    Py_ssize_t row;   /* the current row */
+    Py_ssize_t first; /* the rows in b: [first, end) */
+    Py_ssize_t end;
+} RowsCursor;
+
+static int rows_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                        sqlite3_vtab **out, char **err) {
+    int rc = sqlite3_declare_vtab(db, rows_schema());
+    if (rc != SQLITE_OK) return rc;
+#ifdef SQLITE_VTAB_DIRECTONLY /* SQLite 3.31: a view or trigger cannot use it */
+    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+#endif
+    sqlite3_vtab *vt = sqlite3_malloc(sizeof *vt);
+    if (!vt) return SQLITE_NOMEM;
+    memset(vt, 0, sizeof *vt);
+    *out = vt;
+    return SQLITE_OK;
+}
+
+static int rows_disconnect(sqlite3_vtab *vt) {
+    sqlite3_free(vt);
+    return SQLITE_OK;
+}
+
+static int rows_error(sqlite3_vtab *vt, const char *msg) {
+    sqlite3_free(vt->zErrMsg);
+    vt->zErrMsg = sqlite3_mprintf("%s", msg);
+    return SQLITE_ERROR;
+}
+
+/* The only plan: batch = ?, required. Unusable where the argument is not
+ * known yet (SQLITE_CONSTRAINT: SQLite tries another order), an error where
+ * there is none. */
+static int rows_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+    int arg = -1, unusable = 0;
+    for (int i = 0; i < info->nConstraint; i++) {
+        const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+        if (c->iColumn != ROWS_COLUMNS || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+        if (!c->usable) {
+            unusable = 1;
+            continue;
+        }
+        arg = i;
+        break;
+    }
+    if (arg < 0) {
+        if (unusable) return SQLITE_CONSTRAINT;
+        return rows_error(vt, "gmpscope_rows: a batch argument expected");
+    }
+    info->aConstraintUsage[arg].argvIndex = 1;
+    info->aConstraintUsage[arg].omit = 1;
+    info->idxNum = 1;
+    info->estimatedCost = 1.0;
+    info->estimatedRows = BATCH_ROWS;
+    return SQLITE_OK;
+}
+
+static int rows_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+    RowsCursor *c = sqlite3_malloc(sizeof *c);
+    if (!c) return SQLITE_NOMEM;
+    memset(c, 0, sizeof *c);
+    *out = &c->base;
+    return SQLITE_OK;
+}
+
+static int rows_close(sqlite3_vtab_cursor *cur) {
+    RowsCursor *c = (RowsCursor *)cur;
+    if (c->have_b) batch_free(&c->b);
+    sqlite3_free(c);
+    return SQLITE_OK;
+}
+
+/* Gather the rows from c->row on into the cursor's batch. */
+static void rows_fill(RowsCursor *c) {
+    Py_ssize_t m = c->s->n - c->row < BATCH_ROWS ? c->s->n - c->row : BATCH_ROWS;
+    fill_batch(c->s->cols, c->s->k, c->row, m, &c->b);
+    c->first = c->row;
+    c->end = c->row + m;
+}
+
+static int rows_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str, int argc,
+                       sqlite3_value **argv) {
+    RowsCursor *c = (RowsCursor *)cur;
+    const Staged *s = argc == 1 ? sqlite3_value_pointer(argv[0], ROWS_POINTER) : NULL;
+    if (!s) return rows_error(cur->pVtab, "gmpscope_rows: only gmpscope_bulk_insert reads a batch");
+    if (c->have_b && c->s->k != s->k) {
+        batch_free(&c->b);
+        c->have_b = 0;
+    }
+    if (!c->have_b) {
+        if (batch_alloc(&c->b, s->k) < 0) return SQLITE_NOMEM;
+        c->have_b = 1;
+    }
+    c->s = s;
+    c->row = c->first = c->end = 0;
+    if (s->n) rows_fill(c);
+    return SQLITE_OK;
+}
+
+static int rows_next(sqlite3_vtab_cursor *cur) {
+    RowsCursor *c = (RowsCursor *)cur;
+    if (++c->row >= c->end && c->row < c->s->n) rows_fill(c);
+    return SQLITE_OK;
+}
+
+static int rows_eof(sqlite3_vtab_cursor *cur) {
+    const RowsCursor *c = (const RowsCursor *)cur;
+    return !c->s || c->row >= c->s->n;
+}
+
+static int rows_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int j) {
+    const RowsCursor *c = (const RowsCursor *)cur;
+    if (j >= c->s->k) return SQLITE_OK; /* NULL */
+    size_t at = (size_t)j * BATCH_ROWS + (size_t)(c->row - c->first);
+    const Col *col = &c->s->cols[j];
+    int64_t v = c->b.vals[at];
+    if (c->b.nulls[at])
+        sqlite3_result_null(ctx);
+    else if (col->have_texts) /* the staged copy outlives the statement */
+        sqlite3_result_text(ctx, col->tbuf + col->toff[v], (int)(col->toff[v + 1] - col->toff[v]),
+                            SQLITE_STATIC);
+    else
+        sqlite3_result_int64(ctx, v);
+    return SQLITE_OK;
+}
+
+static int rows_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+    *rowid = ((const RowsCursor *)cur)->row;
+    return SQLITE_OK;
+}
+
+static sqlite3_module rows_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE ... USING gmpscope_rows */
+    .xConnect = rows_connect,
+    .xBestIndex = rows_best_index,
+    .xDisconnect = rows_disconnect,
+    .xDestroy = NULL,
+    .xOpen = rows_open,
+    .xClose = rows_close,
+    .xFilter = rows_filter,
+    .xNext = rows_next,
+    .xEof = rows_eof,
+    .xColumn = rows_column,
+    .xRowid = rows_rowid,
+};
+
 /* Insert s's rows on db: SQLITE_DONE, else an SQLite error code with its
- * message in err. No Python here: the GIL is not held. The connection's
- * mutex is (sqlite3_step holds it while the calling statement runs), so
- * every bind below re-enters it rather than taking it afresh. */
+ * message in err. No Python here: the GIL is not held. One statement,
+ * s->sql, whose one parameter is the batch (read by gmpscope_rows). */
 static int insert_staged(sqlite3 *db, const Staged *s, char *err, size_t errsize) {
     if (sqlite3_get_autocommit(db)) {
-        /* Each statement would commit on its own: half a batch could stay. */
+        /* The statement would commit on its own (its rows, not the load's). */
         snprintf(err, errsize, "gmpscope_bulk_insert: no transaction open");
         return SQLITE_ERROR;
     }
-    sqlite3_stmt *many = NULL, *one = NULL;
-    int rc = SQLITE_OK;
-    if (s->n >= s->per) rc = sqlite3_prepare_v2(db, s->sql_many, -1, &many, NULL);
-    if (rc == SQLITE_OK && s->n % s->per) rc = sqlite3_prepare_v2(db, s->sql_one, -1, &one, NULL);
-    if (rc == SQLITE_OK && ((many && sqlite3_bind_parameter_count(many) != s->per * s->k)
-                            || (one && sqlite3_bind_parameter_count(one) != s->k))) {
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(db, s->sql, -1, &stmt, NULL);
+    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(stmt) != 1) {
         rc = SQLITE_ERROR;
-        snprintf(err, errsize, "gmpscope_bulk_insert: the statements do not take %d values a row",
-                 s->k);
+        snprintf(err, errsize, "gmpscope_bulk_insert: the statement must take one parameter, "
+                 "the batch");
     } else if (rc == SQLITE_OK) {
-        Batch b;
-        if (batch_alloc(&b, s->k) == 0) {
-            rc = insert_rows(many, one, s->per, s->cols, s->k, s->n, &b);
-            batch_free(&b);
-        } else {
-            rc = SQLITE_NOMEM;
-            snprintf(err, errsize, "out of memory");
+        rc = sqlite3_bind_pointer(stmt, 1, (void *)s, ROWS_POINTER, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+        if (rc == SQLITE_DONE && s->n <= INT_MAX && sqlite3_changes(db) != (int)s->n) {
+            rc = SQLITE_ERROR;
+            snprintf(err, errsize, "gmpscope_bulk_insert: %d rows inserted of %zd",
+                     sqlite3_changes(db), s->n);
         }
     }
     if (rc != SQLITE_DONE && !err[0]) {
@@ -575,8 +709,7 @@ static int insert_staged(sqlite3 *db, const Staged *s, char *err, size_t errsize
         rc = sqlite3_extended_errcode(db);
         snprintf(err, errsize, "%s", sqlite3_errmsg(db));
     }
-    sqlite3_finalize(many);
-    sqlite3_finalize(one);
+    sqlite3_finalize(stmt);
     return rc;
 }
 
@@ -631,6 +764,7 @@ static void bulk_insert_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv
  * schema of a database file. Never fails: an error here would fail the
  * connection's open; without the function the caller binds through Python. */
 static int bulk_entry(sqlite3 *db, const char **errmsg, const void *api) {
+    (void)sqlite3_create_module_v2(db, "gmpscope_rows", &rows_module, NULL, NULL);
     (void)sqlite3_create_function_v2(db, "gmpscope_bulk_insert", 1,
                                      SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL, bulk_insert_sql,
                                      NULL, NULL, NULL);
@@ -651,7 +785,7 @@ static PyMethodDef methods[] = {
     {"register", register_entry, METH_NOARGS,
      "register(): every SQLite connection opened from now on gets gmpscope_bulk_insert()"},
     {"stage", stage, METH_VARARGS,
-     "stage(sql_many, rows_many, sql_one, rows, [(values, index, null, seq[, texts])]) -> token"},
+     "stage(sql, rows, [(values, index, null, seq[, texts])]) -> token"},
     {"release", release, METH_O,
      "release(token): drop the batch staged under token; whether there was one"},
     {"pending", pending, METH_NOARGS, "pending(): batches staged and not released"},
@@ -665,4 +799,8 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__sqlitebulk(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__sqlitebulk(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "COLUMNS", ROWS_COLUMNS) < 0) Py_CLEAR(m);
+    return m;
+}

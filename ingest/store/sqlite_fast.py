@@ -8,12 +8,15 @@ the numbers).
 
 It reaches the connection through SQLite's public API only: :func:`register`
 (called where SQLite engines are made, before their first connection) has
-SQLite add the SQL function ``gmpscope_bulk_insert(token)`` to every
-connection opened afterwards. An insert stages its columns with the GIL
-(``stage``: buffer views, texts copied to UTF-8), runs ``SELECT
-gmpscope_bulk_insert(token)`` on the caller's connection (the sqlite3 module
-releases the GIL while the statement runs; the function prepares and steps
-the INSERTs on that connection) and releases the batch.
+SQLite add the SQL function ``gmpscope_bulk_insert(token)`` and the
+table-valued function ``gmpscope_rows(batch)`` to every connection opened
+afterwards. An insert stages its columns with the GIL (``stage``: buffer
+views, texts copied to UTF-8, the statement :func:`select_sql`), runs
+``SELECT gmpscope_bulk_insert(token)`` on the caller's connection (the
+sqlite3 module releases the GIL while the statement runs; the function
+prepares and steps ``INSERT ... SELECT ... FROM gmpscope_rows(?)`` on that
+connection, the batch bound as a pointer that only C can bind, and the
+virtual table's cursor returns the staged values) and releases the batch.
 :func:`column_inserter` returns such an inserter, or None when the
 connection has no such function, and then callers bind through Python.
 """
@@ -29,10 +32,8 @@ import numpy as np
 from ingest.columns import Gather, Nullable, Seq
 from ingest.extensions import optional_extension
 
-#: Rows per multi-row statement (bench/sqlite_insert.py's rows, best of two:
-#: 64 rows 0.428 us a row, 256 0.417, 1024 0.422; from C, one row a
-#: statement was about 30% slower than 64).
-ROWS_PER_STATEMENT = 256
+#: The extension's table-valued function (columns c0, c1, ...).
+ROWS_FUNCTION = "gmpscope_rows"
 #: The extension's SQL function; with NULL it answers the extension's
 #: ``instance()`` (the probe of :func:`column_inserter`).
 FUNCTION = "gmpscope_bulk_insert"
@@ -73,6 +74,19 @@ def insert_sql(table: str, columns: Sequence[str], nrows: int,
     return (f'INSERT OR FAIL INTO "{table}" ('
             + ",".join(f'"{c}"' for c in [*columns, *lit]) + ") VALUES "
             + ",".join([one] * nrows))
+
+
+def select_sql(table: str, columns: Sequence[str],
+               literals: dict[str, int] | None = None) -> str:
+    """``INSERT OR FAIL INTO table (columns, literal columns) SELECT c0, ...,
+    literals FROM gmpscope_rows(?)``: the binder's one statement a batch, its
+    parameter the batch (OR FAIL as in :func:`insert_sql`)."""
+    lit = literals or {}
+    return (f'INSERT OR FAIL INTO "{table}" ('
+            + ",".join(f'"{c}"' for c in [*columns, *lit]) + ") SELECT "
+            + ",".join([f"c{j}" for j in range(len(columns))]
+                       + [str(int(v)) for v in lit.values()])
+            + f" FROM {ROWS_FUNCTION}(?)")
 
 
 def _item_types(values: Any) -> set[type]:
@@ -170,9 +184,7 @@ def column_inserter(dbapi_conn: Any) -> Inserter | None:
         k = len(names)
         if not k or len(cols) != k:
             raise ValueError(f"{table}: {len(cols)} columns for {k} names")
-        per = max(1, min(ROWS_PER_STATEMENT, 32766 // k))
-        token = ext.stage(insert_sql(table, names, per, literals), per,
-                          insert_sql(table, names, 1, literals), b - a,
+        token = ext.stage(select_sql(table, names, literals), b - a,
                           [_spec(c, a, b) for c in cols])
         try:
             cur = dbapi_conn.execute(call, (token,))

@@ -191,8 +191,7 @@ def test_staged_texts_are_copies(small: Engine) -> None:
     texts = ["first", "zweite", None]
     with write_tx(small) as conn:
         raw = _raw(conn)
-        token = ext.stage('INSERT INTO t (id, s, k) VALUES (?, ?, 1)', 1,
-                          'INSERT INTO t (id, s, k) VALUES (?, ?, 1)', 3,
+        token = ext.stage(sqlite_fast.select_sql("t", ["id", "s"], {"k": 1}), 3,
                           [(None, None, None, 1), (None, None, None, 0, texts)])
         texts[:] = ["x" * 10_000] * 3
         del texts
@@ -270,6 +269,62 @@ def test_the_function_is_for_top_level_sql_only(small: Engine) -> None:
         raw.close()
 
 
+def test_gmpscope_rows_reads_only_the_functions_batch(small: Engine) -> None:
+    """SQL cannot name a batch (the argument is a pointer only C binds): a
+    query of gmpscope_rows without one, with a token or from a view fails;
+    the function's statement must take the batch, and nothing else."""
+    ext = _ext()
+    raw = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for sql, match in (("SELECT * FROM gmpscope_rows", "a batch argument expected"),
+                           ("SELECT c0 FROM gmpscope_rows(1)", "only gmpscope_bulk_insert"),
+                           ("SELECT c0 FROM gmpscope_rows WHERE batch = 1",
+                            "only gmpscope_bulk_insert"),
+                           ("SELECT c0 FROM gmpscope_rows WHERE batch > 1",
+                            "a batch argument expected"),
+                           ("CREATE VIRTUAL TABLE x USING gmpscope_rows", "gmpscope_rows")):
+            with pytest.raises(sqlite3.OperationalError, match=match):
+                raw.execute(sql).fetchall()
+        # The argument's value from another table: a plan that reads it first.
+        raw.execute("CREATE TABLE k (v)")
+        raw.execute("INSERT INTO k VALUES (1)")
+        with pytest.raises(sqlite3.OperationalError, match="only gmpscope_bulk_insert"):
+            raw.execute("SELECT c0 FROM gmpscope_rows, k WHERE batch = k.v").fetchall()
+        raw.execute("CREATE VIEW v AS SELECT c0 FROM gmpscope_rows(1)")
+        with pytest.raises(sqlite3.OperationalError, match="unsafe use"):
+            raw.execute("SELECT * FROM v").fetchall()
+    finally:
+        raw.close()
+    with write_tx(small) as conn:
+        raw = _raw(conn)
+        for sql in ("INSERT INTO t (a, k) VALUES (1, 1)",
+                    "INSERT INTO t (a, k) SELECT c0, ? FROM gmpscope_rows(?)"):
+            token = ext.stage(sql, 1, [(np.arange(1), None, None, 0)])
+            try:
+                with pytest.raises(sqlite3.OperationalError, match="one parameter"):
+                    raw.execute("SELECT gmpscope_bulk_insert(?)", (token,)).fetchone()
+            finally:
+                assert ext.release(token)
+        # Columns past the batch's are NULL; the rows are inserted in order.
+        token = ext.stage("INSERT INTO t (a, b, k) SELECT c0, c1, 1 FROM gmpscope_rows(?)", 3,
+                          [(np.array([5, 6, 7]), None, None, 0)])
+        try:
+            assert raw.execute("SELECT gmpscope_bulk_insert(?)", (token,)).fetchone() == (3,)
+        finally:
+            assert ext.release(token)
+        assert raw.execute("SELECT a, b FROM t ORDER BY id").fetchall() == [
+            (5, None), (6, None), (7, None)]
+        # A statement that does not insert every row of the batch fails.
+        token = ext.stage("INSERT INTO t (a, k) SELECT c0, 1 FROM gmpscope_rows(?) LIMIT 1", 3,
+                          [(np.array([5, 6, 7]), None, None, 0)])
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="1 rows inserted of 3"):
+                raw.execute("SELECT gmpscope_bulk_insert(?)", (token,)).fetchone()
+        finally:
+            assert ext.release(token)
+        conn.rollback()
+
+
 # ---------------------------------------------------------------------------
 # errors
 
@@ -318,8 +373,7 @@ def test_tokens_insert_once(small: Engine) -> None:
     ext = _ext()
     with write_tx(small) as conn:
         raw = _raw(conn)
-        token = ext.stage('INSERT INTO t (a, k) VALUES (?, 1)', 1,
-                          'INSERT INTO t (a, k) VALUES (?, 1)', 2,
+        token = ext.stage(sqlite_fast.select_sql("t", ["a"], {"k": 1}), 2,
                           [(np.arange(2), None, None, 0)])
         try:
             assert raw.execute("SELECT gmpscope_bulk_insert(?)", (token,)).fetchone() == (2,)
@@ -336,14 +390,15 @@ def test_tokens_insert_once(small: Engine) -> None:
 
 def test_staging_refuses_bad_columns() -> None:
     ext = _ext()
-    sql = "INSERT INTO t (a) VALUES (?)"
+    sql = sqlite_fast.select_sql("t", ["a"])
     for specs, exc in (([(np.arange(1.0), None, None, 0)], TypeError),
                        ([(None, None, None, 0, ["a", 1])], TypeError),
                        ([(None, None, None, 0, ["\ud800"])], UnicodeEncodeError),
                        ([(None, None, None, 0, ["a"])], ValueError),  # fewer texts than rows
-                       ([], ValueError)):
+                       ([], ValueError),
+                       ([(None, None, None, 0)] * (ext.COLUMNS + 1), ValueError)):
         with pytest.raises(exc):
-            ext.stage(sql, 1, sql, 2, specs)
+            ext.stage(sql, 2, specs)
     assert ext.pending() == 0
 
 
