@@ -52,9 +52,10 @@ WORKLOADS: tuple[str, ...] = (
     "syscallblock",
     "timers",
 )
-#: Long-running programs under cmd/ that are not traced workloads: the live
-#: dashboard's demo service and its load generator (docs/live.md).
-SERVICES: tuple[str, ...] = ("demoservice", "loadgen")
+#: Programs under cmd/ that the tests build but do not trace: the live
+#: dashboard's demo service and its load generator (docs/live.md), and the busy
+#: service bench/scale.py traces for its ~200 MB trace.
+SERVICES: tuple[str, ...] = ("busyservice", "demoservice", "loadgen")
 #: Every toolchain the tests trace with (see tools/gotoolchains.py).
 TOOLCHAINS: tuple[str, ...] = gotoolchains.VERSIONS
 
