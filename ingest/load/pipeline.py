@@ -341,6 +341,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         staged.abandon()
         raise
     if isinstance(stored, IngestResult):
+        staged.abandon()  # the frame writer's thread goes with the staging
         return stored  # the same content, stored meanwhile: nothing written
     trace_id, counts = stored
     del tr, tables  # the loader's arrays go before the views' are built
