@@ -1,5 +1,5 @@
-"""Annotation figures: tasks over time (one bar per task, nested under their
-parents) and regions by name (total time). Pure builders over the data of
+"""Annotation figures: tasks over time (one bar per task of a page of tasks,
+indented by depth) and regions by name (total time). Pure builders over the data of
 :mod:`ingest.views.annotations`; every trace string is escaped for Plotly."""
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
 from ingest.store.traces import get_trace
-from ingest.views.annotations import region_stats, tasks
+from ingest.views.annotations import region_stats, task_page
 from ingest.views.states import format_ns
 
-#: Tasks drawn at most (the table lists them all).
+#: Tasks drawn at most (the export draws the longest this many).
 MAX_TASK_BARS = 300
 
 
 def tasks_figure(rows: list[dict[str, Any]], first_ts: int, last_ts: int,
-                 limit: int = MAX_TASK_BARS) -> go.Figure:
+                 limit: int = MAX_TASK_BARS, total: int | None = None) -> go.Figure:
     """Task bars from start to end (a missing end runs to the trace's end, a
-    missing start from its beginning, drawn lighter), in tree order."""
+    missing start from its beginning, drawn lighter), in the rows' order (a
+    page of :func:`ingest.views.annotations.task_page`); ``total``: how many
+    tasks the rows were taken from (for the title)."""
     shown = rows[:limit]
     y, base, width, colors, hover = [], [], [], [], []
     for r in shown:
@@ -39,7 +41,8 @@ def tasks_figure(rows: list[dict[str, Any]], first_ts: int, last_ts: int,
                      f" · logs {r['logs']}")
     fig = go.Figure(go.Bar(y=y, x=width, base=base, orientation="h", marker_color=colors,
                            hovertext=hover, hoverinfo="text"))
-    more = f" (first {limit} of {len(rows)})" if len(rows) > limit else ""
+    total = len(rows) if total is None else total
+    more = f" ({len(shown):,} of {total:,})" if total > len(shown) else ""
     fig.update_layout(title=f"Tasks over time{more}", template="plotly_white",
                       height=max(260, 16 * len(shown) + 90),
                       margin={"l": 220, "r": 20, "t": 50, "b": 40},
@@ -68,8 +71,9 @@ def _tasks(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure
     t = get_trace(src.engine, trace_id)
     if t is None:
         raise LookupError(f"no trace with id {trace_id}")
-    return tasks_figure(tasks(src.engine, trace_id), int(t["first_ts"] or 0),
-                        int(t["last_ts"] or 0))
+    page = task_page(src.engine, trace_id, limit=MAX_TASK_BARS, sort="duration")
+    return tasks_figure(page["rows"], int(t["first_ts"] or 0), int(t["last_ts"] or 0),
+                        total=page["total"])
 
 
 def _regions(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure:

@@ -1,4 +1,5 @@
-"""User annotations: tasks (a tree by parent), regions by name, logs (filterable).
+"""User annotations: task types (a summary per task name), a page of tasks (by type,
+longest or earliest first, with previous/next), regions by name, logs (filterable).
 Every string the program wrote is shown as text, exactly. Data:
 :mod:`ingest.views.annotations` (also ``GET /api/traces/<id>/annotations``)."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, callback_context, dcc, html
 from dash.dash_table.DataTable import DataTable
 
 from app.components import fmt_count, fmt_ns
@@ -15,13 +16,16 @@ from app.figures.annotations import regions_figure, tasks_figure
 from app.pages._views import cfg
 from app.router import PageError
 from ingest.store.traces import get_trace
-from ingest.views.annotations import logs, region_stats, tasks
+from ingest.views.annotations import logs, region_stats, task_page, task_types
 
 ROUTES = ("/traces/<int:trace_id>/annotations",)
 TITLE = "Tasks, regions & logs"
 LOG_ROWS = 1000
-#: Task bars in the page's figure (the table pages through all of them).
-TASK_BARS = 60
+#: Tasks in a page of the task table (previous/next move by a page); the
+#: figure draws the page's tasks.
+TASK_PAGE = 50
+TASK_SORT_OPTIONS = [{"label": "longest first", "value": "duration"},
+                     {"label": "earliest first", "value": "start"}]
 #: Keeps newlines, tabs and long strings visible as they are.
 TEXT_STYLE = {"whiteSpace": "pre-wrap", "wordBreak": "break-all"}
 
@@ -70,7 +74,8 @@ def _data_table(table_id: str, columns: list[tuple[str, str]], rows: list[dict[s
 
 
 def task_table(trace_id: int, rows: list[dict[str, Any]], first_ts: int) -> Any:
-    """Tasks in tree order; the name column is indented by depth."""
+    """A page of tasks; the name column is indented by depth (the task's
+    ancestors in the trace: its parent may be on another page)."""
     data = []
     for r in rows:
         gs = r["goroutines"]
@@ -87,7 +92,39 @@ def task_table(trace_id: int, rows: list[dict[str, Any]], first_ts: int) -> Any:
     return _data_table("annotations-tasks-table", [
         ("task", "task"), ("name", "name"), ("parent", "parent"), ("start", "start"),
         ("duration", "duration"), ("goroutines", "goroutines"), ("regions", "regions"),
-        ("logs", "logs")], data, page_size=25)
+        ("logs", "logs")], data, page_size=TASK_PAGE)
+
+
+def task_types_table(types: list[dict[str, Any]]) -> html.Table:
+    """One row per task name: count, timed, total and duration percentiles."""
+    head = html.Tr([html.Th("task type"), *(html.Th(h, className="num") for h in (
+        "count", "timed", "total", "mean", "p50", "p90", "p99", "max"))])
+    body = [html.Tr([html.Td(_text(s["name"])),
+                     html.Td(fmt_count(s["count"]), className="num"),
+                     html.Td(fmt_count(s["timed"]), className="num"),
+                     html.Td(fmt_ns(s["total_ns"]), className="num"),
+                     *(html.Td(fmt_ns(s[k]), className="num") for k in (
+                         "mean_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"))])
+            for s in types]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="data",
+                      id="annotations-task-types-table")
+
+
+def _type_value(name: str) -> str:
+    """A task type as a dropdown value ("" would read as no choice)."""
+    return "=" + name
+
+
+def task_section(trace_id: int, page: dict[str, Any], first: int, last: int) -> list[Any]:
+    """The range shown, the page's figure and table."""
+    rows, total, off = page["rows"], page["total"], page["offset"]
+    shown = (f"tasks {off + 1:,}–{off + len(rows):,} of {total:,}" if rows
+             else f"no tasks here ({total:,} match)")
+    return [html.P(shown, className="muted", id="annotations-tasks-range"),
+            dcc.Graph(id="annotations-tasks-graph",
+                      figure=tasks_figure(rows, first, last, limit=TASK_PAGE, total=total),
+                      config=cfg(f"trace{trace_id}-tasks")) if rows else None,
+            task_table(trace_id, rows, first)]
 
 
 def region_table(stats: list[dict[str, Any]]) -> html.Table:
@@ -126,11 +163,13 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     if trace is None:
         raise PageError(f"There is no trace {trace_id}.")
     first, last = int(trace["first_ts"] or 0), int(trace["last_ts"] or 0)
-    task_rows = tasks(ctx.engine, trace_id)
+    types = task_types(ctx.engine, trace_id)
+    page = task_page(ctx.engine, trace_id, limit=TASK_PAGE)
+    n_tasks = sum(t["count"] for t in types)
     stats = region_stats(ctx.engine, trace_id)
     cats = logs(ctx.engine, trace_id, limit=0)
     api = f"/api/traces/{trace_id}/annotations"
-    if not task_rows and not stats and not cats["total"]:
+    if not n_tasks and not stats and not cats["total"]:
         return html.Div([html.H2("Tasks, regions & logs"),
                          html.P("This trace has no user annotations (runtime/trace tasks, "
                                 "regions or logs).", className="muted",
@@ -139,13 +178,28 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
                     "value": c["category"]} for c in cats["categories"]]
     return html.Div([
         html.H2(["Tasks, regions & logs · ", html.Span(trace["name"], className="mono")]),
-        dcc.Store(id="annotations-trace", data={"id": trace_id, "first": first}),
+        dcc.Store(id="annotations-trace", data={"id": trace_id, "first": first,
+                                                "last": last}),
+        dcc.Store(id="annotations-task-offset", data=0),
         html.Div([
-            html.H3([f"Tasks ({len(task_rows):,})", _downloads(trace_id, "tasks")]),
-            dcc.Graph(id="annotations-tasks-graph",
-                      figure=tasks_figure(task_rows, first, last, limit=TASK_BARS),
-                      config=cfg(f"trace{trace_id}-tasks")) if task_rows else None,
-            task_table(trace_id, task_rows, first),
+            html.H3([f"Tasks ({n_tasks:,}, {len(types):,} types)",
+                     _downloads(trace_id, "tasks")]),
+            task_types_table(types),
+            html.Div([
+                html.Label("type"),
+                dcc.Dropdown(id="annotations-task-type", placeholder="any",
+                             options=[{"label": f"{_label(t['name'])} ({t['count']:,})",
+                                       "value": _type_value(t["name"])} for t in types],
+                             style={"width": "340px"}),
+                dcc.RadioItems(id="annotations-task-sort", options=TASK_SORT_OPTIONS,
+                               value="duration", inline=True),
+                html.Button("← previous", id="annotations-tasks-prev", n_clicks=0,
+                            disabled=True),
+                html.Button("next →", id="annotations-tasks-next", n_clicks=0,
+                            disabled=page["total"] <= TASK_PAGE),
+            ], className="controls"),
+            dcc.Loading(html.Div(task_section(trace_id, page, first, last),
+                                 id="annotations-tasks")),
         ], className="card"),
         html.Div([
             html.H3([f"Regions by name ({len(stats):,} names)",
@@ -172,6 +226,33 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
 
 
 def register(dash_app: Dash) -> None:
+    @dash_app.callback(Output("annotations-tasks", "children"),
+                       Output("annotations-task-offset", "data"),
+                       Output("annotations-tasks-prev", "disabled"),
+                       Output("annotations-tasks-next", "disabled"),
+                       Input("annotations-task-type", "value"),
+                       Input("annotations-task-sort", "value"),
+                       Input("annotations-tasks-prev", "n_clicks"),
+                       Input("annotations-tasks-next", "n_clicks"),
+                       State("annotations-task-offset", "data"),
+                       State("annotations-trace", "data"),
+                       prevent_initial_call=True)
+    def _tasks(type_value: str | None, sort: str | None, _prev: int, _next: int,
+               offset: int | None, trace: dict[str, int]) -> Any:
+        trig = callback_context.triggered_id
+        off = int(offset or 0)
+        if trig == "annotations-tasks-next":
+            off += TASK_PAGE
+        elif trig == "annotations-tasks-prev":
+            off = max(0, off - TASK_PAGE)
+        else:  # another type or order: back to the first page
+            off = 0
+        name = type_value[1:] if type_value else None
+        page = task_page(ui_context().engine, trace["id"], limit=TASK_PAGE, offset=off,
+                         name=name, sort=sort if sort == "start" else "duration")
+        return (task_section(trace["id"], page, trace["first"], trace["last"]), off,
+                off == 0, off + TASK_PAGE >= page["total"])
+
     @dash_app.callback(Output("annotations-logs", "children"),
                        Input("annotations-log-category", "value"),
                        Input("annotations-log-text", "value"),

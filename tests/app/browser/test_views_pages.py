@@ -72,7 +72,13 @@ def test_annotations_strings_are_text(page: Page, samples_server: Served,
     _open(page, f"{samples_server.url}/traces/{tid}/annotations", "#annotations-logs-table",
           "views-annotations")
     # DataTables page through their rows (a header row, then up to page_size rows).
-    assert page.locator("#annotations-tasks-table tr").count() == 1 + min(25, len(doc["tasks"]))
+    # One page of tasks (50), the per-type summary, previous/next.
+    assert page.locator("#annotations-tasks-table tr").count() == 1 + min(
+        50, doc["tasks"]["total"])
+    assert page.locator("#annotations-task-types-table tbody tr").count() == len(
+        doc["task_types"])
+    assert page.locator("#annotations-tasks-range").inner_text() == (
+        f"tasks 1–50 of {doc['tasks']['total']}")
     assert page.locator("#annotations-regions-table tbody tr").count() == len(doc["regions"])
     assert page.locator("#annotations-logs-table tr").count() == 1 + min(
         50, doc["logs"]["total"])
@@ -95,6 +101,23 @@ def test_annotations_strings_are_text(page: Page, samples_server: Served,
     page.wait_for_function(
         f"document.querySelectorAll('#annotations-logs-table tr').length == {want + 1}")
     shot(page, "views-annotations-filtered")
+    # Page through the tasks, then keep one type.
+    total = doc["tasks"]["total"]
+    page.locator("#annotations-tasks-next").click()
+    page.wait_for_function("document.querySelector('#annotations-tasks-range')"
+                           f".innerText == 'tasks 51–100 of {total}'")
+    page.locator("#annotations-tasks-prev").click()
+    page.wait_for_function("document.querySelector('#annotations-tasks-range')"
+                           f".innerText == 'tasks 1–50 of {total}'")
+    page.locator("#annotations-task-type").click()
+    page.get_by_role("option", name="shard-1 (40)").click()
+    page.wait_for_function("document.querySelector('#annotations-tasks-range')"
+                           ".innerText == 'tasks 1–40 of 40'")
+    assert page.locator("#annotations-tasks-next").is_disabled()
+    names = page.eval_on_selector_all(
+        "#annotations-tasks-table td[data-dash-column=name]", "els => els.map(e => e.textContent)")
+    assert len(names) == 40 and {n.strip() for n in names} == {"shard-1"}
+    shot(page, "views-annotations-tasks-type")
 
 
 def test_compare(page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
