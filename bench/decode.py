@@ -47,24 +47,31 @@ def go_env() -> dict[str, str]:
 
 def make_large_trace(size_mb: float) -> Path:
     """A real trace of the httpnet workload of at least size_mb MB (cached)."""
+    return make_workload_trace("httpnet", size_mb, ("-max-requests", "1000000000"))
+
+
+def make_workload_trace(workload: str, size_mb: float, args: tuple[str, ...] = (),
+                        first_s: float = 2.0, accept: float = 1.0) -> Path:
+    """A real trace of ``collectors/workloads/cmd/<workload>`` (with the CPU
+    profiler on and ``args``) of at least ``accept`` x size_mb MB, cached by
+    name; the run is lengthened until the trace is that big."""
     out_dir = cache_dir() / "bench"
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"httpnet-go{ORACLE_GO}-{size_mb:g}MB.trace"
+    target = out_dir / f"{workload}-go{ORACLE_GO}-{size_mb:g}MB.trace"
     if target.exists():
         return target
-    go = go_binary(ORACLE_GO)
-    exe = out_dir / "httpnet"
-    subprocess.run([str(go), "build", "-o", str(exe), "./cmd/httpnet"],
+    exe = out_dir / workload
+    subprocess.run([str(go_binary(ORACLE_GO)), "build", "-o", str(exe), f"./cmd/{workload}"],
                    cwd=ROOT / "collectors" / "workloads", env=go_env(), check=True)
-    duration = 2.0
+    duration = first_s
     while True:
         tmp = target.with_suffix(".tmp")
         subprocess.run([str(exe), "-trace", str(tmp), "-duration", f"{duration:.1f}s",
-                        "-max-requests", "1000000000", "-cpuprofile"],
+                        *args, "-cpuprofile"],
                        env=go_env(), check=True, stdout=subprocess.DEVNULL)
         size = tmp.stat().st_size / 1e6
-        print(f"  generated {size:.1f} MB with -duration {duration:g}s", file=sys.stderr)
-        if size >= size_mb:
+        print(f"  generated {size:.1f} MB with -duration {duration:.1f}s", file=sys.stderr)
+        if size >= accept * size_mb:
             os.replace(tmp, target)
             return target
         duration *= min(4.0, size_mb / max(size, 0.1) * 1.2)

@@ -52,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.decode import ORACLE_GO, cache_dir, go_binary, go_env  # noqa: E402
+from bench.decode import ORACLE_GO, go_binary, go_env, make_workload_trace  # noqa: E402
 from bench.ingest import run_gmpscope_ingest  # noqa: E402
 from tests.support.browser import wait_for_dash  # noqa: E402
 from tests.support.server import Served  # noqa: E402
@@ -74,26 +74,10 @@ GUARD_S = 900.0
 # --- the trace -----------------------------------------------------------------
 
 def make_busyservice_trace(size_mb: float) -> Path:
-    """A real trace of the busyservice workload of about size_mb MB (cached)."""
-    out_dir = cache_dir() / "bench"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"busyservice-go{ORACLE_GO}-{size_mb:g}MB.trace"
-    if target.exists():
-        return target
-    exe = out_dir / "busyservice"
-    subprocess.run([str(go_binary(ORACLE_GO)), "build", "-o", str(exe), "./cmd/busyservice"],
-                   cwd=ROOT / "collectors" / "workloads", env=go_env(), check=True)
-    duration = max(2.0, size_mb / 8.0)  # ~5-10 MB/s on 2 cores, less on a busy one
-    while True:
-        tmp = target.with_suffix(".tmp")
-        subprocess.run([str(exe), "-trace", str(tmp), "-duration", f"{duration:.1f}s",
-                        "-cpuprofile"], env=go_env(), check=True, stdout=subprocess.DEVNULL)
-        size = tmp.stat().st_size / 1e6
-        print(f"  generated {size:.1f} MB with -duration {duration:.1f}s", file=sys.stderr)
-        if size >= 0.9 * size_mb:
-            os.replace(tmp, target)
-            return target
-        duration *= min(4.0, size_mb / max(size, 0.1) * 1.1)
+    """A real trace of the busyservice workload of about size_mb MB (cached): it
+    writes ~5-10 MB/s on 2 cores, less on a busy machine."""
+    return make_workload_trace("busyservice", size_mb, first_s=max(2.0, size_mb / 8.0),
+                               accept=0.9)
 
 
 # --- disk and memory -----------------------------------------------------------
