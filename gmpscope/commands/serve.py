@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,11 @@ def announcement_file(data_dir: Path) -> Path:
     return data_dir / "serve.json"
 
 
-def _ingest_first(settings: Any, paths: list[Path]) -> None:
+def ingest_paths(settings: Any, paths: list[Path],
+                 progress: bool = True) -> Iterator[tuple[Path, int, str]]:
+    """Store each of ``paths`` (raw traces, decoded directories, OS recordings)
+    in ``settings``' database as it goes: (path, trace id, what happened). Every
+    path is checked to exist first; bad input is a CLIError (exit 2)."""
     from gmpscope.commands.ingest import _Bar, ingest_path
     from ingest.load.pipeline import IngestError
     from ingest.load.poller import ingest_recording_dir, is_recording_dir
@@ -49,27 +54,30 @@ def _ingest_first(settings: Any, paths: list[Path]) -> None:
     engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
     try:
         for path in paths:
-            if is_recording_dir(path):
-                # An OS recording (gmpscope record): with the Go trace its meta.json
-                # names, or on its own, as `gmpscope ingest` stores it.
-                try:
-                    rec = ingest_recording_dir(engine, path, data_dir=settings.data_dir)
-                except IngestError as e:
-                    raise CLIError(str(e), EXIT_BAD_INPUT) from None
-                joined = "" if rec.attached is None else " with its OS recording"
-                print(f"gmpscope serve: trace {rec.trace.id}{joined}: {path.name}", flush=True)
-                continue
-            bar = _Bar(path.name, True)
+            bar = _Bar(path.name, progress)
             try:
-                res = ingest_path(engine, path, path.name, settings.data_dir, bar)
+                if is_recording_dir(path):
+                    # An OS recording (gmpscope record): with the Go trace its
+                    # meta.json names, or on its own, as `gmpscope ingest` stores it.
+                    rec = ingest_recording_dir(engine, path, data_dir=settings.data_dir)
+                    found = (int(rec.trace.id),
+                             "with its OS recording" if rec.attached is not None else "")
+                else:
+                    res = ingest_path(engine, path, path.name, settings.data_dir, bar)
+                    found = (int(res.id), "ingested" if res.created else "already stored")
             except IngestError as e:
                 raise CLIError(str(e), EXIT_BAD_INPUT) from None
             finally:
                 bar.close()
-            what = "ingested" if res.created else "already stored"
-            print(f"gmpscope serve: trace {res.id} {what}: {path.name}", flush=True)
+            yield path, *found
     finally:
         engine.dispose()
+
+
+def _ingest_first(settings: Any, paths: list[Path]) -> None:
+    for path, trace_id, what in ingest_paths(settings, paths):
+        print(f"gmpscope serve: trace {trace_id}{' ' + what if what else ''}: {path.name}",
+              flush=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gmpscope.errors import EXIT_BAD_INPUT, EXIT_OK, CLIError
+from gmpscope.errors import EXIT_OK, CLIError
 
 #: A guard against a server that never comes up (a hang, not a speed target).
 START_GUARD_S = 120.0
@@ -48,28 +48,6 @@ def add_parser(sub: Any) -> None:
                    help="port of a new server (8050; 0 picks a free one; taken: a free one)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(run=run)
-
-
-def _ingest(settings: Any, path: Path, progress: bool) -> int:
-    """The stored trace's id (ingested now, or found by its content)."""
-    from gmpscope.commands.ingest import _Bar, ingest_path
-    from ingest.load.pipeline import IngestError
-    from ingest.load.poller import ingest_recording_dir, is_recording_dir
-    from ingest.store.db import make_engine
-
-    if not path.exists():
-        raise CLIError(f"no such file or directory: {path}", EXIT_BAD_INPUT)
-    engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
-    bar = _Bar(path.name, progress)
-    try:
-        if is_recording_dir(path):
-            return int(ingest_recording_dir(engine, path, data_dir=settings.data_dir).trace.id)
-        return int(ingest_path(engine, path, path.name, settings.data_dir, bar).id)
-    except IngestError as e:
-        raise CLIError(str(e), EXIT_BAD_INPUT) from None
-    finally:
-        bar.close()
-        engine.dispose()
 
 
 def _healthy(url: str) -> bool:
@@ -158,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
     wsgi.check_server_args(args.port, 1, 1)
     settings = Settings.from_env(db_url=args.db or None, data_dir=args.data_dir)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    trace_id = _ingest(settings, args.trace, not args.no_progress)
+    from gmpscope.commands.serve import ingest_paths
+
+    ((_, trace_id, _),) = ingest_paths(settings, [args.trace], not args.no_progress)
     url = running_server(settings.data_dir, settings.db_url)
     if url is None:
         url, pid = start_server(settings, args.db, args.host, args.port)
