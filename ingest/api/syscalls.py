@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, current_app
@@ -24,23 +25,22 @@ bp = checked(Blueprint("gmpscope_api_syscalls", __name__))
 MAX_TOP = 100
 
 
-@bp.get("/api/traces/<int:trace_id>/syscalls/summary")
-def syscalls_api(trace_id: int) -> Response:
+def _summary(trace_id: int, summarize: Callable[..., dict[str, Any]]) -> Response:
+    """``summarize(engine, frames, t1, t2, top)`` of the trace's window, as JSON."""
     engine = ingest_state(current_app).engine
 
     def work(f: TraceFrames) -> dict[str, Any]:
         t1, t2 = window()
-        return syscall_summary(engine, f, t1, t2, int_param("top", 10, 1, MAX_TOP) or 10)
+        return summarize(engine, f, t1, t2, int_param("top", 10, 1, MAX_TOP) or 10)
 
     return answer(trace_id, work)
+
+
+@bp.get("/api/traces/<int:trace_id>/syscalls/summary")
+def syscalls_api(trace_id: int) -> Response:
+    return _summary(trace_id, syscall_summary)
 
 
 @bp.get("/api/traces/<int:trace_id>/netpoll")
 def netpoll_api(trace_id: int) -> Response:
-    engine = ingest_state(current_app).engine
-
-    def work(f: TraceFrames) -> dict[str, Any]:
-        t1, t2 = window()
-        return netpoll_summary(engine, f, t1, t2, int_param("top", 10, 1, MAX_TOP) or 10)
-
-    return answer(trace_id, work)
+    return _summary(trace_id, netpoll_summary)
