@@ -10,13 +10,9 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
-from ingest.views.overview import (
-    DEFAULT_BINS,
-    GOMAXPROCS_METRIC,
-    HEAP_METRICS,
-    STATE_SERIES,
-    overview,
-)
+from ingest.derive.overview_counters import GOMAXPROCS_METRIC, HEAP_METRICS
+from ingest.views.overview import DEFAULT_BINS, overview
+from ingest.views.overview_series import STATE_SERIES
 
 #: Colours of the stacked series (the CSS palette for the plain states).
 STATE_COLORS = {

@@ -132,7 +132,7 @@ def register(dash_app: Dash) -> None:
         if win is None:
             raise PreventUpdate
         try:
-            data = counters_view(ctx.engine, trace_id, *win)
+            data = counters_view(ctx.engine, ctx.frames.get(trace_id), trace_id, *win)
         except (LookupError, ValueError):
             raise PreventUpdate from None
         fig = heap_figure(data)

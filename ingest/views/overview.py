@@ -1,18 +1,17 @@
 """The overview of one trace: key numbers and what happened over time.
 
 Goroutines by state over time are time-weighted average counts per time bin:
-for a set of intervals, the count of those in progress is a step function
-c(t); its integral F(t) is the sum over the intervals of max(0, t - start) -
-max(0, t - end), computed exactly at the bin edges from per-bin counts and sums
-of the starts and ends (no sort). A bin's average count is
-(F(right) - F(left)) / width, so the averages times the bin widths add up to
-the total time spent in the state inside the trace window (intervals clipped
-to ``[first_ts, last_ts]``). Threads over time use the same reduction over the
-derived thread stays (:func:`ingest.views.states_frames.thread_stays`).
+a bin's exact time in each state over its width, so the averages times the
+bin widths add up to the total time spent in the state inside the window
+(intervals clipped to it); threads over time likewise, from the goroutine
+intervals begun on a thread. Both come from one pass over the intervals
+(:mod:`ingest.views.overview_series`), the whole trace's default bins from a
+cache kept with the frames.
 
 Everything is bounded whatever the trace's size: the series have one value per
-bin (at most MAX_BINS), the runtime-metrics counters are reduced to at most
-``points`` points each with each bucket's min and max kept
+bin (at most MAX_BINS), the runtime-metrics counters (memory-mapped columns,
+:mod:`ingest.derive.overview_counters`) are reduced to at most ``points``
+points each with each bucket's min and max kept
 (:mod:`ingest.views.counters`), and GC/STW bands narrower than a point's
 bucket are merged into per-bucket coverage (:func:`band_view`). A window
 ``[t1, t2]`` gets its own bins, points and bands.
@@ -24,33 +23,20 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, case, select
+from sqlalchemy import Engine, select
 
 from ingest.derive.frames import TraceFrames
+from ingest.derive.overview_counters import COUNTER_METRICS, GOMAXPROCS_METRIC, trace_counters
 from ingest.store import models
 from ingest.store.traces import get_trace
 from ingest.views.counters import DEFAULT_BUCKETS, bucket_edges, reduce_counter
-from ingest.views.states_frames import (
-    WAIT_CATEGORIES,
-    goroutine_wait_categories,
-    node_name,
-    thread_stays,
-)
+from ingest.views.overview_series import default_series, series
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-#: Metrics plotted on the overview (Go's runtime/metrics names).
-HEAP_METRICS = ("/memory/classes/heap/objects:bytes", "/gc/heap/goal:bytes")
-GOMAXPROCS_METRIC = "/sched/gomaxprocs:threads"
 DEFAULT_BINS = 200
 MAX_BINS = 5000
-#: Decimals of the time-weighted averages in the JSON.
-AVG_DECIMALS = 6
-
-#: Goroutine series of the stacked area, bottom to top.
-STATE_SERIES = ("Running", "Runnable", "Syscall",
-                *(node_name("Waiting", c) for c in WAIT_CATEGORIES))
 
 
 def bin_edges(t1: int, t2: int, bins: int) -> I64:
@@ -90,57 +76,13 @@ def time_weighted(start: I64, end: I64, edges: I64) -> F64:
     return np.diff(f) / np.diff(edges).astype(np.float64)
 
 
-def goroutine_state_series(frames: TraceFrames, edges: I64) -> dict[str, F64]:
-    """Time-weighted goroutine counts per bin for each of STATE_SERIES."""
-    n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
-    st = frames.state[:n_g]
-    start = frames.intervals["start_ts"][:n_g]
-    end = frames.intervals["end_ts"][:n_g]
-    cats, names = goroutine_wait_categories(frames)
-    out: dict[str, F64] = {}
-    for name in ("Running", "Runnable", "Syscall"):
-        mask = st == models.STATE_CODE[name]
-        out[name] = time_weighted(start[mask], end[mask], edges)
-    waiting = st == models.STATE_CODE["Waiting"]
-    for i, cat in enumerate(names):
-        mask = waiting & (cats == i)
-        out[node_name("Waiting", cat)] = time_weighted(start[mask], end[mask], edges)
-    return out
-
-
-def thread_series(frames: TraceFrames, edges: I64) -> dict[str, F64]:
-    """Time-weighted counts of threads running a goroutine and in a syscall."""
-    s = thread_stays(frames)
-    out: dict[str, F64] = {}
-    for name in ("Running", "Syscall"):
-        mask = s["state"] == models.STATE_CODE[name]
-        out[name] = time_weighted(s["start_ts"][mask], s["end_ts"][mask], edges)
-    return out
-
-
-def metric_arrays(engine: Engine, trace_id: int) -> dict[str, tuple[I64, I64]]:
+def metric_arrays(engine: Engine, frames: TraceFrames, trace_id: int
+                  ) -> dict[str, tuple[I64, I64]]:
     """Heap and GOMAXPROCS samples of the whole trace: metric name -> (ts, value)
-    numpy columns, sorted by time (samples without a value left out). One scan
-    of the trace's metrics, names as small codes (no string per row)."""
-    mt = models.metrics
-    names = (*HEAP_METRICS, GOMAXPROCS_METRIC)
-    code = case({n: i for i, n in enumerate(names)}, value=mt.c.name)
-    with engine.connect() as conn:
-        rows = conn.execute(select(code, mt.c.ts, mt.c.value)
-                            .where(mt.c.trace_id == trace_id, mt.c.name.in_(names),
-                                   mt.c.value.is_not(None))
-                            .order_by(mt.c.seq)).all()
-    # (numpy reads SQLAlchemy rows one item at a time: 50x slower than tuples)
-    arr = np.array([tuple(r) for r in rows], dtype=np.int64).reshape(-1, 3)
-    out: dict[str, tuple[I64, I64]] = {}
-    for i, name in enumerate(names):
-        sel = arr[arr[:, 0] == i]
-        ts, value = sel[:, 1].copy(), sel[:, 2].copy()
-        if len(ts) > 1 and bool((ts[1:] < ts[:-1]).any()):
-            order = np.argsort(ts, kind="stable")
-            ts, value = ts[order], value[order]
-        out[name] = (ts, value)
-    return out
+    columns sorted by time (samples without a value left out), memory-mapped
+    from the trace's counter cache (:mod:`ingest.derive.overview_counters`)."""
+    c = trace_counters(engine, frames, trace_id)
+    return {name: c.series(name) for name in COUNTER_METRICS}
 
 
 def metric_series(arrays: dict[str, tuple[I64, I64]], t1: int, t2: int,
@@ -253,24 +195,20 @@ def window(trace: dict[str, Any], t1: int | None, t2: int | None) -> tuple[int, 
     return lo, hi
 
 
-def _rounded(series: dict[str, F64]) -> dict[str, list[float]]:
-    # Averages of counts: 6 decimals are far below a pixel and keep the JSON
-    # at about 9 characters a number (17 unrounded).
-    return {k: np.round(v, AVG_DECIMALS).tolist() for k, v in series.items()}
-
-
-def counters_view(engine: Engine, trace_id: int, t1: int | None = None,
-                  t2: int | None = None, points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
-    """The overview's part without frames (what the heap figure draws): key
-    numbers, ``window``, reduced ``metrics``, ``gc_bands`` and ``gc_coverage``
-    over ``[t1, t2]``; LookupError when no trace, ValueError for an empty window."""
+def counters_view(engine: Engine, frames: TraceFrames, trace_id: int,
+                  t1: int | None = None, t2: int | None = None,
+                  points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
+    """The overview's part without the state series (what the heap figure
+    draws): key numbers, ``window``, reduced ``metrics``, ``gc_bands`` and
+    ``gc_coverage`` over ``[t1, t2]``; LookupError when no trace, ValueError
+    for an empty window."""
     trace = get_trace(engine, trace_id)
     if trace is None:
         raise LookupError(f"no trace with id {trace_id}")
     first, last = int(trace["first_ts"] or 0), int(trace["last_ts"] or 0)
     lo, hi = window(trace, t1, t2)
     bands = gc_bands(engine, trace_id, first, last)
-    arrays = metric_arrays(engine, trace_id)
+    arrays = metric_arrays(engine, frames, trace_id)
     wide, coverage = band_view(bands, lo, hi, points)
     return {
         "trace_id": trace_id,
@@ -288,18 +226,25 @@ def overview(engine: Engine, frames: TraceFrames, trace_id: int,
              points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
     """Everything the overview page shows, as plain data, over the window
     ``[t1, t2]`` (default the whole trace; key numbers are always the whole
-    trace's); LookupError when no trace, ValueError for an empty window."""
-    c = counters_view(engine, trace_id, t1, t2, points)
+    trace's); LookupError when no trace, ValueError for an empty window. The
+    whole trace at DEFAULT_BINS comes from the trace's report cache
+    (:func:`ingest.views.overview_series.default_series`)."""
+    c = counters_view(engine, frames, trace_id, t1, t2, points)
     lo, hi = c["window"]["t1"], c["window"]["t2"]
     edges = bin_edges(lo, hi, bins)
+    whole = (lo, hi) == (c["key"]["first_ts"] or 0, c["key"]["last_ts"] or 0)
+    if whole and bins == DEFAULT_BINS:
+        s = default_series(frames, edges, bins)
+    else:
+        s = series(frames, edges)
     return {
         "trace_id": trace_id,
         "key": c["key"],
         "window": c["window"],
         "bins": {"edges": edges.tolist(), "width_ns": int(edges[1] - edges[0])
                  if len(edges) > 1 else 0},
-        "goroutine_states": _rounded(goroutine_state_series(frames, edges)),
-        "threads": _rounded(thread_series(frames, edges)),
+        "goroutine_states": s["goroutine_states"],
+        "threads": s["threads"],
         "metrics": c["metrics"],
         "gc_bands": c["gc_bands"],
         "gc_coverage": c["gc_coverage"],

@@ -1,0 +1,126 @@
+"""The overview's runtime-metrics counters as compact columns: a cache of SQL
+``metrics``.
+
+The overview draws three of Go's runtime/metrics counters (heap objects, heap
+goal, GOMAXPROCS). A busy 200 MB trace holds 3.7 M heap samples: reading them
+back from SQL costs 3-8 s a request, so they are kept as memory-mapped int64
+columns beside the frames (``derived-v2/overview_counters/``), read a window
+at a time by the views (:mod:`ingest.views.overview`). The loader can stage
+them from the metrics columns it has at hand (:func:`counters_of`, through
+``FrameWriter.add_derived(COUNTERS_KEY, ...)``); otherwise the first view builds
+them from the database (:func:`counters_from_db`, one scan, fetched in
+chunks). Either way the rows are those of
+``SELECT ts, value FROM metrics WHERE name = ? AND value IS NOT NULL ORDER BY seq``,
+then stably sorted by ``ts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Engine, case, select
+
+from ingest.columns import Nullable
+from ingest.derive.cache import TraceFrames, cached
+from ingest.store import models
+
+I64 = npt.NDArray[np.int64]
+
+#: Metrics plotted on the overview (Go's runtime/metrics names).
+HEAP_METRICS = ("/memory/classes/heap/objects:bytes", "/gc/heap/goal:bytes")
+GOMAXPROCS_METRIC = "/sched/gomaxprocs:threads"
+COUNTER_METRICS = (*HEAP_METRICS, GOMAXPROCS_METRIC)
+#: The derived-value key the columns are cached (and staged) under.
+COUNTERS_KEY = "overview_counters"
+
+_FETCH = 262_144
+
+
+@dataclass
+class Counters:
+    """Samples of ``names``: metric ``names[i]`` owns rows ``off[i]:off[i+1]``
+    of ``ts`` and ``value``, sorted by time (ties in sample order)."""
+
+    names: list[str]
+    off: I64
+    ts: I64
+    value: I64
+
+    def series(self, name: str) -> tuple[I64, I64]:
+        """(ts, value) of one metric (empty when the trace has none)."""
+        if name not in self.names:
+            z = np.zeros(0, np.int64)
+            return z, z
+        i = self.names.index(name)
+        a, b = int(self.off[i]), int(self.off[i + 1])
+        return self.ts[a:b], self.value[a:b]
+
+
+def _grouped(code: npt.NDArray[np.integer[Any]], ts: I64, value: I64) -> Counters:
+    """Counters from per-sample metric codes (index into COUNTER_METRICS, -1:
+    another metric), in sample order."""
+    keep = code >= 0
+    code, ts, value = code[keep], ts[keep], value[keep]
+    # One stable sort by (metric, ts): sample order breaks ties, as the SQL
+    # ORDER BY seq then a stable sort by ts would.
+    order = np.lexsort((ts, code))
+    counts = np.bincount(code, minlength=len(COUNTER_METRICS))
+    return Counters(list(COUNTER_METRICS),
+                    np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                    np.ascontiguousarray(ts[order], dtype=np.int64),
+                    np.ascontiguousarray(value[order], dtype=np.int64))
+
+
+def counters_of(cols: Mapping[str, Any]) -> Counters:
+    """The counters from the loader's metrics columns (``seq``, ``ts``,
+    ``name`` and ``value``, a :class:`ingest.columns.Nullable` or an int
+    array; samples without a value left out)."""
+    seq = np.asarray(cols["seq"], np.int64)
+    ts = np.asarray(cols["ts"], np.int64)
+    names: Sequence[Any] = cols["name"]
+    value = cols["value"]
+    if isinstance(value, Nullable):
+        v, null = np.asarray(value.values, np.int64), np.asarray(value.null, bool)
+    else:
+        v, null = np.asarray(value, np.int64), np.zeros(len(ts), bool)
+    name_arr = np.asarray(names, dtype=object)
+    code = np.full(len(ts), -1, np.int8)
+    for i, n in enumerate(COUNTER_METRICS):
+        code[name_arr == n] = i
+    code[null] = -1
+    if len(seq) > 1 and bool((seq[1:] < seq[:-1]).any()):
+        order = np.argsort(seq, kind="stable")
+        code, ts, v = code[order], ts[order], v[order]
+    return _grouped(code, ts, v)
+
+
+def counters_from_db(engine: Engine, trace_id: int) -> Counters:
+    """The counters of ``trace_id`` read from SQL ``metrics``: one scan, names
+    as small codes, fetched in chunks straight from the driver's cursor (no
+    row objects; a Python tuple per sample at a time would take ~0.5 GB on a
+    200 MB trace)."""
+    mt = models.metrics
+    code = case({n: i for i, n in enumerate(COUNTER_METRICS)}, value=mt.c.name)
+    stmt = (select(code, mt.c.ts, mt.c.value)
+            .where(mt.c.trace_id == trace_id, mt.c.name.in_(COUNTER_METRICS),
+                   mt.c.value.is_not(None))
+            .order_by(mt.c.seq))
+    parts: list[npt.NDArray[np.int64]] = []
+    with engine.connect() as conn:
+        cursor = conn.execute(stmt).cursor
+        assert cursor is not None
+        while rows := cursor.fetchmany(_FETCH):
+            parts.append(np.array(rows, dtype=np.int64).reshape(-1, 3))
+    arr = np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
+    return _grouped(arr[:, 0], arr[:, 1], arr[:, 2])
+
+
+def trace_counters(engine: Engine, frames: TraceFrames, trace_id: int) -> Counters:
+    """The counters of the trace of ``frames``: staged by the loader or built
+    from the database once, then memory-mapped from the frames' directory."""
+    return cached(frames, COUNTERS_KEY, lambda: counters_from_db(engine, trace_id),
+                  persist=(Counters,))

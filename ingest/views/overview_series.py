@@ -1,0 +1,163 @@
+"""Goroutines and threads by state over time: the exact time in each state per
+bin, in one pass over the goroutine intervals, and the whole trace's default
+series kept as a report cache.
+
+Each goroutine interval row gets one *series code*: Running and Syscall split
+by whether the row ran on a thread (``m != -1``: those are the threads'
+Running and Syscall too, as :func:`ingest.views.states_frames.thread_stays`
+counts them), Runnable, and Waiting by wait category
+(:func:`ingest.views.states_frames.goroutine_wait_categories`). For the
+intervals ``[s, e)`` (clipped to the edges' span) the time inside bin ``j`` =
+``[x_j, x_j+1)`` is
+
+    width_j * (intervals in progress at x_j)
+    + sum over starts s in bin j of (x_j+1 - s) - sum over ends e in bin j of (x_j+1 - e)
+
+so per (code, bin) a count and a sum of offsets under one bin width are all
+it takes (``np.bincount`` over ``code * bins + bin``, rows in chunks; no
+sort). Sums are exact integers: the offsets' float sums stay below 2**53 (a
+chunk's offsets are split in high and low bits when they could not). A bin's
+average count is its time over its width.
+
+The whole trace at the default bins is what the overview page opens with: it
+is built once per trace and kept with the frames (:func:`default_series`,
+``derived-v2/overview_series-bins<N>.json``); any other window or bin count is
+computed on request (about 1.3 s for 19.5 M intervals).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ingest.derive.cache import cached_json
+from ingest.derive.frames import TraceFrames
+from ingest.store import models
+from ingest.views.states_frames import WAIT_CATEGORIES, goroutine_wait_categories, node_name
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+#: Goroutine series of the stacked area, bottom to top.
+STATE_SERIES = ("Running", "Runnable", "Syscall",
+                *(node_name("Waiting", c) for c in WAIT_CATEGORIES))
+#: Decimals of the time-weighted averages in the JSON.
+AVG_DECIMALS = 6
+
+_RUNNING, _RUNNABLE, _SYSCALL, _WAITING = (
+    models.STATE_CODE[s] for s in ("Running", "Runnable", "Syscall", "Waiting"))
+# Series codes: (Running, on a thread), (Running, none), Runnable, (Syscall,
+# on a thread), (Syscall, none), then one per wait category.
+_RUN_M, _RUN_NO_M, _RUNNABLE_C, _SYS_M, _SYS_NO_M, _WAIT0 = range(6)
+_CODES = _WAIT0 + len(WAIT_CATEGORIES)
+#: Interval rows per chunk (a few tens of MB of temporaries at a time).
+_CHUNK = 1 << 21
+_EXACT = 1 << 53
+
+
+def _bin_sums(p: I64, code: npt.NDArray[np.int8], edges: I64
+              ) -> tuple[I64, I64]:
+    """Per (code, bin) of the points ``p`` (inside the edges' span): their
+    count and the exact sum of ``x_j+1 - p``; a point on the last edge lands in
+    a dummy last bin, dropped by the caller."""
+    nb = len(edges)
+    j = np.searchsorted(edges, p, "right") - 1
+    idx = code.astype(np.int64) * nb + j
+    size = _CODES * nb
+    count = np.bincount(idx, minlength=size)
+    off = edges[np.minimum(j + 1, nb - 1)] - p
+    top = int(off.max()) if len(off) else 0
+    if top * len(off) < _EXACT:
+        total = np.bincount(idx, weights=off.astype(np.float64), minlength=size)
+        return count, total.astype(np.int64)
+    # Offsets whose float sums could round: high and low 26 bits apart.
+    hi = np.bincount(idx, weights=(off >> 26).astype(np.float64), minlength=size)
+    lo = np.bincount(idx, weights=(off & ((1 << 26) - 1)).astype(np.float64),
+                     minlength=size)
+    return count, (hi.astype(np.int64) << 26) + lo.astype(np.int64)
+
+
+def _state_codes() -> npt.NDArray[np.int8]:
+    """State code -> series code (Running and Syscall: on a thread; -1: none)."""
+    lut = np.full(len(models.STATE_NAMES), -1, np.int8)
+    lut[_RUNNING], lut[_RUNNABLE], lut[_SYSCALL] = _RUN_M, _RUNNABLE_C, _SYS_M
+    return lut
+
+
+_STATE_CODES = _state_codes()
+
+
+def _row_codes(frames: TraceFrames, cats: npt.NDArray[np.int8], a: int, b: int
+               ) -> npt.NDArray[np.int8]:
+    """The series code of goroutine interval rows ``a:b`` (-1: in none)."""
+    st = frames.state[a:b]
+    code = _STATE_CODES[st]
+    # Running and Syscall on no thread are the next code up.
+    code += ((np.asarray(frames.intervals["m"][a:b]) == -1)
+             & ((st == _RUNNING) | (st == _SYSCALL))).astype(np.int8)
+    waiting = st == _WAITING
+    code[waiting] = _WAIT0 + cats[a:b][waiting]
+    return code
+
+
+def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str, I64]]:
+    """Exact ns per bin of ``edges``: for each of STATE_SERIES, the goroutines'
+    time in it; and the threads' time Running and in Syscall (goroutine
+    intervals begun on a thread), intervals clipped to the edges' span."""
+    n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
+    nb = len(edges)
+    lo, hi = int(edges[0]), int(edges[-1])
+    count = np.zeros(_CODES * nb, np.int64)
+    total = np.zeros(_CODES * nb, np.int64)
+    cats, _ = goroutine_wait_categories(frames) if n_g else (np.zeros(0, np.int8), [])
+    iv = frames.intervals
+    for a in range(0, n_g, _CHUNK):
+        b = min(n_g, a + _CHUNK)
+        code = _row_codes(frames, cats, a, b)
+        s = np.clip(iv["start_ts"][a:b], lo, hi)
+        e = np.clip(iv["end_ts"][a:b], lo, hi)
+        keep = (e > s) & (code >= 0)
+        s, e, code = s[keep], e[keep], code[keep]
+        c_s, t_s = _bin_sums(s, code, edges)
+        c_e, t_e = _bin_sums(e, code, edges)
+        count += c_s - c_e
+        total += t_s - t_e
+    c = count.reshape(_CODES, nb)[:, :-1]
+    t = total.reshape(_CODES, nb)[:, :-1]
+    in_progress = np.cumsum(c, axis=1) - c
+    ns = np.diff(edges) * in_progress + t
+    goroutines = {"Running": ns[_RUN_M] + ns[_RUN_NO_M], "Runnable": ns[_RUNNABLE_C],
+                  "Syscall": ns[_SYS_M] + ns[_SYS_NO_M]}
+    for i, cat in enumerate(WAIT_CATEGORIES):
+        goroutines[node_name("Waiting", cat)] = ns[_WAIT0 + i]
+    return goroutines, {"Running": ns[_RUN_M], "Syscall": ns[_SYS_M]}
+
+
+def averages(ns: dict[str, I64], edges: I64) -> dict[str, list[float]]:
+    """Average counts per bin (time over width), rounded to AVG_DECIMALS: far
+    below a pixel, and about 9 characters a number in the JSON (17 unrounded)."""
+    width = np.diff(edges).astype(np.float64)
+    return {k: np.round(v / width, AVG_DECIMALS).tolist() for k, v in ns.items()}
+
+
+def series(frames: TraceFrames, edges: I64) -> dict[str, dict[str, list[float]]]:
+    """``goroutine_states`` (each of STATE_SERIES) and ``threads`` (Running,
+    Syscall): average counts per bin of ``edges``."""
+    goroutines, threads = state_ns(frames, edges)
+    return {"goroutine_states": averages(goroutines, edges),
+            "threads": averages(threads, edges)}
+
+
+def default_series(frames: TraceFrames, edges: I64, bins: int
+                   ) -> dict[str, Any]:
+    """:func:`series` of the whole trace at ``bins`` bins (``edges``), built
+    once per trace and kept with the frames: ``edges`` plus the series."""
+    def build() -> dict[str, Any]:
+        return {"edges": edges.tolist(), **series(frames, edges)}
+
+    out: dict[str, Any] = cached_json(frames, f"overview_series-bins{bins}", build)
+    if out["edges"] != edges.tolist():  # a trace row and frames that disagree
+        return {"edges": edges.tolist(), **series(frames, edges)}
+    return out

@@ -1,0 +1,181 @@
+"""The overview's fast paths give the straightforward computation's numbers:
+
+- the goroutine and thread series (one pass, exact integer ns per bin; the
+  whole trace's default bins kept as a report cache) equal, bin by bin, the
+  plain sum over the intervals of each one's overlap with the bin, read from
+  SQL (interval_view, thread_intervals);
+- the counter columns (staged from the loader's columns, or built from SQL,
+  then memory-mapped) are the metrics table's samples;
+- a fresh process's view read from the caches on disk is the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, text
+
+from ingest.columns import Nullable
+from ingest.derive.cache import derived_dir
+from ingest.derive.frames import FrameStore
+from ingest.derive.overview_counters import (
+    COUNTER_METRICS,
+    COUNTERS_KEY,
+    counters_from_db,
+    counters_of,
+    trace_counters,
+)
+from ingest.load.pipeline import IngestResult
+from ingest.views.overview import DEFAULT_BINS, bin_edges, overview
+from ingest.views.overview_series import AVG_DECIMALS, STATE_SERIES, state_ns
+from ingest.views.states_frames import wait_category
+from tests.support.ingest_fixtures import TRACES, loaded
+
+Loaded = tuple[Engine, Path, dict[str, IngestResult]]
+FIXTURES = (loaded,)
+
+NAMES = [t.name for t in TRACES]
+
+
+def _overlaps(rows: list[tuple[str, int, int]], edges: np.ndarray) -> dict[str, np.ndarray]:
+    """Per series, per bin: the sum over its intervals of
+    max(0, min(end, right) - max(start, left)), as exact integers."""
+    left, right = edges[:-1], edges[1:]
+    out: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(left), np.int64))
+    for series, s, e in rows:
+        out[series] += np.maximum(0, np.minimum(e, right) - np.maximum(s, left))
+    return out
+
+
+def _goroutine_rows(engine: Engine, tid: int) -> list[tuple[str, int, int]]:
+    """(series, start, end) of every goroutine interval in an overview series;
+    a Waiting -> Waiting interval without a reason keeps the category of the
+    wait it continues (same goroutine)."""
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT rid, state, from_state, reason, start_ts, end_ts FROM interval_view "
+            "WHERE trace_id = :t AND resource = 'goroutine' ORDER BY id"), {"t": tid}).all()
+    out = []
+    prev_rid, prev_cat = None, None
+    for rid, state, frm, reason, s, e in rows:
+        cat = None
+        if state == "Waiting":
+            if frm == "Waiting" and not reason and rid == prev_rid and prev_cat:
+                cat = prev_cat
+            else:
+                cat = wait_category(reason)
+        prev_rid, prev_cat = rid, cat
+        name = f"Waiting: {cat}" if cat else state
+        if name in STATE_SERIES:
+            out.append((name, int(s), int(e)))
+    return out
+
+
+def _thread_rows(engine: Engine, tid: int) -> list[tuple[str, int, int]]:
+    with engine.connect() as conn:
+        return [(state, int(s), int(e)) for state, s, e in conn.execute(text(
+            "SELECT state, start_ts, end_ts FROM thread_intervals WHERE trace_id = :t"),
+            {"t": tid})]
+
+
+def _window(engine: Engine, tid: int) -> tuple[int, int]:
+    with engine.connect() as conn:
+        first, last = conn.execute(text("SELECT first_ts, last_ts FROM traces WHERE id = :t"),
+                                   {"t": tid}).one()
+    return int(first), int(last)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_series_equal_the_plain_overlap_sums(loaded: Loaded, name: str) -> None:
+    """The whole trace at the default bins (served from the report cache) and
+    a zoomed window at odd bins (computed on request): every bin's time in
+    every series, goroutines and threads, is the plain overlap sum; the JSON's
+    averages are those times over the bin widths, rounded."""
+    engine, data_dir, results = loaded
+    tid = results[name].id
+    frames = FrameStore(engine, data_dir).get(tid)
+    first, last = _window(engine, tid)
+    g_rows, t_rows = _goroutine_rows(engine, tid), _thread_rows(engine, tid)
+    assert g_rows, name
+    span = last - first
+    for bins, t1, t2 in ((DEFAULT_BINS, None, None),
+                         (37, first + span // 5, first + 4 * span // 5)):
+        data = overview(engine, frames, tid, bins=bins, t1=t1, t2=t2)
+        edges = np.array(data["bins"]["edges"], np.int64)
+        assert (edges[0], edges[-1]) == (t1 or first, t2 or last)
+        goroutines, threads = state_ns(frames, edges)
+        want_g, want_t = _overlaps(g_rows, edges), _overlaps(t_rows, edges)
+        widths = np.diff(edges).astype(np.float64)
+        for series in STATE_SERIES:
+            assert goroutines[series].tolist() == want_g[series].tolist(), series
+            assert data["goroutine_states"][series] == np.round(
+                want_g[series] / widths, AVG_DECIMALS).tolist(), series
+        for state in ("Running", "Syscall"):
+            assert threads[state].tolist() == want_t[state].tolist(), state
+            assert data["threads"][state] == np.round(
+                want_t[state] / widths, AVG_DECIMALS).tolist(), state
+    cache = derived_dir(frames)
+    assert cache is not None and (cache / f"overview_series-bins{DEFAULT_BINS}.json").is_file()
+
+
+def _sql_samples(engine: Engine, tid: int) -> dict[str, list[tuple[int, int]]]:
+    """Each counter's (ts, value) samples: SQL order by seq, then a stable
+    sort by ts."""
+    out: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    with engine.connect() as conn:
+        for n, ts, v in conn.execute(text(
+                "SELECT name, ts, value FROM metrics WHERE trace_id = :t "
+                "AND value IS NOT NULL ORDER BY seq"), {"t": tid}):
+            out[n].append((int(ts), int(v)))
+    return {n: sorted(out[n], key=lambda s: s[0]) for n in COUNTER_METRICS}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_counter_columns_are_the_metrics_table(loaded: Loaded, name: str) -> None:
+    """Built from SQL, staged from loader-like columns (every metric, NULL
+    values, rows out of seq order), or memory-mapped back from the cache:
+    each counter's samples are the metrics table's."""
+    engine, data_dir, results = loaded
+    tid = results[name].id
+    want = _sql_samples(engine, tid)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT seq, ts, name, value FROM metrics "
+                                 "WHERE trace_id = :t ORDER BY seq DESC"), {"t": tid}).all()
+    null = np.array([r.value is None for r in rows], bool)
+    cols = {"seq": np.array([r.seq for r in rows], np.int64),
+            "ts": np.array([r.ts for r in rows], np.int64),
+            "name": np.array([r.name for r in rows], dtype=object),
+            "value": Nullable(np.array([r.value or 0 for r in rows], np.int64), null)}
+    frames = FrameStore(engine, data_dir).get(tid)
+    for c in (counters_from_db(engine, tid), counters_of(cols),
+              trace_counters(engine, frames, tid)):
+        assert c.names == list(COUNTER_METRICS)
+        for metric in COUNTER_METRICS:
+            ts, v = c.series(metric)
+            assert list(zip(ts.tolist(), v.tolist(), strict=True)) == want[metric], metric
+
+
+def test_views_from_the_caches_on_disk(loaded: Loaded) -> None:
+    """A new frame store (another worker, a restart) reads the overview's
+    caches from disk and answers the same; with them removed it builds them
+    again, to the same answer."""
+    engine, data_dir, results = loaded
+    name = max(NAMES, key=lambda n: results[n].events)
+    tid = results[name].id
+    frames = FrameStore(engine, data_dir).get(tid)
+    want = json.dumps(overview(engine, frames, tid))
+    cache = derived_dir(frames)
+    assert cache is not None and (cache / COUNTERS_KEY / "manifest.json").is_file()
+    again = FrameStore(engine, data_dir).get(tid)
+    assert json.dumps(overview(engine, again, tid)) == want
+    shutil.rmtree(cache / COUNTERS_KEY)
+    (cache / f"overview_series-bins{DEFAULT_BINS}.json").unlink()
+    rebuilt = FrameStore(engine, data_dir).get(tid)
+    assert json.dumps(overview(engine, rebuilt, tid)) == want
+    edges = bin_edges(*_window(engine, tid), DEFAULT_BINS)
+    assert json.loads(want)["bins"]["edges"] == edges.tolist()
