@@ -9,7 +9,7 @@ turned into small codes, so that a 5-million-transition trace costs about
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -266,6 +266,20 @@ def read_transitions(directory: Path, expected_rows: int | None = None) -> Trans
         p=narrow_small(ints.pop("p")),
         g=ints["g"], stack=narrow_small(ints.pop("stack_id")), reasons=list(reasons),
     )
+
+
+def iter_table(directory: Path, name: str) -> Iterator[pa.Table]:
+    """One of the small files, row group by row group (a big trace's events
+    are never one table in memory)."""
+    import pyarrow.parquet as pq
+
+    path = directory / f"{name}.parquet"
+    try:
+        f = pq.ParquetFile(path)
+        for i in range(f.num_row_groups):
+            yield f.read_row_group(i)
+    except (OSError, pa.ArrowException) as e:
+        raise ParquetDirError(f"{path}: unreadable: {e}") from None
 
 
 def read_table(directory: Path, name: str) -> pa.Table:

@@ -289,25 +289,29 @@ def decode_in_memory(
     data: bytes | memoryview,
     transitions: Callable[[pa.Table], None],
     source: dict[str, Any] | None = None,
+    events: Callable[[pa.Table], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """Decode a Go 1.22+ trace with the C decoder without writing files.
 
     Each row group of transitions goes to ``transitions`` as it is decoded
     (its string columns as dictionary arrays; the caller keeps what it needs
-    of it). Returns meta.json's content and the events, transition_stacks
-    and stacks tables with the types their Parquet files read back with.
-    Raises TraceFormatError as write_parquet_fast does.
+    of it); so does each row group of events to ``events`` when given (then
+    no events table is returned). Returns meta.json's content and the events,
+    transition_stacks and stacks tables with the types their Parquet files
+    read back with. Raises TraceFormatError as write_parquet_fast does.
     """
     dec = ChunkDecoder(data)
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_SCHEMAS}
     for name, table in dec.chunks():
         if name == "transitions":
             transitions(table)
+        elif name == "events" and events is not None:
+            events(table)
         else:
             parts[name].append(table.cast(READ_SCHEMAS[name]))
     meta = _finish(dec, source)
     tables = {name: pa.concat_tables(ts) if ts else READ_SCHEMAS[name].empty_table()
-              for name, ts in parts.items()}
+              for name, ts in parts.items() if not (name == "events" and events is not None)}
     stacks = dec.stacks_tables()
     tables["stacks"] = pa.concat_tables(stacks) if stacks else STACKS_SCHEMA.empty_table()
     return meta, tables

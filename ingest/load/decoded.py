@@ -17,22 +17,24 @@ from ingest.load.row_group_handoff import RowGroupHandOff
 
 if TYPE_CHECKING:
     from ingest.columns import Transitions
+    from ingest.load.event_split import EventParts
 
 
 class Decoded:
     """A decoded trace in memory: meta.json's content, the transitions as
-    compact columns and the other tables as Arrow tables.
+    compact columns, the events split by the table they become
+    (:class:`ingest.load.event_split.EventParts`) and the stacks as Arrow tables.
 
     :meth:`take` hands them over and forgets them, so that the loader alone
     holds them and can drop each as soon as it is done with it.
     """
 
-    def __init__(self, meta: dict[str, Any], tr: Transitions, events: Any, tstacks: Any,
-                 stacks: Any) -> None:
-        self._parts: tuple[dict[str, Any], Transitions, Any, Any, Any] | None = (
+    def __init__(self, meta: dict[str, Any], tr: Transitions, events: EventParts,
+                 tstacks: Any, stacks: Any) -> None:
+        self._parts: tuple[dict[str, Any], Transitions, EventParts, Any, Any] | None = (
             meta, tr, events, tstacks, stacks)
 
-    def take(self) -> tuple[dict[str, Any], Transitions, Any, Any, Any]:
+    def take(self) -> tuple[dict[str, Any], Transitions, EventParts, Any, Any]:
         """(meta, transitions, events, transition_stacks, stacks), once."""
         if self._parts is None:
             raise RuntimeError("a decoded trace is loaded once")
@@ -68,6 +70,7 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
     _, family = read_header(data)
     if family != "v2" or not columnar.available():
         return None
+    from ingest.load.event_split import EventParts
     from ingest.load.transitions_builder import TransitionsBuilder
 
     # Room for a transition every two bytes of trace: more than a trace
@@ -83,14 +86,21 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
             raise DecodeCancelled(str(path))
         handoff.put(table)
 
+    events = EventParts()
+
+    def add_events(table: Any) -> None:
+        if cancelled():
+            raise DecodeCancelled(str(path))
+        events.add(table)
+
     source = {"name": path.name, "size": len(data), "sha256": sha256}
     try:
-        meta, tables = columnar.decode_in_memory(data, add, source=source)
+        meta, tables = columnar.decode_in_memory(data, add, source=source, events=add_events)
         del data
         handoff.finish()
     finally:
         handoff.close()
-    return Decoded(meta, builder.finish(int(meta["transitions"])), tables["events"],
+    return Decoded(meta, builder.finish(int(meta["transitions"])), events,
                    tables["transition_stacks"], tables["stacks"])
 
 
@@ -98,10 +108,12 @@ def import_decoder() -> None:
     """Import what :func:`decode_bytes` needs (numpy, Arrow and its compute
     functions, which a decode would import on first use, the decoder, the
     transitions' builder): SQLAlchemy is not among them."""
+    import numpy.ma  # noqa: F401  # pyarrow reaches it when it takes numpy indices
     import pyarrow.compute  # type: ignore[import-untyped]  # noqa: F401
 
     import collectors.gotrace.columnar  # noqa: F401
     import collectors.gotrace.reader  # noqa: F401
+    import ingest.load.event_split  # noqa: F401
     import ingest.load.transitions_builder  # noqa: F401
     from ingest.extensions import optional_extension
 

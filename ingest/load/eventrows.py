@@ -1,36 +1,36 @@
-"""Rows from events.parquet: ranges (GC, STW, sweep, assist), tasks, regions,
+"""Rows from the events: ranges (GC, STW, sweep, assist), tasks, regions,
 logs, metrics and the events modelled nowhere else.
 
+Each function takes its events from :class:`ingest.load.event_split.EventParts`
+(one target's kinds and columns, in decode order) and returns the table's
+columns as arrays, never a Python object per event: a 200 MB trace has 6 M
+region events and 3.7 M metric samples.
+
 Ranges, tasks and regions arrive as begin/end event pairs; they are paired
-here. A range or region that ends without a begin in the trace began before
-the trace window (start NULL); one that never ends is open at the end (end
-NULL). ``RangeActive`` (a range in progress when a generation starts) counts
-as a begin whose true start is unknown (``active_at_start``).
+here (:mod:`ingest.load.pairing`). A range or region that ends without a
+begin in the trace began before the trace window (start NULL); one that never
+ends is open at the end (end NULL). ``RangeActive`` (a range in progress when
+a generation starts) counts as a begin whose true start is unknown
+(``active_at_start``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
+import numpy.typing as npt
 
 from collectors.gotrace.model import NO_TASK
 from ingest.columns import Nullable
+from ingest.load.event_split import OTHER_KINDS, EventParts, EventTable, Texts
+from ingest.load.pairing import pair_nested
 
-Columns = dict[str, list[Any]]
+Arr = npt.NDArray[Any]
+Columns = dict[str, Any]
 
-#: Kinds stored in other_events (the rest have tables of their own).
-OTHER_KINDS = ("Sync", "Label", "StackSample", "Experimental")
-
-
-def task_id(v: int | None) -> int | None:
-    """A Go task id as a signed 64-bit SQL value; NoTask is NULL."""
-    if v is None or v == NO_TASK:
-        return None
-    return v - (1 << 64) if v >= 1 << 63 else v
+__all__ = ["OTHER_KINDS", "logs", "metrics", "other_events", "range_kind", "ranges",
+           "regions", "tasks"]
 
 
 def range_kind(name: str) -> str:
@@ -47,117 +47,177 @@ def range_kind(name: str) -> str:
     return "other"
 
 
-def _rows(events: pa.Table, kinds: tuple[str, ...], cols: list[str]) -> dict[str, list[Any]]:
-    mask = pc.is_in(events.column("kind"), value_set=pa.array(kinds))
-    sub = events.filter(mask).select(cols)
-    return {c: sub.column(c).to_pylist() for c in cols}
+def task_ids(values: Arr, null: Arr | None = None) -> Nullable:
+    """Go task ids as signed 64-bit SQL values (above 2**63 they wrap); NoTask
+    and missing ones are NULL."""
+    v = values.astype(np.uint64)
+    gone = v == np.uint64(NO_TASK)
+    if null is not None:
+        gone |= null
+    return Nullable(v.view(np.int64), gone)
 
 
-def metrics(events: pa.Table) -> dict[str, Any]:
-    """Metric samples as arrays: a trace has one per metric per GC cycle and
-    generation (106 k in the 20 MB benchmark trace), so not Python lists
-    (their objects cost ~50 MB of the load's peak)."""
-    mask = pc.equal(events.column("kind"), "Metric")
-    sub = events.filter(mask).select(["seq", "ts", "name", "value", "value_str"])
-    value = sub.column("value")
-    null = value.is_null().to_numpy(zero_copy_only=False)
-    # Go's uint64 values as signed 64-bit SQL integers (above 2**63 they wrap).
-    wrapped = value.fill_null(0).to_numpy().astype(np.uint64).view(np.int64)
-    names = sub.column("name").fill_null("").combine_chunks().dictionary_encode()
-    return {
-        "seq": sub.column("seq").to_numpy(), "ts": sub.column("ts").to_numpy(),
-        "name": np.array(names.dictionary.to_pylist() or [""], dtype=object)[
-            names.indices.to_numpy()],
-        "value": Nullable(wrapped, null),
-        "value_str": sub.column("value_str").to_pylist()}
+def _canon(t: Texts, null_as: str) -> Arr:
+    """Codes under which NULL and ``null_as`` are one value (keys for pairing)."""
+    values = [null_as if v is None else v for v in t.values]
+    _, first, inverse = np.unique(np.array(values, dtype=object), return_index=True,
+                                  return_inverse=True)
+    return first[inverse].astype(np.int32)[t.codes]
 
 
-def logs(events: pa.Table) -> Columns:
-    r = _rows(events, ("Log",), ["seq", "ts", "g", "task_id", "category", "message",
-                                 "stack_id"])
-    r["task_id"] = [task_id(v) for v in r["task_id"]]
-    r["category"] = [v or "" for v in r["category"]]
-    r["message"] = [v or "" for v in r["message"]]
-    return r
+def _kinds(t: EventTable) -> list[str | None]:
+    return t.text("kind").values
 
 
-def other_events(events: pa.Table) -> Columns:
-    cols = ["seq", "kind", "ts", "m", "p", "g", "stack_id", "name", "scope", "scope_id",
-            "attrs", "sync_n", "clock_trace_ns", "clock_mono_ns", "clock_wall_ns"]
-    return _rows(events, OTHER_KINDS, cols)
+def _is(t: EventTable, *kinds: str) -> Arr:
+    names = _kinds(t)
+    wanted = [i for i, k in enumerate(names) if k in kinds]
+    return np.isin(t.text("kind").codes, wanted)
 
 
-def ranges(events: pa.Table) -> Columns:
+def _at(values: Arr, idx: Arr, missing: Arr) -> Nullable:
+    """values[idx] where idx >= 0, NULL where ``missing``."""
+    return Nullable(np.where(missing, 0, values[np.maximum(idx, 0)]), missing)
+
+
+def ranges(parts: EventParts) -> Columns:
     """Paired ranges: one row per begin (or active) with its matching end."""
-    r = _rows(events, ("RangeBegin", "RangeActive", "RangeEnd"),
-              ["kind", "ts", "m", "p", "g", "stack_id", "name", "scope", "scope_id", "attrs"])
-    out: Columns = {k: [] for k in ("id", "name", "kind", "scope", "scope_id", "start_ts",
-                                    "end_ts", "active_at_start", "m", "p", "g", "stack_id",
-                                    "end_attrs")}
-    open_: dict[tuple[str, str, int], list[int]] = defaultdict(list)
-    for kind, ts, m, p, g, stack, name, scope, sid, attrs in zip(*r.values(), strict=True):
-        name = name or ""
-        scope = scope or "global"
-        sid = -1 if sid is None else sid
-        key = (name, scope, sid)
-        if kind == "RangeEnd" and open_[key]:
-            i = open_[key].pop()
-            out["end_ts"][i] = ts
-            out["end_attrs"][i] = attrs
-            continue
-        i = len(out["id"])
-        begun = kind != "RangeEnd"
-        for col, val in (("id", i), ("name", name), ("kind", range_kind(name)),
-                         ("scope", scope), ("scope_id", sid),
-                         ("start_ts", ts if begun else None),
-                         ("end_ts", None if begun else ts),
-                         ("active_at_start", kind == "RangeActive"), ("m", m), ("p", p),
-                         ("g", g), ("stack_id", stack), ("end_attrs", None if begun else attrs)):
-            out[col].append(val)
-        if begun:
-            open_[key].append(i)
-    return out
+    t = parts.table("ranges")
+    begin = ~_is(t, "RangeEnd")
+    name = _canon(t.text("name"), "")
+    scope = _canon(t.text("scope"), "global")
+    sid = t.num("scope_id")
+    scope_id = np.where(sid.nulls(), -1, sid.values).astype(np.int64)
+    pairs = pair_nested([name, scope, scope_id], begin)
+    r, e, begun = pairs.row_event, pairs.end_event, pairs.begun
+    ts = t.num("ts").values
+    closed = e >= 0
+    end_idx = np.where(closed, e, np.where(begun, -1, r))
+    names = t.text("name").objects("")[r]
+    kind_of = {v: range_kind(v) for v in set(names.tolist())}
+    attrs = t.text("attrs").objects()
+    end_attrs = attrs[np.maximum(end_idx, 0)]
+    end_attrs[end_idx < 0] = None
+    return {
+        "id": np.arange(len(r), dtype=np.int64), "name": names,
+        "kind": np.array([kind_of[v] for v in names.tolist()], dtype=object),
+        "scope": t.text("scope").objects("global")[r], "scope_id": scope_id[r],
+        "start_ts": Nullable(np.where(begun, ts[r], 0), ~begun),
+        "end_ts": _at(ts, end_idx, end_idx < 0),
+        "active_at_start": _is(t, "RangeActive")[r].tolist(),
+        "m": t.num("m").values[r], "p": t.num("p").values[r], "g": t.num("g").values[r],
+        "stack_id": t.num("stack_id").values[r], "end_attrs": end_attrs}
 
 
-def tasks(events: pa.Table) -> Columns:
-    r = _rows(events, ("TaskBegin", "TaskEnd"), ["kind", "ts", "g", "name", "task_id",
-                                                 "parent_task_id"])
-    by_id: dict[int | None, dict[str, Any]] = {}
-    for kind, ts, g, name, tid, parent in zip(*r.values(), strict=True):
-        t = task_id(tid)
-        row = by_id.setdefault(t, {"task_id": t, "parent_id": task_id(parent), "name": name,
+def regions(parts: EventParts) -> Columns:
+    """Regions paired per goroutine and name, last opened first closed (they nest)."""
+    t = parts.table("regions")
+    begin = _is(t, "RegionBegin")
+    g = t.num("g").values
+    pairs = pair_nested([g, _canon(t.text("name"), "")], begin)
+    r, e, begun = pairs.row_event, pairs.end_event, pairs.begun
+    ts = t.num("ts").values
+    end_idx = np.where(e >= 0, e, np.where(begun, -1, r))
+    tid = t.num("task_id")
+    return {
+        "id": np.arange(len(r), dtype=np.int64),
+        "task_id": task_ids(tid.values[r], tid.nulls()[r]),
+        "name": t.text("name").objects("")[r], "g": g[r],
+        "start_ts": Nullable(np.where(begun, ts[r], 0), ~begun),
+        "end_ts": _at(ts, end_idx, end_idx < 0), "stack_id": t.num("stack_id").values[r]}
+
+
+def tasks(parts: EventParts) -> Columns:
+    """One row per task id, in order of its first event: the (last) begin's
+    time and goroutine, the (last) end's, the name the begin gives (else the
+    end's) and the parent the begin gives (else the first event's)."""
+    t = parts.table("tasks")
+    tid = task_ids(t.num("task_id").values, t.num("task_id").nulls())
+    known = np.flatnonzero(~tid.null)
+    ids = tid.values[known]
+    begin = _is(t, "TaskBegin")[known]
+    ts, g = t.num("ts").values[known], t.num("g").values[known]
+    names = t.text("name").objects()[known]
+    parent = task_ids(t.num("parent_task_id").values, t.num("parent_task_id").nulls())
+    pv, pn = parent.values[known], parent.null[known]
+    uniq, first_at, slot = np.unique(ids, return_index=True, return_inverse=True)
+    if (np.bincount(slot[begin], minlength=len(uniq)).max(initial=0) > 1
+            or np.bincount(slot[~begin], minlength=len(uniq)).max(initial=0) > 1):
+        return _tasks_in_order(ids, begin, ts, g, names, pv, pn)
+    by_row = np.argsort(first_at, kind="stable")  # tasks in order of first appearance
+    first = first_at[by_row]
+    b = np.full(len(uniq), -1, dtype=np.int64)
+    e = np.full(len(uniq), -1, dtype=np.int64)
+    b[slot[begin]] = np.flatnonzero(begin)
+    e[slot[~begin]] = np.flatnonzero(~begin)
+    b, e = b[by_row], e[by_row]
+    has_b, has_e = b >= 0, e >= 0
+    bi, ei = np.maximum(b, 0), np.maximum(e, 0)
+    b_name = names[bi]
+    name = np.where(has_b & _truthy(b_name), b_name, np.where(has_e, names[ei], b_name))
+    src = np.where(has_b, bi, first)
+    return {
+        "task_id": ids[first], "parent_id": Nullable(pv[src], pn[src]), "name": name,
+        "start_ts": Nullable(np.where(has_b, ts[bi], 0), ~has_b),
+        "end_ts": Nullable(np.where(has_e, ts[ei], 0), ~has_e),
+        "start_g": Nullable(np.where(has_b, g[bi], 0), ~has_b),
+        "end_g": Nullable(np.where(has_e, g[ei], 0), ~has_e)}
+
+
+def _tasks_in_order(ids: Arr, begin: Arr, ts: Arr, g: Arr, names: Arr, pv: Arr,
+                    pn: Arr) -> Columns:
+    """:func:`tasks` event by event, for a trace that begins or ends a task id
+    twice (then the later event wins, as the walk gives)."""
+    by_id: dict[int, dict[str, Any]] = {}
+    for i, t in enumerate(ids.tolist()):
+        parent = None if pn[i] else int(pv[i])
+        row = by_id.setdefault(t, {"task_id": t, "parent_id": parent, "name": names[i],
                                    "start_ts": None, "end_ts": None, "start_g": None,
                                    "end_g": None})
-        if kind == "TaskBegin":
-            row.update(start_ts=ts, start_g=g, name=name or row["name"],
-                       parent_id=task_id(parent))
+        if begin[i]:
+            row.update(start_ts=int(ts[i]), start_g=int(g[i]),
+                       name=names[i] or row["name"], parent_id=parent)
         else:
-            row.update(end_ts=ts, end_g=g)
-            row["name"] = row["name"] or name
-    rows = [v for k, v in by_id.items() if k is not None]
+            row.update(end_ts=int(ts[i]), end_g=int(g[i]))
+            row["name"] = row["name"] or names[i]
     keys = ("task_id", "parent_id", "name", "start_ts", "end_ts", "start_g", "end_g")
-    return {k: [row[k] for row in rows] for k in keys}
+    return {k: [row[k] for row in by_id.values()] for k in keys}
 
 
-def regions(events: pa.Table) -> Columns:
-    """Regions paired per goroutine, last opened first closed (they nest)."""
-    r = _rows(events, ("RegionBegin", "RegionEnd"), ["kind", "ts", "g", "name", "task_id",
-                                                     "stack_id"])
-    out: Columns = {k: [] for k in ("id", "task_id", "name", "g", "start_ts", "end_ts",
-                                    "stack_id")}
-    open_: dict[tuple[int, str], list[int]] = defaultdict(list)
-    for kind, ts, g, name, tid, stack in zip(*r.values(), strict=True):
-        name = name or ""
-        key = (g, name)
-        if kind == "RegionEnd" and open_[key]:
-            out["end_ts"][open_[key].pop()] = ts
-            continue
-        i = len(out["id"])
-        begun = kind == "RegionBegin"
-        for col, val in (("id", i), ("task_id", task_id(tid)), ("name", name), ("g", g),
-                         ("start_ts", ts if begun else None),
-                         ("end_ts", None if begun else ts), ("stack_id", stack)):
-            out[col].append(val)
-        if begun:
-            open_[key].append(i)
+def _truthy(values: Arr) -> Arr:
+    """Which of an object array's strings are non-empty (None is not)."""
+    return np.array([bool(v) for v in values.tolist()], dtype=bool)
+
+
+def logs(parts: EventParts) -> Columns:
+    t = parts.table("logs")
+    tid = t.num("task_id")
+    return {"seq": t.num("seq").values, "ts": t.num("ts").values, "g": t.num("g").values,
+            "task_id": task_ids(tid.values, tid.nulls()),
+            "category": t.text("category").objects(""),
+            "message": t.text("message").objects(""), "stack_id": t.num("stack_id").values}
+
+
+def metrics(parts: EventParts) -> Columns:
+    """Metric samples: a trace has one per metric per GC cycle and generation."""
+    t = parts.table("metrics")
+    value = t.num("value")
+    return {
+        "seq": t.num("seq").values, "ts": t.num("ts").values,
+        "name": t.text("name").objects(""),
+        # Go's uint64 values as signed 64-bit SQL integers (above 2**63 they wrap).
+        "value": Nullable(value.values.astype(np.uint64).view(np.int64), value.nulls()),
+        "value_str": t.text("value_str").objects()}
+
+
+def other_events(parts: EventParts) -> Columns:
+    t = parts.table("other_events")
+    out: Columns = {}
+    for name, col in t.cols.items():
+        if isinstance(col, Texts):
+            out[name] = col.objects()
+        elif col.null is not None:
+            out[name] = Nullable(col.values.astype(np.int64), col.null)
+        else:
+            out[name] = col.values
     return out

@@ -28,8 +28,10 @@ from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from ingest.columns import (
+    Nullable,
     ParquetDirError,
     Seq,
+    iter_table,
     read_meta,
     read_table,
     read_transitions,
@@ -40,6 +42,7 @@ from ingest.derive.frame_layout import Kind
 from ingest.derive.frame_writer import FrameWriter
 from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
+from ingest.load.event_split import split_events
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.tables import DerivedTables, derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
@@ -284,7 +287,7 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             return found
         with timings.phase("read"):
             tr = read_transitions(directory, expected_rows=int(meta["transitions"]))
-            events = read_table(directory, "events")
+            events = split_events(iter_table(directory, "events"))
             tstacks = read_table(directory, "transition_stacks")
             stacks = read_table(directory, "stacks")
     except ParquetDirError as e:
@@ -522,13 +525,21 @@ def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
     from ingest.derive.range_lanes import ranges_of
 
     try:
-        value = ranges_of(cols["id"], cols["kind"], cols["start_ts"], cols["end_ts"],
-                          cols["g"], int(trace_row["first_ts"] or 0),
+        value = ranges_of(cols["id"], list(cols["kind"]), _with_none(cols["start_ts"]),
+                          _with_none(cols["end_ts"]), cols["g"], int(trace_row["first_ts"] or 0),
                           int(trace_row["last_ts"] or 0))
     except Exception:  # noqa: BLE001 - a cache never fails a load
         log.exception("range lanes not staged; built after the commit")
         return False
     return frames.add_derived(LaneSetKey.RANGES, value)
+
+
+def _with_none(col: Any) -> list[Any]:
+    """A Nullable column as a list with None for NULL."""
+    if isinstance(col, Nullable):
+        return [None if n else v for v, n in zip(col.values.tolist(), col.null.tolist(),
+                                                  strict=True)]
+    return list(col)
 
 
 def _precompute_views(engine: Engine, frame_dir: Path,

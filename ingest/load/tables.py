@@ -18,6 +18,7 @@ from ingest.columns import Computed, Gather, Nullable, Seq, Transitions
 from ingest.derive import intervals as derive
 from ingest.derive.interval_order import Columns, Ordered
 from ingest.load import eventrows
+from ingest.load.event_split import EventParts
 from ingest.memory import give_back_free_memory
 from ingest.store import models
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
@@ -32,11 +33,11 @@ class DerivedTables:
     proc_runs.
     """
 
-    def __init__(self, tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
+    def __init__(self, tr: Transitions, meta: dict[str, Any], events: EventParts, tstacks: Any,
                  stacks: Any, timings: Timings | None = None) -> None:
         self.tr = tr
         self.last_ts = int(meta["last_ts"])
-        self.events = events
+        self.events: EventParts | None = events
         self.tstacks = tstacks
         self.stacks = stacks
         self.timings = timings or Timings()
@@ -56,6 +57,8 @@ class DerivedTables:
         # insert worker stores them while the transitions are sorted and
         # summarised here, instead of waiting for the first summary.
         tr, events, stacks = self.tr, self.events, self.stacks
+        if events is None:
+            raise RuntimeError("a trace's derived tables are iterated once")
         ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
         tstack_seq, tstack_id = transition_stacks(self.tstacks)
         yield "transition_stacks", {"seq": tstack_seq, "stack_id": tstack_id}
@@ -78,8 +81,8 @@ class DerivedTables:
         yield "logs", eventrows.logs(events)
         yield "metrics", eventrows.metrics(events)
         yield "other_events", eventrows.other_events(events)
-        # What the transitions' tables need of the events; the Arrow tables go.
-        ev_m, ev_ts = events.column("m").to_numpy(), events.column("ts").to_numpy()
+        # What the threads' table needs of the events; the rest go.
+        ev_m, ev_ts = events.thread_times()
         del events, stacks
         self.events = self.stacks = self.tstacks = None
         o = self.ordered
@@ -215,7 +218,7 @@ def next_id(conn: Connection, table: Any) -> int:
     return int(top or 0) + 1
 
 
-def derived_tables(tr: Transitions, meta: dict[str, Any], events: Any, tstacks: Any,
+def derived_tables(tr: Transitions, meta: dict[str, Any], events: EventParts, tstacks: Any,
                     stacks: Any, timings: Timings | None = None) -> DerivedTables:
     return DerivedTables(tr, meta, events, tstacks, stacks, timings)
 

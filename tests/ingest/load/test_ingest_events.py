@@ -100,17 +100,24 @@ def test_tasks_regions_logs_metrics(loaded: Loaded, decoded: dict[str, Path],
 def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
     import pyarrow as pa
 
-    from ingest.load.eventrows import metrics
+    from ingest.load.event_split import split_events
+    from ingest.load.eventrows import metrics as metrics_of
 
-    events = pa.table({
-        "seq": [1, 2, 3], "kind": ["Metric", "Sync", "Metric"], "ts": [5, 6, 7],
-        "name": ["/gc/heap/goal:bytes", None, None],
-        "value": pa.array([2**64 - 1, None, None], pa.uint64()),
-        "value_str": [None, None, "x"]})
+    def metrics(events: pa.Table) -> dict[str, Any]:
+        return metrics_of(split_events(events))
+
+    from collectors.gotrace.parquet_out import EVENTS_SCHEMA
+
+    events = pa.Table.from_pylist([
+        {"seq": 1, "kind": "Metric", "ts": 5, "m": 1, "name": "/gc/heap/goal:bytes",
+         "value": 2**64 - 1},
+        {"seq": 2, "kind": "Sync", "ts": 6, "m": 1},
+        {"seq": 3, "kind": "Metric", "ts": 7, "m": 2, "value_str": "x"}],
+        schema=EVENTS_SCHEMA)
     got = metrics(events)
     assert got["seq"].tolist() == [1, 3] and got["ts"].tolist() == [5, 7]
     assert got["name"].tolist() == ["/gc/heap/goal:bytes", ""]
     assert got["value"].values[0] == -1, "2**64-1 as a signed 64-bit integer"
     assert got["value"].null.tolist() == [False, True]
-    assert got["value_str"] == [None, "x"]
+    assert got["value_str"].tolist() == [None, "x"]
     assert len(metrics(events.slice(0, 0))["seq"]) == 0

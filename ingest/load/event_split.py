@@ -1,0 +1,252 @@
+"""A trace's events, split by the table they become, as their row groups arrive.
+
+The decoder hands over events in row groups of one wide table (21 columns, most
+of them empty for any one kind). Kept whole, the 12.6 M events of a 200 MB trace
+took 2 GB as an Arrow table with plain string columns. :class:`EventParts`
+instead keeps, per target table (ranges, tasks, regions, logs, metrics, other
+events), only that table's kinds and columns: numbers as numpy arrays, strings
+as 32-bit codes into one list of distinct values per column (region and metric
+names repeat millions of times). The threads' table needs only each M's first
+and last event time, which is folded in per row group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+Arr = npt.NDArray[Any]
+
+#: Kinds stored in other_events (the rest have tables of their own).
+OTHER_KINDS = ("Sync", "Label", "StackSample", "Experimental")
+
+#: Target table -> (the event kinds it is made of, the event columns it reads).
+TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "ranges": (("RangeBegin", "RangeActive", "RangeEnd"),
+               ("kind", "ts", "m", "p", "g", "stack_id", "name", "scope", "scope_id",
+                "attrs")),
+    "tasks": (("TaskBegin", "TaskEnd"),
+              ("kind", "ts", "g", "name", "task_id", "parent_task_id")),
+    "regions": (("RegionBegin", "RegionEnd"),
+                ("kind", "ts", "g", "name", "task_id", "stack_id")),
+    "logs": (("Log",), ("seq", "ts", "g", "task_id", "category", "message", "stack_id")),
+    "metrics": (("Metric",), ("seq", "ts", "name", "value", "value_str")),
+    "other_events": (OTHER_KINDS,
+                     ("seq", "kind", "ts", "m", "p", "g", "stack_id", "name", "scope",
+                      "scope_id", "attrs", "sync_n", "clock_trace_ns", "clock_mono_ns",
+                      "clock_wall_ns")),
+}
+
+
+#: The string columns of the events (docs/schema.md, events.parquet).
+TEXT_COLUMNS = frozenset({"kind", "name", "value_str", "scope", "attrs", "category",
+                          "message"})
+
+
+@dataclass
+class Texts:
+    """A string column as codes into ``values``; code 0 is NULL."""
+
+    codes: Arr  # int32
+    values: list[str | None]
+
+    def objects(self, null: str | None = None) -> Arr:
+        """The column as an object array (one Python object per distinct
+        value, shared by the rows), NULL as ``null``."""
+        table = np.array([null, *self.values[1:]], dtype=object)
+        return table[self.codes]
+
+
+@dataclass
+class Column:
+    """A numeric column: values (NULL as 0) and where they are NULL (None: nowhere)."""
+
+    values: Arr
+    null: Arr | None = None
+
+    def nulls(self) -> Arr:
+        return self.null if self.null is not None else np.zeros(len(self.values), bool)
+
+
+@dataclass
+class EventTable:
+    """One target's events in decode order: its columns by name."""
+
+    rows: int
+    cols: dict[str, Column | Texts]
+
+    def num(self, name: str) -> Column:
+        col = self.cols[name]
+        assert isinstance(col, Column), name
+        return col
+
+    def text(self, name: str) -> Texts:
+        col = self.cols[name]
+        assert isinstance(col, Texts), name
+        return col
+
+
+@dataclass
+class _Target:
+    kinds: tuple[str, ...]
+    columns: tuple[str, ...]
+    parts: dict[str, list[Arr]] = field(default_factory=dict)
+    nulls: dict[str, list[Arr | None]] = field(default_factory=dict)
+    rows: int = 0
+
+
+class EventParts:
+    """Accumulates events row group by row group (:meth:`add`), split by target
+    table; :meth:`table` hands one target over (and forgets it)."""
+
+    def __init__(self) -> None:
+        self._targets = {name: _Target(kinds, cols) for name, (kinds, cols) in TARGETS.items()}
+        # Per string column (target, column): distinct value -> code (0: NULL).
+        self._dicts: dict[tuple[str, str], dict[str | None, int]] = {}
+        self._m_first: dict[int, int] = {}
+        self._m_last: dict[int, int] = {}
+        self.rows = 0
+
+    def add(self, chunk: pa.Table) -> None:
+        """Take in one row group of events (kind as a string or dictionary column)."""
+        n = chunk.num_rows
+        if not n:
+            return
+        self.rows += n
+        kind = chunk.column("kind").combine_chunks()
+        if not pa.types.is_dictionary(kind.type):
+            kind = pc.dictionary_encode(kind)
+        names = kind.dictionary.to_pylist()
+        codes = kind.indices.to_numpy(zero_copy_only=False)
+        self._fold_threads(chunk)
+        for tname, target in self._targets.items():
+            wanted = [i for i, k in enumerate(names) if k in target.kinds]
+            if not wanted:
+                continue
+            lut = np.zeros(len(names), dtype=bool)
+            lut[wanted] = True
+            rows = np.flatnonzero(lut[codes])
+            if not len(rows):
+                continue
+            sub = chunk.select(list(target.columns)).take(pa.array(rows))
+            target.rows += len(rows)
+            for cname in target.columns:
+                col = sub.column(cname).combine_chunks()
+                if cname in TEXT_COLUMNS:
+                    arr, null = self._codes(tname, cname, col), None
+                else:
+                    null = col.is_null().to_numpy(zero_copy_only=False) if col.null_count \
+                        else None
+                    arr = _narrow(col.fill_null(0).to_numpy() if col.null_count
+                                  else col.to_numpy())
+                target.parts.setdefault(cname, []).append(arr)
+                target.nulls.setdefault(cname, []).append(null)
+
+    def _codes(self, tname: str, cname: str, col: pa.Array) -> Arr:
+        if not pa.types.is_dictionary(col.type):
+            col = pc.dictionary_encode(col)
+        known = self._dicts.setdefault((tname, cname), {None: 0})
+        local = np.array([known.setdefault(v, len(known))
+                          for v in col.dictionary.to_pylist()], dtype=np.int32)
+        idx = col.indices
+        if idx.null_count:
+            null = idx.is_null().to_numpy(zero_copy_only=False)
+            out = local[idx.fill_null(0).to_numpy()] if len(local) else \
+                np.zeros(len(idx), np.int32)
+            out[null] = 0
+            return out
+        return local[idx.to_numpy()] if len(local) else np.zeros(len(idx), np.int32)
+
+    def _fold_threads(self, chunk: pa.Table) -> None:
+        m = chunk.column("m")
+        if m.null_count:
+            m = m.fill_null(-1)
+        m_arr = m.to_numpy()
+        ts = chunk.column("ts").to_numpy()
+        has = m_arr >= 0
+        if not has.any():
+            return
+        m_arr, ts = m_arr[has], ts[has]
+        order = np.argsort(m_arr, kind="stable")
+        ms, tss = m_arr[order], ts[order]
+        starts = np.flatnonzero(np.r_[True, ms[1:] != ms[:-1]])
+        lo = np.minimum.reduceat(tss, starts)
+        hi = np.maximum.reduceat(tss, starts)
+        for mm, a, b in zip(ms[starts].tolist(), lo.tolist(), hi.tolist(), strict=True):
+            self._m_first[mm] = min(a, self._m_first.get(mm, a))
+            self._m_last[mm] = max(b, self._m_last.get(mm, b))
+
+    def table(self, name: str) -> EventTable:
+        """The events of target ``name``, in decode order; they are forgotten here."""
+        target = self._targets[name]
+        cols: dict[str, Column | Texts] = {}
+        for cname in target.columns:
+            parts = target.parts.pop(cname, [])
+            nulls = target.nulls.pop(cname, [])
+            key = (name, cname)
+            if cname in TEXT_COLUMNS:
+                known = self._dicts.pop(key, {None: 0})
+                values: list[str | None] = [None] * len(known)
+                for v, c in known.items():
+                    values[c] = v
+                cols[cname] = Texts(_join(parts, np.int32), values)
+            elif not parts:
+                cols[cname] = Column(np.zeros(0, np.int64))
+            else:
+                values_arr = _join(parts, parts[0].dtype)
+                null = None
+                if any(x is not None for x in nulls):
+                    null = np.concatenate([x if x is not None else np.zeros(len(p), bool)
+                                           for x, p in zip(nulls, parts, strict=True)])
+                cols[cname] = Column(values_arr, null)
+        rows, target.rows = target.rows, 0
+        for cname in target.columns:  # a target with no rows: empty columns
+            col = cols[cname]
+            if isinstance(col, Column) and len(col.values) != rows:
+                cols[cname] = Column(np.zeros(rows, np.int64))
+            elif isinstance(col, Texts) and len(col.codes) != rows:
+                cols[cname] = Texts(np.zeros(rows, np.int32), [None])
+        return EventTable(rows, cols)
+
+    def thread_times(self) -> tuple[Arr, Arr]:
+        """(m, ts) pairs: each M's first and last event time, as the threads'
+        summary merges them (ingest.derive.intervals.thread_summaries)."""
+        ms = np.array(list(self._m_first) + list(self._m_last), dtype=np.int64)
+        ts = np.array(list(self._m_first.values()) + list(self._m_last.values()),
+                      dtype=np.int64)
+        return ms, ts
+
+
+def _narrow(values: Arr) -> Arr:
+    """Signed 64-bit values in 32 bits when they fit (goroutine, stack, P and
+    M ids; not times): joined parts take the widest type again if one needs it."""
+    if values.dtype != np.int64 or not len(values):
+        return values
+    if -2**31 <= int(values.min()) and int(values.max()) < 2**31:
+        return values.astype(np.int32)
+    return values
+
+
+def _join(parts: list[Arr], dtype: Any) -> Arr:
+    if not parts:
+        return np.zeros(0, dtype)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts)
+
+
+def split_events(chunks: Iterable[pa.Table] | pa.Table) -> EventParts:
+    """:class:`EventParts` of a whole events table (or its row groups)."""
+    parts = EventParts()
+    if isinstance(chunks, pa.Table):
+        chunks = chunks.to_batches(max_chunksize=65536)
+        chunks = (pa.Table.from_batches([b]) for b in chunks)
+    for chunk in chunks:
+        parts.add(chunk)
+    return parts
