@@ -23,6 +23,7 @@ from sqlalchemy import Engine, and_, select
 
 from ingest.derive.cache import cached, cached_json
 from ingest.derive.frames import TraceFrames
+from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
 
 I64 = npt.NDArray[np.int64]
@@ -95,11 +96,19 @@ class GoroutineTimes:
 
 
 def _assist_ranges(engine: Engine, frames: TraceFrames) -> list[tuple[int, int, int]]:
+    """(goid, start, end) of every GC mark assist range (open ends: the trace's)."""
     r = models.ranges
+    query = select(r.c.scope_id, r.c.start_ts, r.c.end_ts).where(and_(
+        r.c.trace_id == frames.trace_id, r.c.name == ASSIST_RANGE, r.c.scope == "goroutine"))
     with engine.connect() as conn:
-        rows = conn.execute(select(r.c.scope_id, r.c.start_ts, r.c.end_ts).where(and_(
-            r.c.trace_id == frames.trace_id, r.c.name == ASSIST_RANGE,
-            r.c.scope == "goroutine"))).all()
+        # Straight through the DB-API cursor: tens of thousands of rows on big traces.
+        sql = query.compile(conn, compile_kwargs={"literal_binds": True})
+        cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(str(sql))
+            rows = cur.fetchall()
+        finally:
+            cur.close()
     return [(int(g), frames.first_ts if s is None else int(s),
              frames.last_ts if e is None else int(e)) for g, s, e in rows]
 
@@ -118,8 +127,52 @@ def _running_in(frames: TraceFrames, rows: slice, t1: int, t2: int) -> int:
 
 def _running_in_many(frames: TraceFrames, lane: I64, t1: I64, t2: I64) -> I64:
     """Running time of goroutine lane ``lane[k]`` inside [t1[k], t2[k]), for
-    all k at once: binary search on (lane, start) keys over a cumulative sum
-    of Running time, built over the rows of those lanes only."""
+    all k at once: a binary search per window over its lane's rows (all
+    windows in step), then the Running time of the rows between."""
+    lanes = frames.goroutines
+    iv = frames.intervals
+    start_col, end_col = iv["start_ts"], iv["end_ts"]
+    lo = lanes.off[lane].astype(np.int64)
+    hi = lanes.off[lane + 1].astype(np.int64)
+    base, top = frames.first_ts, frames.last_ts
+    a = _last_start_at_or_before(start_col, lo, hi, np.clip(t1, base, top))
+    b = _last_start_at_or_before(start_col, lo, hi, np.clip(t2, base, top))
+    first = np.maximum(a, lo)  # rows first..b overlap the window (none: b < lo)
+    n = np.maximum(np.where(b >= lo, b - first + 1, 0), 0)
+    if int(n.sum()) > 4 * len(lane) + (1 << 20):  # long windows over long lanes
+        if (len(lanes.ids) + 1) * (max(top - base, 0) + 2) < 2**62:
+            return _running_in_many_by_lanes(frames, lane, t1, t2)
+        return np.array([_running_in(frames, slice(int(x), int(y)), int(u), int(v))
+                         for x, y, u, v in zip(lo, hi, t1, t2, strict=True)], dtype=np.int64)
+    rows = np.repeat(first - np.cumsum(np.r_[0, n[:-1]]), n) + np.arange(int(n.sum()))
+    s = start_col[rows]
+    e = end_col[rows]
+    run = frames.state[rows] == models.RUNNING
+    k = np.repeat(np.arange(len(lane)), n)
+    ov = np.minimum(e, np.clip(t2, base, top)[k]) - np.maximum(s, np.clip(t1, base, top)[k])
+    ov = np.where(run, np.clip(ov, 0, None), 0)
+    out = np.zeros(len(lane), np.int64)
+    np.add.at(out, k, ov)
+    return out
+
+
+def _last_start_at_or_before(start: Arr, lo: I64, hi: I64, t: I64) -> I64:
+    """Per k, the last row of lo[k]:hi[k] (rows sorted by start) whose start
+    is at or before t[k]; lo[k] - 1 when none."""
+    a, b = lo.copy(), hi.copy()  # rows before a start <= t; rows from b start > t
+    live = np.flatnonzero(a < b)
+    while len(live):
+        mid = (a[live] + b[live]) // 2
+        le = start[mid] <= t[live]
+        a[live[le]] = mid[le] + 1
+        b[live[~le]] = mid[~le]
+        live = live[a[live] < b[live]]
+    return a - 1
+
+
+def _running_in_many_by_lanes(frames: TraceFrames, lane: I64, t1: I64, t2: I64) -> I64:
+    """:func:`_running_in_many` by binary search on (lane, start) keys over a
+    cumulative sum of Running time, built over the rows of those lanes."""
     lanes = frames.goroutines
     used, local = np.unique(lane, return_inverse=True)
     lo, hi = lanes.off[used], lanes.off[used + 1]
@@ -161,11 +214,15 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     n_rows = int(lanes.off[-1]) if n_lanes else 0
     iv = frames.intervals
     start = iv["start_ts"][:n_rows]
-    dur = iv["end_ts"][:n_rows] - start
-    cat = category_of_kinds(frames)[iv["kind"][:n_rows]].astype(np.int64)
-    lane = np.repeat(np.arange(n_lanes, dtype=np.int64), np.diff(lanes.off))
+    # One weighted count over every row, keyed by (lane, category); the
+    # weights as floats up front (bincount's own conversion of ints is slower).
+    dur = np.subtract(iv["end_ts"][:n_rows], start).astype(np.float64)
     width = GONE + 1
-    sums = np.bincount(lane * width + cat, weights=dur, minlength=n_lanes * width)
+    key = np.repeat(np.arange(n_lanes, dtype=np.int64), np.diff(lanes.off))
+    key *= width
+    key += category_of_kinds(frames)[iv["kind"][:n_rows]]
+    sums = np.bincount(key, weights=dur, minlength=n_lanes * width)
+    del key, dur
     times = np.rint(sums).astype(np.int64).reshape(n_lanes, width)[:, :GONE].copy()
     if n_lanes:
         first = start[lanes.off[:-1]] if n_rows else np.zeros(0, np.int64)
@@ -181,13 +238,7 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
         rg = np.array(ranges, dtype=np.int64).reshape(-1, 3)
         li = np.minimum(np.searchsorted(lanes.ids, rg[:, 0]), n_lanes - 1)
         ok = lanes.ids[li] == rg[:, 0]
-        if (n_lanes + 1) * (max(frames.last_ts - frames.first_ts, 0) + 2) < 2**62:
-            moved = _running_in_many(frames, li[ok], rg[ok, 1], rg[ok, 2])
-        else:  # keys would overflow: one lane at a time
-            moved = np.array([_running_in(frames, slice(int(lanes.off[i]),
-                                                        int(lanes.off[i + 1])), int(a), int(b))
-                              for i, a, b in zip(li[ok], rg[ok, 1], rg[ok, 2], strict=True)],
-                             dtype=np.int64)
+        moved = _running_in_many(frames, li[ok], rg[ok, 1], rg[ok, 2])
         np.add.at(times[:, CAT["running"]], li[ok], -moved)
         np.add.at(times[:, CAT["gc_assist"]], li[ok], moved)
     return GoroutineTimes(goid=lanes.ids.astype(np.int64), times=times,
@@ -244,29 +295,45 @@ def stack_frames(engine: Engine, trace_id: int, stack_ids: list[int]
 
 
 def group_names(engine: Engine, frames: TraceFrames, goids: I64) -> tuple[list[str], Arr]:
-    """Start-function group name of each goroutine, and whether it is known
-    from the goroutine's creation (False: guessed from the outermost frame of
-    its first stack, as Go's trace tool does for goroutines that existed
-    before the trace)."""
+    """Start-function group name of each goroutine (``goids``: the
+    goroutine lanes' ids, in lane order), and whether it is known from the
+    goroutine's creation (False: guessed from the outermost frame of its
+    first stack, as Go's trace tool does for goroutines that existed before
+    the trace). Read from the goroutines table; :func:`group_codes` is the
+    same from the goroutine lanes' table."""
     fns = _start_functions(engine, frames.trace_id)
     names: list[str | None] = [fns.get(g) for g in goids.tolist()]
     known = np.array([n is not None for n in names], dtype=bool)
     missing = np.flatnonzero(~known)
-    if len(missing):
-        lanes = frames.goroutines
-        stk = frames.intervals["stack_id"]
+    for i, name in zip(missing.tolist(), _guessed_names(engine, frames, missing), strict=True):
+        names[i] = name
+    return [n or UNKNOWN_GROUP for n in names], known
+
+
+def _guessed_names(engine: Engine, frames: TraceFrames, lanes_at: I64) -> list[str]:
+    """The outermost function of the first stack of each goroutine lane
+    ``lanes_at`` (UNKNOWN_GROUP without one)."""
+    if not len(lanes_at):
+        return []
+    lanes = frames.goroutines
+    stk = frames.intervals["stack_id"]
+    lo, hi = lanes.off[lanes_at], lanes.off[lanes_at + 1]
+    if len(lanes_at) * 64 < len(lanes.ids):
+        # A few goroutines (those that existed before the trace): their own rows.
+        first_stack = np.zeros(len(lanes_at), np.int64)
+        for k, (x, y) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+            nz = np.flatnonzero(stk[x:y] > 0)
+            first_stack[k] = int(stk[x + int(nz[0])]) if len(nz) else 0
+    else:
         n_rows = int(lanes.off[-1])
         has = np.flatnonzero(stk[:n_rows] > 0)
-        lo, hi = lanes.off[missing], lanes.off[missing + 1]
         j = np.searchsorted(has, lo)
         ok = j < len(has)
         jj = np.minimum(j, max(len(has) - 1, 0))
-        ok &= has[jj] < hi if len(has) else np.zeros(len(missing), bool)
+        ok &= has[jj] < hi if len(has) else np.zeros(len(lanes_at), bool)
         first_stack = np.where(ok, stk[has[jj]] if len(has) else 0, 0)
-        fn = outermost_functions(engine, frames.trace_id, first_stack.tolist())
-        for i, sid in zip(missing.tolist(), first_stack.tolist(), strict=True):
-            names[i] = fn.get(int(sid), UNKNOWN_GROUP)
-    return [n or UNKNOWN_GROUP for n in names], known
+    fn = outermost_functions(engine, frames.trace_id, first_stack.tolist())
+    return [fn.get(int(sid), UNKNOWN_GROUP) for sid in first_stack.tolist()]
 
 
 @dataclass
@@ -279,15 +346,57 @@ class GroupCodes:
 
 
 def group_codes(engine: Engine, frames: TraceFrames) -> GroupCodes:
-    """:func:`group_names` of every goroutine, coded (built once per trace)."""
+    """:func:`group_names` of every goroutine, coded (built once per trace):
+    from the goroutine lanes' table, which the loader keeps coded by start
+    function, asking the database only about those without one."""
     def build() -> GroupCodes:
-        names, known = group_names(engine, frames, goroutine_times(engine, frames).goid)
-        # Dictionary-encode the names in C (100k+ goroutines on big traces).
-        enc = pa.array(names, type=pa.string()).dictionary_encode()
-        return GroupCodes(names=[str(n) for n in enc.dictionary.to_pylist()],
-                          code=enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                          known=np.asarray(known, dtype=bool))
+        goids = frames.goroutines.ids
+        table = goroutine_table(engine, frames)
+        if not np.array_equal(np.asarray(table.goid), goids):  # pragma: no cover - a foreign table
+            return _group_codes_by_name(*group_names(engine, frames, goids))
+        names = list(table.names)
+        code = np.asarray(table.group, dtype=np.int64).copy()
+        known = np.ones(len(goids), dtype=bool)
+        if "" in names:
+            # No start function in the table: none in the database (guessed
+            # from the first stack) or an empty one (unknown, but known so).
+            blank = names.index("")
+            at = np.flatnonzero(code == blank)
+            fns = _start_functions_of(engine, frames.trace_id, goids[at])
+            given = np.array([fns.get(g) is not None for g in goids[at].tolist()], dtype=bool)
+            known[at[~given]] = False
+            names[blank] = UNKNOWN_GROUP
+            index = {n: i for i, n in enumerate(names)}
+            guessed = _guessed_names(engine, frames, at[~given])
+            code[at[~given]] = [index.setdefault(n, len(index)) for n in guessed]
+            names = list(index)
+        # Only the groups that have goroutines (the table may name an empty one).
+        used = np.bincount(code, minlength=len(names)) > 0
+        renumber = np.cumsum(used) - 1
+        return GroupCodes(names=[n for n, u in zip(names, used.tolist(), strict=True) if u],
+                          code=renumber[code].astype(np.int64), known=known)
     return cached(frames, "goroutine_groups", build, persist=(GroupCodes,))
+
+
+def _group_codes_by_name(names: list[str], known: Arr) -> GroupCodes:
+    # Dictionary-encode the names in C (100k+ goroutines on big traces).
+    enc = pa.array(names, type=pa.string()).dictionary_encode()
+    return GroupCodes(names=[str(n) for n in enc.dictionary.to_pylist()],
+                      code=enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                      known=np.asarray(known, dtype=bool))
+
+
+def _start_functions_of(engine: Engine, trace_id: int, goids: I64) -> dict[int, str | None]:
+    """goid -> start function of the goroutines ``goids`` (those in the table)."""
+    g = models.goroutines
+    out: dict[int, str | None] = {}
+    ids = goids.tolist()
+    with engine.connect() as conn:
+        for k in range(0, len(ids), 500):
+            out.update((int(r[0]), r[1]) for r in conn.execute(
+                select(g.c.goid, g.c.start_function)
+                .where(g.c.trace_id == trace_id, g.c.goid.in_(ids[k:k + 500]))))
+    return out
 
 
 def _times_dict(row: I64) -> dict[str, int]:

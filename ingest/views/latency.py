@@ -21,7 +21,15 @@ import numpy.typing as npt
 from ingest.derive.cache import cached, cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
-from ingest.views.histo import bin_index, group_percentiles, log_histogram, summary, time_bins
+from ingest.views.histo import (
+    bin_index,
+    group_percentiles,
+    log_histogram,
+    order_statistics,
+    summary,
+    time_bins,
+    value_buckets,
+)
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -35,14 +43,15 @@ CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
 
 @dataclass
 class Samples:
-    """One latency sample per array element, in (goroutine, time) order."""
+    """One latency sample per array element, in (goroutine, time) order
+    (goid, p and m are int32, cause int8: kept on disk)."""
 
-    goid: I64
+    goid: Arr
     runnable_ts: I64
     running_ts: I64
-    p: I64
-    m: I64
-    cause: I64  # index into CAUSES
+    p: Arr
+    m: Arr
+    cause: Arr  # index into CAUSES
     censored: int
     pending: int
 
@@ -81,39 +90,57 @@ def _latency_samples(frames: TraceFrames) -> Samples:
     n = int(lanes.off[-1]) if len(lanes.ids) else 0
     st = frames.state[:n]
     iv = frames.intervals
-    kind = iv["kind"][:n]
     last = np.zeros(n, dtype=bool)
     if n:
         last[lanes.off[1:] - 1] = True
     runnable = st == RUNNABLE
-    undet = np.array([frames.kinds[c].from_state == "Undetermined"
-                      if c in frames.kinds else False
-                      for c in range(max(frames.kinds, default=0) + 1)], dtype=bool)
-    followed = np.zeros(n, dtype=bool)
+    # Whether each row's successor in its goroutine is Running, Runnable
+    # (none after a goroutine's last row).
+    next_running = np.zeros(n, dtype=bool)
+    next_runnable = np.zeros(n, dtype=bool)
     if n > 1:
-        followed[:-1] = (st[1:] == models.RUNNING) & ~last[:-1]
+        np.equal(st[1:], models.RUNNING, out=next_running[:-1])
+        next_running[:-1] &= ~last[:-1]
+        np.logical_and(runnable[1:], ~last[:-1], out=next_runnable[:-1])
+    ends = np.flatnonzero(runnable & next_running)
     # Go sometimes reports Runnable->Runnable: one wait split in two. A
     # sample spans the whole spell of consecutive Runnable intervals.
-    spell = runnable.copy()
-    if n > 1:
-        spell[1:] &= ~(runnable[:-1] & ~last[:-1])
-    spell_starts = np.flatnonzero(spell)
-    ends = np.flatnonzero(runnable & followed)
-    first = spell_starts[np.searchsorted(spell_starts, ends, side="right") - 1] \
-        if len(ends) else ends
-    cens = undet[kind[first]]
-    idx, ends = first[~cens], ends[~cens]
+    split = runnable & next_runnable
+    first = _spell_starts(ends, np.flatnonzero(split), split)
+    # A spell's last row not followed by Running: still runnable at the end, or gone.
+    pending = int(np.count_nonzero(runnable & ~next_runnable & ~next_running))
+    top = max(frames.kinds, default=0) + 1
+    undet = np.zeros(top, dtype=bool)
+    for code, k in frames.kinds.items():
+        undet[code] = k.from_state == "Undetermined"
+    kind = iv["kind"][first]
+    cens = undet[kind]
+    if cens.any():
+        first, ends, kind = first[~cens], ends[~cens], kind[~cens]
     nxt = ends + 1
-    lane = np.searchsorted(lanes.off, idx, side="right") - 1
-    spell_end = np.zeros(n, dtype=bool)
-    if n:
-        spell_end[:-1] = runnable[:-1] & ~(runnable[1:] & ~last[:-1])
-        spell_end[-1] = runnable[-1]
-    return Samples(goid=lanes.ids[lane].astype(np.int64), runnable_ts=iv["start_ts"][idx],
-                   running_ts=iv["start_ts"][nxt], p=iv["p"][nxt].astype(np.int64),
-                   m=iv["m"][nxt].astype(np.int64),
-                   cause=_cause_of_kinds(frames)[kind[idx]],
-                   censored=int(cens.sum()), pending=int((spell_end & ~followed).sum()))
+    # Narrow columns (the frames' own): this value is kept on disk, a row per sample.
+    return Samples(goid=iv["rid"][first], runnable_ts=iv["start_ts"][first],
+                   running_ts=iv["start_ts"][nxt], p=iv["p"][nxt], m=iv["m"][nxt],
+                   cause=_cause_of_kinds(frames).astype(np.int8)[kind],
+                   censored=int(cens.sum()), pending=pending)
+
+
+def _spell_starts(ends: I64, splits: I64, split: npt.NDArray[np.bool_]) -> I64:
+    """The first row of the Runnable spell that ends at each row of ``ends``:
+    ``splits`` are the (rare) rows followed by another Runnable row of their
+    goroutine (``split``, as a mask), so only ends just after one step back."""
+    first = ends.copy()
+    if not len(splits) or not len(ends):
+        return first
+    # Ends whose row before is a split: the end of a split spell.
+    j = np.searchsorted(ends, splits + 1)
+    j = j[(j < len(ends)) & (ends[np.minimum(j, len(ends) - 1)] == splits + 1)]
+    back = first[j] - 1
+    while len(j):
+        first[j] = back
+        more = (back > 0) & split[np.maximum(back - 1, 0)]
+        j, back = j[more], back[more] - 1
+    return first
 
 
 def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,
@@ -128,43 +155,52 @@ def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = 
 def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,
                     worst: int = WORST) -> dict[str, Any]:
     """Samples whose goroutine started running in [t1, t2): summary,
-    histogram, percentiles over time and per P, by cause, worst cases."""
+    histogram, percentiles over time and per P, by cause, worst cases.
+    Linear time: percentiles are picked by partitions, never by a sort."""
     s = latency_samples(frames)
-    keep = np.ones(len(s.goid), dtype=bool)
-    if t1 is not None:
-        keep &= s.running_ts >= t1
-    if t2 is not None:
-        keep &= s.running_ts < t2
-    lat = s.latency[keep]
-    ran = s.running_ts[keep]
-    p, m, goid, cause = s.p[keep], s.m[keep], s.goid[keep], s.cause[keep]
+    ran_all = np.asarray(s.running_ts)
+    if t1 is None and t2 is None:
+        keep: slice | npt.NDArray[np.bool_] = slice(None)
+    else:
+        keep = np.ones(len(ran_all), dtype=bool)
+        if t1 is not None:
+            keep &= ran_all >= t1
+        if t2 is not None:
+            keep &= ran_all < t2
+    ran = ran_all[keep]
+    runnable_ts = np.asarray(s.runnable_ts)[keep]
+    lat = ran - runnable_ts
+    p = np.asarray(s.p, dtype=np.int64)[keep]
+    m, goid = np.asarray(s.m)[keep], np.asarray(s.goid)[keep]
+    cause = np.asarray(s.cause, dtype=np.int64)[keep]
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
     nb = len(edges) - 1
-    by_lat = np.argsort(lat)
-    over = group_percentiles(bin_index(ran, edges), lat, nb, by_value=by_lat)
+    vb = value_buckets(lat)  # shared by every percentile below
+    over = group_percentiles(bin_index(ran, edges), lat, nb, buckets=vb)
     over["edges"] = edges.tolist()
     # P ids are small: map them to codes by table lookup rather than a sort.
     present = np.bincount(p + 1, minlength=1) > 0 if len(p) else np.zeros(1, bool)
     pids = np.flatnonzero(present) - 1
     code_of = np.cumsum(present) - 1
     per_p = group_percentiles(code_of[p + 1] if len(p) else p, lat, len(pids),
-                              by_value=by_lat)
+                              buckets=vb)
     per_p["p"] = pids.tolist()
     if len(pids) and pids[0] < 0:  # no P known: not a P's sample
         per_p = {k: v[1:] for k, v in per_p.items()}
-    by_cause = group_percentiles(cause, lat, len(CAUSES), by_value=by_lat)
+    by_cause = group_percentiles(cause, lat, len(CAUSES), buckets=vb)
     by_cause["cause"] = list(CAUSES)
     # The worst: the top ``worst`` by latency, ties by time of running.
-    cand = by_lat[len(by_lat) - min(len(by_lat), max(worst, 0) * 4 + 64):] if worst else by_lat[:0]
-    cut = lat[cand].min() if len(cand) else 0
-    cand = np.flatnonzero(lat >= cut) if len(cand) else cand
-    order = cand[np.lexsort((ran[cand], -lat[cand]))][:worst]
-    runnable_ts = s.runnable_ts[keep]
+    order = np.zeros(0, np.int64)
+    if worst > 0 and len(lat):
+        k = min(len(lat), worst * 4 + 64)
+        cut = order_statistics(lat, np.array([len(lat) - k]), vb)[0]
+        cand = np.flatnonzero(lat >= cut)
+        order = cand[np.lexsort((ran[cand], -lat[cand]))][:worst]
     return {
         "trace_id": frames.trace_id, "t1": t1, "t2": t2,
         "samples": int(len(lat)), "censored": s.censored, "pending": s.pending,
-        "summary": summary(lat, lat[by_lat]), "histogram": log_histogram(lat),
+        "summary": summary(lat, buckets=vb), "histogram": log_histogram(lat),
         "over_time": over, "per_p": per_p, "by_cause": by_cause,
         "worst": [{"goid": int(goid[i]), "runnable_ts": int(runnable_ts[i]),
                    "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(p[i]),
