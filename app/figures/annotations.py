@@ -71,7 +71,8 @@ def _tasks(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure
     t = get_trace(src.engine, trace_id)
     if t is None:
         raise LookupError(f"no trace with id {trace_id}")
-    page = task_page(src.engine, trace_id, limit=MAX_TASK_BARS, sort="duration")
+    page = task_page(src.engine, trace_id, src.frames.get(trace_id), limit=MAX_TASK_BARS,
+                     sort="duration")
     return tasks_figure(page["rows"], int(t["first_ts"] or 0), int(t["last_ts"] or 0),
                         total=page["total"])
 
@@ -79,7 +80,7 @@ def _tasks(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure
 def _regions(src: DiagramSource, trace_id: int, opts: dict[str, str]) -> go.Figure:
     if get_trace(src.engine, trace_id) is None:
         raise LookupError(f"no trace with id {trace_id}")
-    return regions_figure(region_stats(src.engine, trace_id))
+    return regions_figure(region_stats(src.engine, trace_id, src.frames.get(trace_id)))
 
 
 DIAGRAMS = {"tasks": _tasks, "regions": _regions}

@@ -163,11 +163,12 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     if trace is None:
         raise PageError(f"There is no trace {trace_id}.")
     first, last = int(trace["first_ts"] or 0), int(trace["last_ts"] or 0)
-    types = task_types(ctx.engine, trace_id)
-    page = task_page(ctx.engine, trace_id, limit=TASK_PAGE)
+    frames = ctx.frames.get(trace_id)
+    types = task_types(ctx.engine, trace_id, frames)
+    page = task_page(ctx.engine, trace_id, frames, limit=TASK_PAGE)
     n_tasks = sum(t["count"] for t in types)
-    stats = region_stats(ctx.engine, trace_id)
-    cats = logs(ctx.engine, trace_id, limit=0)
+    stats = region_stats(ctx.engine, trace_id, frames)
+    cats = logs(ctx.engine, trace_id, frames, limit=0)
     api = f"/api/traces/{trace_id}/annotations"
     if not n_tasks and not stats and not cats["total"]:
         return html.Div([html.H2("Tasks, regions & logs"),
@@ -248,8 +249,9 @@ def register(dash_app: Dash) -> None:
         else:  # another type or order: back to the first page
             off = 0
         name = type_value[1:] if type_value else None
-        page = task_page(ui_context().engine, trace["id"], limit=TASK_PAGE, offset=off,
-                         name=name, sort=sort if sort == "start" else "duration")
+        ctx = ui_context()
+        page = task_page(ctx.engine, trace["id"], ctx.frames.get(trace["id"]), limit=TASK_PAGE,
+                         offset=off, name=name, sort=sort if sort == "start" else "duration")
         return (task_section(trace["id"], page, trace["first"], trace["last"]), off,
                 off == 0, off + TASK_PAGE >= page["total"])
 
@@ -267,6 +269,6 @@ def register(dash_app: Dash) -> None:
                 goid = int(str(g).strip())
             except ValueError:
                 return html.P(f"goroutine must be a number, not {g!r}", className="error-text")
-        data = logs(ctx.engine, trace["id"], category=category, text=text or None, g=goid,
-                    limit=LOG_ROWS)
+        data = logs(ctx.engine, trace["id"], ctx.frames.get(trace["id"]), category=category,
+                    text=text or None, g=goid, limit=LOG_ROWS)
         return log_table(trace["id"], data, trace["first"])

@@ -2,7 +2,8 @@
 
 - ``GET /api/traces/<id>/annotations``: task types, a page of tasks, regions by
   name, a page of logs (:mod:`ingest.views.annotations`). Every part is
-  bounded, whatever the trace's size. Parameters (a bad one answers 400):
+  bounded, whatever the trace's size, and read from the trace's annotation
+  index (:mod:`ingest.derive.annotation_index`). Parameters (a bad one answers 400):
 
   - tasks: ``task_limit`` (0-5000, default 200) rows from ``task_offset``
     (>= 0, default 0), of type ``task_name`` when given (exact; present and
@@ -19,7 +20,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from ingest.api.blueprint import error, ingest_state, jsonable
+from ingest.api.blueprint import ingest_state, jsonable
 from ingest.api.params import BadParam, checked, int_param
 from ingest.views.annotations import (
     LOG_LIMIT,
@@ -51,8 +52,5 @@ def get_annotations(trace_id: int) -> Response:
         "limit": int_param("limit", LOG_LIMIT, 0, MAX_LOGS),
         "offset": int_param("offset", 0, 0),
     }
-    try:
-        data = annotations_data(st.engine, trace_id, **params)
-    except LookupError as e:
-        return error(404, str(e))
-    return jsonify(jsonable(data))
+    frames = st.frames.get(trace_id)  # an unknown trace: 404 (checked)
+    return jsonify(jsonable(annotations_data(st.engine, trace_id, frames, **params)))

@@ -1,26 +1,44 @@
 """User annotations of one trace: task types (a summary per task name), a
 bounded page of tasks, regions by name, logs (a bounded page).
 
-Nothing here is proportional to the trace's number of tasks, regions or logs
-in Python: summaries are SQL aggregates and numpy over one column of
-durations, and task and log rows come a page at a time (``LIMIT``/``OFFSET``)
-with the total that matched, so a page of the explorer stays small at any
-trace size. All strings are returned exactly as stored (the program wrote
-them; the pages show them as text). Durations are known only where both ends
-are in the trace; a task or region missing an end (or a begin) is counted but
-not timed. Percentiles are nearest-rank.
+Nothing here is proportional to the trace's number of tasks, regions or logs:
+the summaries, the task pages' orders, each task's children, regions, logs
+and goroutines, and the log categories come from the trace's annotation
+index (:mod:`ingest.derive.annotation_index`, aggregated once and kept with
+the frames; built from the database, uncached, when no frames are given),
+and task and log rows come a page at a time from the database (tasks by
+primary key; logs ``LIMIT``/``OFFSET`` in ``seq`` order) with the total that
+matched, so a page of the explorer stays small at any trace size. All
+strings are returned exactly as stored (the program wrote them; the pages
+show them as text). Durations are known only where both ends are in the
+trace; a task or region missing an end (or a begin) is counted but not
+timed. Percentiles are nearest-rank.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, Table, and_, case, func, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from ingest.derive.interval_order import nearest_rank
+from ingest.derive.annotation_index import (
+    LogIndex,
+    NameStats,
+    PerTask,
+    RegionIndex,
+    TaskIndex,
+    log_index,
+    read_log_index,
+    read_region_index,
+    read_task_index,
+    region_index,
+    task_index,
+)
+from ingest.derive.frames import TraceFrames
 from ingest.store import models
 
 #: Log rows in a page by default, and at most.
@@ -39,52 +57,47 @@ def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
         yield list(ids[i:i + _CHUNK])
 
 
-def _duration_stats(conn: Connection, table: Table, trace_id: int,
-                    with_goroutines: bool = False) -> list[dict[str, Any]]:
+def _tasks(engine: Engine, trace_id: int, frames: TraceFrames | None) -> TaskIndex:
+    return task_index(engine, frames) if frames is not None else read_task_index(engine,
+                                                                                 trace_id)
+
+
+def _regions(engine: Engine, trace_id: int, frames: TraceFrames | None) -> RegionIndex:
+    return region_index(engine, frames) if frames is not None else read_region_index(
+        engine, trace_id)
+
+
+def _logs(engine: Engine, trace_id: int, frames: TraceFrames | None) -> LogIndex:
+    return log_index(engine, frames) if frames is not None else read_log_index(engine,
+                                                                               trace_id)
+
+
+def _stat_rows(s: NameStats) -> list[dict[str, Any]]:
     """Per name (NULL as ""): count, timed, total, mean, p50, p90, p99, max
-    duration (and distinct goroutines), by SQL aggregates and numpy over the
-    timed durations sorted by name then duration."""
-    name = func.coalesce(table.c.name, "").label("name")
-    dur = table.c.end_ts - table.c.start_ts
-    timed = and_(table.c.start_ts.is_not(None), table.c.end_ts.is_not(None))
-    cols: list[Any] = [name, func.count().label("count"),
-                       func.count(case((timed, 1))).label("timed")]
-    if with_goroutines:
-        cols.append(func.count(table.c.g.distinct()).label("goroutines"))
-    groups = conn.execute(select(*cols).where(table.c.trace_id == trace_id)
-                          .group_by(name).order_by(name)).all()
-    durs = np.fromiter(conn.execute(
-        select(dur).where(table.c.trace_id == trace_id, timed)
-        .order_by(func.coalesce(table.c.name, ""), dur)).scalars(), dtype=np.int64)
+    duration (and distinct goroutines); most total time first."""
     out: list[dict[str, Any]] = []
-    at = 0
-    for g in groups:
-        r = g._mapping
-        a = durs[at:at + int(r["timed"])]
-        at += int(r["timed"])
-        n = len(a)
+    for i, name in enumerate(s.names):
+        n = int(s.timed[i])
         row: dict[str, Any] = {
-            "name": r["name"], "count": int(r["count"]), "timed": n,
-            "total_ns": int(a.sum()) if n else 0,
-            "mean_ns": float(a.mean()) if n else None,
-            "p50_ns": nearest_rank(a, 0.5) if n else None,
-            "p90_ns": nearest_rank(a, 0.9) if n else None,
-            "p99_ns": nearest_rank(a, 0.99) if n else None,
-            "max_ns": int(a[-1]) if n else None}
-        if with_goroutines:
-            row["goroutines"] = int(r["goroutines"])
+            "name": name, "count": int(s.count[i]), "timed": n,
+            "total_ns": int(s.total[i]) if n else 0,
+            "mean_ns": float(s.mean[i]) if n else None,
+            "p50_ns": int(s.p50[i]) if n else None,
+            "p90_ns": int(s.p90[i]) if n else None,
+            "p99_ns": int(s.p99[i]) if n else None,
+            "max_ns": int(s.max[i]) if n else None}
+        if s.goroutines is not None:
+            row["goroutines"] = int(s.goroutines[i])
         out.append(row)
-    if at != len(durs):  # the two queries disagreed on the names' order
-        raise RuntimeError("durations and groups out of step")
     out.sort(key=lambda r: (-r["total_ns"], -r["count"], r["name"]))
     return out
 
 
-def task_types(engine: Engine, trace_id: int) -> list[dict[str, Any]]:
+def task_types(engine: Engine, trace_id: int,
+               frames: TraceFrames | None = None) -> list[dict[str, Any]]:
     """Tasks grouped by name (type): count, timed (both ends in the trace),
     total, mean, p50, p90, p99 and max duration; most total time first."""
-    with engine.connect() as conn:
-        return _duration_stats(conn, models.tasks, trace_id)
+    return _stat_rows(_tasks(engine, trace_id, frames).stats)
 
 
 def _depths(conn: Connection, trace_id: int, parents: dict[int, int | None]) -> dict[int, int]:
@@ -116,71 +129,89 @@ def _depths(conn: Connection, trace_id: int, parents: dict[int, int | None]) -> 
     return out
 
 
-def task_page(engine: Engine, trace_id: int, *, limit: int = TASK_LIMIT, offset: int = 0,
-              name: str | None = None, sort: str = "duration") -> dict[str, Any]:
+def _name_code(names: list[str], name: str) -> int | None:
+    """Index of ``name`` in the ascending ``names``, None if absent."""
+    i = bisect_left(names, name)
+    return i if i < len(names) and names[i] == name else None
+
+
+def _of_tasks(pt: PerTask, ids: list[int]) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """Rows and distinct goroutines of the tasks ``ids`` that have any."""
+    keys = np.asarray(pt.task_id)
+    q = np.array(ids, dtype=np.int64)
+    j = np.searchsorted(keys, q)
+    rows: dict[int, int] = {}
+    gs: dict[int, list[int]] = {}
+    for tid, k in zip(ids, j.tolist(), strict=True):
+        if k < len(keys) and int(keys[k]) == tid:
+            rows[tid] = int(pt.rows[k])
+            gs[tid] = [int(x) for x in pt.g[int(pt.g_off[k]):int(pt.g_off[k + 1])]]
+    return rows, gs
+
+
+def task_page(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
+              limit: int = TASK_LIMIT, offset: int = 0, name: str | None = None,
+              sort: str = "duration") -> dict[str, Any]:
     """A page of tasks (of type ``name`` when given): ``total`` that match and
     ``rows``, each with ``parent_id``, ``depth`` (ancestors in the trace),
     ``duration_ns``, ``children``, ``goroutines`` (that began or ended it, ran
     its regions or logged into it), ``regions`` and ``logs``. ``sort``:
-    ``duration`` (longest first, untimed last) or ``start`` (begun before the
-    trace first, then by start)."""
+    ``duration`` (longest first, then the untimed: those begun before the
+    trace first, then by start) or ``start`` (begun before the trace first,
+    then by start); ties by task id."""
     if sort not in TASK_SORTS:
         raise ValueError(f"sort must be one of {', '.join(TASK_SORTS)}, not {sort!r}")
     limit = max(0, min(limit, MAX_TASK_LIMIT))
     offset = max(0, offset)
-    tk, rg, lg = models.tasks, models.regions, models.logs
-    cond: list[ColumnElement[bool]] = [tk.c.trace_id == trace_id]
+    ti = _tasks(engine, trace_id, frames)
+    order = np.asarray(ti.by_duration if sort == "duration" else ti.by_start)
     if name is not None:
-        cond.append(func.coalesce(tk.c.name, "") == name)
-    dur = tk.c.end_ts - tk.c.start_ts
-    order: list[Any] = ([dur.is_(None), dur.desc(), tk.c.start_ts, tk.c.task_id]
-                        if sort == "duration" else
-                        [tk.c.start_ts.is_(None).desc(), tk.c.start_ts, tk.c.task_id])
+        code = _name_code(ti.stats.names, name)
+        order = order[np.asarray(ti.name)[order] == code] if code is not None else order[:0]
+    total = len(order)
+    pos = order[offset:offset + limit] if limit else order[:0]
+    ids = [int(x) for x in np.asarray(ti.task_id)[pos]]
+    tk = models.tasks
+    rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
-        total = int(conn.execute(select(func.count()).select_from(tk).where(*cond))
-                    .scalar_one())
-        rows: list[dict[str, Any]] = [dict(r._mapping) for r in conn.execute(
-            select(tk.c.task_id, tk.c.parent_id, tk.c.name, tk.c.start_ts, tk.c.end_ts,
-                   tk.c.start_g, tk.c.end_g).where(*cond).order_by(*order)
-            .limit(limit).offset(offset))] if limit else []
-        ids = [int(r["task_id"]) for r in rows]
-        depth = _depths(conn, trace_id, {int(r["task_id"]): r["parent_id"] for r in rows})
-        children: dict[int, int] = {}
-        gs: dict[int, set[int]] = {}
-        counts: dict[str, dict[int, int]] = {"regions": {}, "logs": {}}
+        by_id: dict[int, dict[str, Any]] = {}
         for chunk in _chunks(ids):
-            children.update((int(p), int(n)) for p, n in conn.execute(
-                select(tk.c.parent_id, func.count()).where(
-                    tk.c.trace_id == trace_id, tk.c.parent_id.in_(chunk))
-                .group_by(tk.c.parent_id)))
-            for key, table in (("regions", rg), ("logs", lg)):
-                for t, goid, n in conn.execute(
-                        select(table.c.task_id, table.c.g, func.count())
-                        .where(table.c.trace_id == trace_id, table.c.task_id.in_(chunk))
-                        .group_by(table.c.task_id, table.c.g)):
-                    gs.setdefault(int(t), set()).add(int(goid))
-                    counts[key][int(t)] = counts[key].get(int(t), 0) + int(n)
+            by_id.update((int(r.task_id), dict(r._mapping)) for r in conn.execute(
+                select(tk.c.task_id, tk.c.parent_id, tk.c.name, tk.c.start_ts, tk.c.end_ts,
+                       tk.c.start_g, tk.c.end_g).where(tk.c.trace_id == trace_id,
+                                                       tk.c.task_id.in_(chunk))))
+        if len(by_id) != len(ids):
+            raise RuntimeError(f"trace {trace_id}: the annotation index names tasks "
+                               "the database does not hold")
+        rows = [by_id[i] for i in ids]
+        depth = _depths(conn, trace_id, {int(r["task_id"]): r["parent_id"] for r in rows})
+    children = {tid: int(c) for tid, c in zip(ids, np.asarray(ti.children)[pos].tolist(),
+                                              strict=True)}
+    if ids:
+        n_regions, g_regions = _of_tasks(_regions(engine, trace_id, frames).tasks, ids)
+        n_logs, g_logs = _of_tasks(_logs(engine, trace_id, frames).tasks, ids)
+    else:
+        n_regions, g_regions, n_logs, g_logs = {}, {}, {}, {}
     out: list[dict[str, Any]] = []
     for r in rows:
         tid = int(r["task_id"])
-        g = set(gs.get(tid, set()))
+        g = set(g_regions.get(tid, ())) | set(g_logs.get(tid, ()))
         g.update(x for x in (r["start_g"], r["end_g"]) if x is not None and x >= 0)
         s, e = r["start_ts"], r["end_ts"]
         out.append({**r, "name": r["name"] if r["name"] is not None else "",
                     "depth": depth[tid],
                     "duration_ns": None if s is None or e is None else int(e) - int(s),
-                    "children": children.get(tid, 0), "goroutines": sorted(g),
-                    "regions": counts["regions"].get(tid, 0),
-                    "logs": counts["logs"].get(tid, 0)})
+                    "children": children[tid], "goroutines": sorted(g),
+                    "regions": n_regions.get(tid, 0), "logs": n_logs.get(tid, 0)})
     return {"total": total, "limit": limit, "offset": offset, "name": name, "sort": sort,
             "rows": out}
 
 
-def region_stats(engine: Engine, trace_id: int) -> list[dict[str, Any]]:
+def region_stats(engine: Engine, trace_id: int,
+                 frames: TraceFrames | None = None) -> list[dict[str, Any]]:
     """Regions grouped by name: count, timed (both ends seen), total, mean,
     p50, p90, p99 and max duration, goroutines; most total time first."""
-    with engine.connect() as conn:
-        return _duration_stats(conn, models.regions, trace_id, with_goroutines=True)
+    return _stat_rows(_regions(engine, trace_id, frames).stats)
 
 
 def _contains(conn: Connection, col: Any, text: str) -> ColumnElement[bool]:
@@ -194,14 +225,18 @@ def _contains(conn: Connection, col: Any, text: str) -> ColumnElement[bool]:
     return found
 
 
-def logs(engine: Engine, trace_id: int, *, category: str | None = None,
-         text: str | None = None, g: int | None = None, task_id: int | None = None,
-         limit: int = LOG_LIMIT, offset: int = 0) -> dict[str, Any]:
+def logs(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
+         category: str | None = None, text: str | None = None, g: int | None = None,
+         task_id: int | None = None, limit: int = LOG_LIMIT, offset: int = 0) -> dict[str, Any]:
     """Log records in time order, filtered in SQL (``category`` exact, ``text``
     a literal substring of category or message, ``g``, ``task_id``): ``total``
     that matched and at most ``limit`` ``rows`` from ``offset``; with every
-    category and its count."""
+    category and its count. The total comes from the index unless ``text``
+    or ``g`` filter (or ``category`` and ``task_id`` both)."""
     lg = models.logs
+    li = _logs(engine, trace_id, frames)
+    cats = [{"category": c, "count": int(n)} for c, n in zip(li.categories, li.count.tolist(),
+                                                              strict=True)]
     cond: list[ColumnElement[bool]] = [lg.c.trace_id == trace_id]
     if category is not None:
         cond.append(lg.c.category == category)
@@ -210,33 +245,43 @@ def logs(engine: Engine, trace_id: int, *, category: str | None = None,
     if task_id is not None:
         cond.append(lg.c.task_id == task_id)
     limit, offset = max(0, limit), max(0, offset)
+    total: int | None = None
+    if text is None and g is None:
+        if category is None and task_id is None:
+            total = int(np.asarray(li.count).sum())
+        elif task_id is None:
+            code = _name_code(li.categories, category or "")
+            total = 0 if code is None else int(li.count[code])
+        elif category is None:
+            total = _of_tasks(li.tasks, [task_id])[0].get(task_id, 0)
     with engine.connect() as conn:
         if text is not None:
             cond.append(_contains(conn, lg.c.category, text)
                         | _contains(conn, lg.c.message, text))
-        total = int(conn.execute(select(func.count()).select_from(lg).where(*cond))
-                    .scalar_one())
+        if total is None:
+            total = int(conn.execute(select(func.count()).select_from(lg).where(*cond))
+                        .scalar_one())
         rows = conn.execute(select(lg.c.seq, lg.c.ts, lg.c.g, lg.c.task_id, lg.c.category,
                                    lg.c.message).where(*cond).order_by(lg.c.seq)
-                            .limit(limit).offset(offset)).all() if limit else []
-        cats = conn.execute(select(lg.c.category, func.count())
-                            .where(lg.c.trace_id == trace_id)
-                            .group_by(lg.c.category).order_by(lg.c.category)).all()
+                            .limit(limit).offset(offset)).all() if limit and total else []
     return {"total": total, "offset": offset, "rows": [dict(r._mapping) for r in rows],
-            "categories": [{"category": c, "count": int(n)} for c, n in cats]}
+            "categories": cats}
 
 
-def annotations_data(engine: Engine, trace_id: int, *, task_limit: int = TASK_LIMIT,
-                     task_offset: int = 0, task_name: str | None = None,
-                     task_sort: str = "duration", **log_filters: Any) -> dict[str, Any]:
+def annotations_data(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
+                     task_limit: int = TASK_LIMIT, task_offset: int = 0,
+                     task_name: str | None = None, task_sort: str = "duration",
+                     **log_filters: Any) -> dict[str, Any]:
     """Task types, a page of tasks, region statistics and a page of logs of a
-    trace; LookupError when no trace."""
-    with engine.connect() as conn:
-        if conn.execute(select(models.traces.c.id)
-                        .where(models.traces.c.id == trace_id)).first() is None:
-            raise LookupError(f"no trace with id {trace_id}")
-    return {"trace_id": trace_id, "task_types": task_types(engine, trace_id),
-            "tasks": task_page(engine, trace_id, limit=task_limit, offset=task_offset,
-                               name=task_name, sort=task_sort),
-            "regions": region_stats(engine, trace_id),
-            "logs": logs(engine, trace_id, **log_filters)}
+    trace (``frames``: its frames, where the index is kept); LookupError when
+    no trace."""
+    if frames is None:
+        with engine.connect() as conn:
+            if conn.execute(select(models.traces.c.id)
+                            .where(models.traces.c.id == trace_id)).first() is None:
+                raise LookupError(f"no trace with id {trace_id}")
+    return {"trace_id": trace_id, "task_types": task_types(engine, trace_id, frames),
+            "tasks": task_page(engine, trace_id, frames, limit=task_limit,
+                               offset=task_offset, name=task_name, sort=task_sort),
+            "regions": region_stats(engine, trace_id, frames),
+            "logs": logs(engine, trace_id, frames, **log_filters)}

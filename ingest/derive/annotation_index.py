@@ -1,0 +1,418 @@
+"""The annotations page's index of a trace's tasks, regions and logs: what its
+answers need of those tables' millions of rows, aggregated once.
+
+- per task type and per region name: count, timed (both ends in the trace),
+  total, mean and nearest-rank p50/p90/p99/max duration (regions: and their
+  distinct goroutines);
+- the tasks in the two orders the task pages offer, each task's type and
+  number of children;
+- per task, the rows of its regions and of its logs and their distinct
+  goroutines;
+- the log categories with their counts.
+
+A request then reads a page's worth of it (the rows themselves come from the
+database by primary key) instead of sorting or scanning millions of rows.
+The loader builds it from the columns it stores (:func:`task_index_of`,
+:func:`region_index_of`, :func:`log_index_of`, one table each); the views
+from the database when the loader did not (:func:`task_index`,
+:func:`region_index`, :func:`log_index`, which keep it with the frames,
+:mod:`ingest.derive.cache`). Names are ordered by code point, NULL names as
+"". About 70 bytes per task on disk, memory-mapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, Engine, Table, func, select
+
+from ingest.columns import Nullable
+from ingest.derive.cache import cached
+from ingest.derive.frames import TraceFrames
+from ingest.derive.interval_order import nearest_rank
+from ingest.store import models
+
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+Bool = npt.NDArray[np.bool_]
+
+#: The cache keys (``derived-v2/<key>/``), one per table.
+TASKS_KEY = "annotations_tasks"
+REGIONS_KEY = "annotations_regions"
+LOGS_KEY = "annotations_logs"
+
+#: Rows per query when the index is read from the database.
+_CHUNK = 100_000
+
+
+@dataclass
+class NameStats:
+    """Durations by name (task type or region name), names ascending."""
+
+    names: list[str]
+    count: Arr
+    timed: Arr  # with both ends in the trace
+    total: I64  # ns, timed only
+    mean: npt.NDArray[np.float64]  # NaN where none timed
+    p50: I64  # nearest-rank; meaningless where none timed
+    p90: I64
+    p99: I64
+    max: I64
+    goroutines: Arr | None  # distinct goroutines (regions), None for tasks
+
+
+@dataclass
+class PerTask:
+    """The rows of one table (regions or logs) that name a task, by task."""
+
+    task_id: Arr  # ascending, distinct
+    rows: Arr
+    g_off: Arr  # task i's goroutines: g[g_off[i]:g_off[i + 1]], ascending, distinct
+    g: Arr
+
+
+@dataclass
+class TaskIndex:
+    """Task types, and every task (by id) with the two page orders."""
+
+    stats: NameStats
+    task_id: Arr  # ascending
+    name: Arr  # index into stats.names
+    children: Arr  # tasks whose parent is this one
+    by_duration: Arr  # positions: timed longest first, then untimed; ties by start, id
+    by_start: Arr  # positions: begun before the trace first, then by start, id
+
+
+@dataclass
+class RegionIndex:
+    stats: NameStats
+    tasks: PerTask
+
+
+@dataclass
+class LogIndex:
+    categories: list[str]  # ascending
+    count: Arr
+    tasks: PerTask
+
+
+_CLASSES = (TaskIndex, RegionIndex, LogIndex, NameStats, PerTask)
+
+
+# --------------------------------------------------------------------------
+# columns in any of the loader's forms
+
+
+def _ints(col: Any) -> tuple[I64, Bool]:
+    """(values, null) of an integer column: a Nullable, an array, or a
+    sequence with None for NULL (0 stands in the values there)."""
+    if isinstance(col, Nullable):
+        return (np.asarray(col.values).astype(np.int64, copy=False),
+                np.asarray(col.null, dtype=bool))
+    if isinstance(col, np.ndarray) and col.dtype != object:
+        return col.astype(np.int64, copy=False), np.zeros(len(col), dtype=bool)
+    try:  # no NULL: numpy converts the sequence at C speed
+        return np.array(col, dtype=np.int64), np.zeros(len(col), dtype=bool)
+    except TypeError:
+        pass
+    o = np.array(col, dtype=object)
+    null = np.array([v is None for v in o.tolist()], dtype=bool)
+    o[null] = 0
+    return o.astype(np.int64), null
+
+
+class _Names:
+    """Strings as small codes (NULL as ""), across chunks; :meth:`finish`
+    renumbers them in ascending order."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def encode(self, col: Any) -> npt.NDArray[np.int32]:
+        vals = col.tolist() if isinstance(col, np.ndarray) else list(col)
+        d = self.codes
+        return np.fromiter((d.setdefault("" if v is None else v, len(d)) for v in vals),
+                           dtype=np.int32, count=len(vals))
+
+    def finish(self, raw: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.int32], list[str]]:
+        names = sorted(self.codes)
+        remap = np.empty(len(names), dtype=np.int32)
+        for new, name in enumerate(names):
+            remap[self.codes[name]] = new
+        return (remap[raw] if len(raw) else raw), names
+
+
+def _narrow(a: Arr) -> Arr:
+    """``a`` as int32 when every value fits (half the bytes on disk)."""
+    a = np.asarray(a)
+    if len(a) == 0 or (int(a.min()) >= -2**31 and int(a.max()) < 2**31):
+        return a.astype(np.int32)
+    return a.astype(np.int64)
+
+
+# --------------------------------------------------------------------------
+# the aggregates
+
+
+def _name_stats(code: Arr, names: list[str], timed: Bool, dur: I64,
+                g: I64 | None = None) -> NameStats:
+    """Per name: the durations of its timed rows sorted, then summed,
+    averaged (numpy's mean of the sorted int64 durations) and ranked."""
+    k = len(names)
+    count = np.bincount(code, minlength=k)
+    n_timed = np.bincount(code[timed], minlength=k)
+    # Grouped by name, each group's durations ascending.
+    sd = _sorted_pairs(code[timed], dur[timed])[1]
+    off = np.concatenate([[0], np.cumsum(n_timed)]).astype(np.int64)
+    stats = {key: np.zeros(k, dtype=np.int64) for key in ("total", "p50", "p90", "p99", "max")}
+    mean = np.full(k, np.nan)
+    for i in range(k):
+        a = sd[off[i]:off[i + 1]]
+        if not len(a):
+            continue
+        stats["total"][i] = int(a.sum())
+        mean[i] = float(a.mean())
+        for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
+            stats[key][i] = nearest_rank(a, q)
+        stats["max"][i] = int(a[-1])
+    del sd
+    gor = None
+    if g is not None:
+        nc, ng = _sorted_pairs(code, g)
+        new = np.r_[True, (nc[1:] != nc[:-1]) | (ng[1:] != ng[:-1])] if len(nc) else \
+            np.zeros(0, dtype=bool)
+        gor = _narrow(np.bincount(nc[new], minlength=k))
+    return NameStats(names=names, count=_narrow(count), timed=_narrow(n_timed),
+                     total=stats["total"], mean=mean, p50=stats["p50"], p90=stats["p90"],
+                     p99=stats["p99"], max=stats["max"], goroutines=gor)
+
+
+def _sorted_pairs(a: I64, b: I64) -> tuple[I64, I64]:
+    """The pairs (a[i], b[i]) sorted by a, then b: one in-place sort of
+    combined int64 keys when both ranges fit in one, else a lexsort."""
+    if not len(a):
+        return a.astype(np.int64), b.astype(np.int64)
+    amin, amax, bmin, bmax = int(a.min()), int(a.max()), int(b.min()), int(b.max())
+    span = bmax - bmin + 1
+    if (amax - amin + 1) * span >= 2**62:
+        order = np.lexsort((b, a))
+        return a[order].astype(np.int64), b[order].astype(np.int64)
+    key = a.astype(np.int64)  # in place from here: a big trace's keys are 24 MB each
+    key -= amin
+    key *= span
+    key += b
+    key -= bmin
+    key.sort()
+    lo = key % span
+    lo += bmin
+    key //= span
+    key += amin
+    return key, lo
+
+
+def _runs(a: I64) -> npt.NDArray[np.intp]:
+    """Where each run of equal values of sorted ``a`` begins."""
+    return np.flatnonzero(np.r_[True, a[1:] != a[:-1]]) if len(a) else np.zeros(0, np.intp)
+
+
+def _per_task(task: I64, task_null: Bool, g: I64) -> PerTask:
+    t, gg = _sorted_pairs(task[~task_null], g[~task_null])
+    starts = _runs(t)
+    new_pair = np.r_[True, (t[1:] != t[:-1]) | (gg[1:] != gg[:-1])] if len(t) else \
+        np.zeros(0, dtype=bool)
+    pair_of_row = np.cumsum(new_pair) - 1
+    g_off = np.concatenate([pair_of_row[starts], [int(new_pair.sum())]]).astype(np.int64)
+    return PerTask(task_id=_narrow(t[starts]), rows=_narrow(np.diff(np.r_[starts, len(t)])),
+                   g_off=_narrow(g_off), g=_narrow(gg[new_pair]))
+
+
+def task_index_of(task_id: Any, parent_id: Any, name: Any, start_ts: Any,
+                  end_ts: Any) -> TaskIndex:
+    """The tasks' index from the ``tasks`` table's columns."""
+    names = _Names()
+    raw = names.encode(name)
+    code, ordered = names.finish(raw)
+    return _task_index(_ints(task_id)[0], _ints(parent_id), code, ordered,
+                       _ints(start_ts), _ints(end_ts))
+
+
+def _task_index(tid: I64, parent: tuple[I64, Bool], code: Arr, names: list[str],
+                start: tuple[I64, Bool], end: tuple[I64, Bool]) -> TaskIndex:
+    order = np.argsort(tid, kind="stable")
+    tid, code = tid[order], code[order]
+    s, s_null = start[0][order], start[1][order]
+    e, e_null = end[0][order], end[1][order]
+    p, p_null = parent[0][order], parent[1][order]
+    timed = ~s_null & ~e_null
+    dur = np.where(timed, e - s, 0)
+    stats = _name_stats(code, names, timed, dur)
+    n = len(tid)
+    pos = np.searchsorted(tid, p[~p_null])
+    ok = pos < n
+    ok[ok] = tid[pos[ok]] == p[~p_null][ok]
+    children = np.bincount(pos[ok], minlength=n)
+    started = (~s_null).astype(np.int8)
+    s0 = np.where(s_null, 0, s)
+    # The pages' orders, as SQL's ORDER BY (NULL start first, as SQLite sorts it).
+    by_duration = np.lexsort((tid, s0, started, -dur, (~timed).astype(np.int8)))
+    by_start = np.lexsort((tid, s0, started))
+    return TaskIndex(stats=stats, task_id=_narrow(tid), name=code.astype(np.int32),
+                     children=_narrow(children), by_duration=_narrow(by_duration),
+                     by_start=_narrow(by_start))
+
+
+def region_index_of(name: Any, task_id: Any, g: Any, start_ts: Any,
+                    end_ts: Any) -> RegionIndex:
+    """The regions' index from the ``regions`` table's columns."""
+    names = _Names()
+    code, ordered = names.finish(names.encode(name))
+    s, s_null = _ints(start_ts)
+    e, e_null = _ints(end_ts)
+    timed = ~s_null & ~e_null
+    return _region_index(code, ordered, _ints(task_id), _ints(g)[0], timed,
+                         np.where(timed, e - s, 0))
+
+
+def _region_index(code: Arr, names: list[str], task: tuple[I64, Bool], g: I64, timed: Bool,
+                  dur: I64) -> RegionIndex:
+    return RegionIndex(stats=_name_stats(code, names, timed, dur, g=g),
+                       tasks=_per_task(task[0], task[1], g))
+
+
+def log_index_of(category: Any, task_id: Any, g: Any) -> LogIndex:
+    """The logs' index from the ``logs`` table's columns."""
+    names = _Names()
+    code, ordered = names.finish(names.encode(category))
+    return _log_index(code, ordered, _ints(task_id), _ints(g)[0])
+
+
+def _log_index(code: Arr, names: list[str], task: tuple[I64, Bool], g: I64) -> LogIndex:
+    return LogIndex(categories=names, count=_narrow(np.bincount(code, minlength=len(names))),
+                    tasks=_per_task(task[0], task[1], g))
+
+
+# --------------------------------------------------------------------------
+# from the database
+
+
+def _read(conn: Connection, table: Table, key: str, cols: Sequence[Any],
+          trace_id: int) -> Iterator[list[tuple[Any, ...]]]:
+    """The trace's rows of ``table`` (``cols``), ``_CHUNK`` at a time in
+    primary-key order (keyset pages: bounded memory on any database),
+    through the DB-API cursor (SQLAlchemy's rows would cost more than the
+    query). ``key`` is the primary key's column after ``trace_id``; it is
+    read last in each row."""
+    k = table.c[key]
+    last: int | None = None
+    while True:
+        q = select(*cols, k).where(table.c.trace_id == trace_id)
+        if last is not None:
+            q = q.where(k > last)
+        sql = str(q.order_by(k).limit(_CHUNK).compile(
+            conn.engine, compile_kwargs={"literal_binds": True}))
+        cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(sql)
+            rows = cur.fetchall()
+        finally:
+            cur.close()
+        if not rows:
+            return
+        yield rows
+        if len(rows) < _CHUNK:
+            return
+        last = int(rows[-1][-1])
+
+
+def _count(conn: Connection, table: Table, trace_id: int) -> int:
+    return int(conn.execute(select(func.count()).select_from(table)
+                            .where(table.c.trace_id == trace_id)).scalar_one())
+
+
+class _Filling:
+    """Columns filled chunk by chunk into arrays sized beforehand."""
+
+    def __init__(self, n: int, ints: Sequence[str]) -> None:
+        self.n, self.at = n, 0
+        self.values = {c: np.zeros(n, dtype=np.int64) for c in ints}
+        self.null = {c: np.zeros(n, dtype=bool) for c in ints}
+        self.names = _Names()
+        self.code = np.zeros(n, dtype=np.int32)
+
+    def add(self, rows: list[tuple[Any, ...]], name_at: int | None,
+            ints: Sequence[tuple[str, int]]) -> None:
+        a, b = self.at, self.at + len(rows)
+        if b > self.n:  # rows stored meanwhile: the count is stale
+            raise RuntimeError("the table grew while it was read")
+        cols = list(zip(*rows, strict=True))
+        if name_at is not None:
+            self.code[a:b] = self.names.encode(cols[name_at])
+        for c, i in ints:
+            v, nl = _ints(cols[i])
+            self.values[c][a:b], self.null[c][a:b] = v, nl
+        self.at = b
+
+    def col(self, c: str) -> tuple[I64, Bool]:
+        return self.values[c][:self.at], self.null[c][:self.at]
+
+    def codes(self) -> tuple[npt.NDArray[np.int32], list[str]]:
+        return self.names.finish(self.code[:self.at])
+
+
+def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
+    """The tasks' index read from the database."""
+    t = models.tasks
+    with engine.connect() as conn:
+        f = _Filling(_count(conn, t, trace_id), ("task_id", "parent_id", "start_ts", "end_ts"))
+        for rows in _read(conn, t, "task_id", [t.c.name, t.c.parent_id, t.c.start_ts,
+                                               t.c.end_ts], trace_id):
+            f.add(rows, 0, (("parent_id", 1), ("start_ts", 2), ("end_ts", 3), ("task_id", 4)))
+    code, names = f.codes()
+    return _task_index(f.col("task_id")[0], f.col("parent_id"), code, names,
+                       f.col("start_ts"), f.col("end_ts"))
+
+
+def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
+    """The regions' index read from the database."""
+    r = models.regions
+    with engine.connect() as conn:
+        f = _Filling(_count(conn, r, trace_id), ("task_id", "g", "dur"))
+        for rows in _read(conn, r, "id", [r.c.name, r.c.task_id, r.c.g,
+                                          r.c.end_ts - r.c.start_ts], trace_id):
+            f.add(rows, 0, (("task_id", 1), ("g", 2), ("dur", 3)))
+    code, names = f.codes()
+    dur, untimed = f.col("dur")  # NULL when either end is missing
+    return _region_index(code, names, f.col("task_id"), f.col("g")[0], ~untimed, dur)
+
+
+def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
+    """The logs' index read from the database."""
+    lg = models.logs
+    with engine.connect() as conn:
+        f = _Filling(_count(conn, lg, trace_id), ("task_id", "g"))
+        for rows in _read(conn, lg, "seq", [lg.c.category, lg.c.task_id, lg.c.g], trace_id):
+            f.add(rows, 0, (("task_id", 1), ("g", 2)))
+    code, names = f.codes()
+    return _log_index(code, names, f.col("task_id"), f.col("g")[0])
+
+
+def task_index(engine: Engine, frames: TraceFrames) -> TaskIndex:
+    """The trace's tasks' index (cached with its frames)."""
+    return cached(frames, TASKS_KEY, lambda: read_task_index(engine, frames.trace_id),
+                  persist=_CLASSES)
+
+
+def region_index(engine: Engine, frames: TraceFrames) -> RegionIndex:
+    """The trace's regions' index (cached with its frames)."""
+    return cached(frames, REGIONS_KEY, lambda: read_region_index(engine, frames.trace_id),
+                  persist=_CLASSES)
+
+
+def log_index(engine: Engine, frames: TraceFrames) -> LogIndex:
+    """The trace's logs' index (cached with its frames)."""
+    return cached(frames, LOGS_KEY, lambda: read_log_index(engine, frames.trace_id),
+                  persist=_CLASSES)
