@@ -17,8 +17,8 @@ from app.figures.states import state_graph_figure
 from app.pages._views import cfg
 from app.router import PageError
 from ingest.store.traces import get_trace
-from ingest.views.states import goroutine_groups, to_dot, to_json, to_mermaid
-from ingest.views.states_frames import graph_for
+from ingest.views.states import to_dot, to_json, to_mermaid
+from ingest.views.states_frames import goroutine_groups, graph_for
 
 ROUTES = ("/traces/<int:trace_id>/states",)
 TITLE = "State graphs"
@@ -54,7 +54,7 @@ def edge_table(graph: dict[str, Any]) -> html.Table:
 
 def controls(trace_id: int, query: dict[str, str]) -> html.Div:
     ctx = ui_context()
-    groups = goroutine_groups(ctx.engine, trace_id)
+    groups = goroutine_groups(ctx.engine, ctx.frames.get(trace_id))
     options = [{"label": f"{g['group'] or '(unknown start)'}  ({g['goroutines']:,})",
                 "value": g["group"]} for g in groups]
     resource = query.get("resource", "goroutine")

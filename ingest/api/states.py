@@ -12,8 +12,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from ingest.api.blueprint import error, ingest_state, jsonable
 from ingest.api.params import checked, flag, int_param
-from ingest.views.states import goroutine_groups, render
-from ingest.views.states_frames import graph_for
+from ingest.views.states import render
+from ingest.views.states_frames import goroutine_groups, graph_for
 
 bp = checked(Blueprint("gmpscope_api_states", __name__))
 
@@ -46,5 +46,5 @@ def get_states(trace_id: int) -> Response:
 @bp.get("/api/traces/<int:trace_id>/states/groups")
 def get_state_groups(trace_id: int) -> Response:
     st = ingest_state(current_app)
-    st.frames.get(trace_id)  # 404 for an unknown trace
-    return jsonify({"groups": goroutine_groups(st.engine, trace_id)})
+    frames = st.frames.get(trace_id)  # 404 for an unknown trace
+    return jsonify({"groups": goroutine_groups(st.engine, frames)})

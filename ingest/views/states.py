@@ -70,29 +70,6 @@ def state_graph(engine: Engine, trace_id: int, resource: str) -> StateGraph:
     return StateGraph(resource=resource, nodes=nodes, edges=edges)
 
 
-def goroutine_groups(engine: Engine, trace_id: int) -> list[dict[str, Any]]:
-    """Goroutine groups (start function, '' when unknown) with their sizes,
-    largest first."""
-    from sqlalchemy import func
-
-    gt = models.goroutines
-    fn = func.coalesce(gt.c.start_function, "")
-    with engine.connect() as conn:
-        rows = conn.execute(select(fn.label("group"), func.count().label("n"))
-                            .where(gt.c.trace_id == trace_id).group_by(fn)
-                            .order_by(func.count().desc(), fn)).all()
-    return [{"group": r.group, "goroutines": int(r.n)} for r in rows]
-
-
-def group_goids(engine: Engine, trace_id: int, group: str) -> list[int]:
-    """The goroutines whose start function is ``group`` ('' : unknown)."""
-    gt = models.goroutines
-    cond = gt.c.start_function.is_(None) if group == "" else gt.c.start_function == group
-    with engine.connect() as conn:
-        return [int(g) for g in conn.execute(select(gt.c.goid).where(
-            gt.c.trace_id == trace_id, cond).order_by(gt.c.goid)).scalars()]
-
-
 def to_json(graph: StateGraph) -> dict[str, Any]:
     """A JSON-able dict: resource, nodes (with in/out counts), edges, total."""
     out_c: dict[str, int] = {}

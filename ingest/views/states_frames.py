@@ -24,18 +24,24 @@ Idle in between. Back-to-back intervals in the same state (the thread
 switching goroutines) are one stay; the first interval of each thread is
 entered from Undetermined. A thread's last stay is left for Idle when it
 ends before the trace does.
+
+The unfiltered graphs that only the frames give (goroutines split by
+reason, threads) are kept as report caches (:func:`whole_trace_graph`): the
+states page opens on the split one.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine
 
-from ingest.derive.frames import FrameStore, TraceFrames
-from ingest.derive.interval_order import nearest_rank
+from ingest.derive.cache import cached_json
+from ingest.derive.frames import FrameStore, Lanes, TraceFrames, release_pages
+from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
 from ingest.store.traces import get_trace
 from ingest.views.states import (
@@ -43,7 +49,6 @@ from ingest.views.states import (
     RESOURCES,
     Edge,
     StateGraph,
-    group_goids,
     state_graph,
 )
 
@@ -114,41 +119,59 @@ def goroutine_wait_categories(frames: TraceFrames) -> tuple[Arr, list[str]]:
     if len(idx):
         # Forward-fill through chains of inheriting rows: each takes the
         # category of the nearest earlier non-inheriting row of its lane.
-        src = np.where(inh & ~lane_first, -1, np.arange(n_g))
+        rows = np.arange(n_g, dtype=np.int32 if n_g < 2 ** 31 else np.int64)
+        src = np.where(inh & ~lane_first, -1, rows)
         np.maximum.accumulate(src, out=src)
-        cats = cats.copy()
         cats[idx] = cats[src[idx]]
     return cats, list(WAIT_CATEGORIES)
 
 
-def _lane_first(rid: I64) -> Arr:
+def _lane_first(rid: Arr) -> Arr:
     first = np.ones(len(rid), dtype=bool)
     if len(rid) > 1:
         first[1:] = rid[1:] != rid[:-1]
     return first
 
 
-def _edges(src: I64, dst: I64, dwell: I64, names: list[str]) -> list[Edge]:
-    """Edges from per-transition source/target node codes and dwell (-1: unknown)."""
-    if not len(src):
+def _rank(n: int, q: float) -> int:
+    # nearest_rank's rank (1-based), to pick it out of unsorted values.
+    return max(1, int(np.ceil(q * n)))
+
+
+def _edges(code: Arr, dwell: I64, names: list[str]) -> list[Edge]:
+    """Edges from per-transition edge codes (``source * len(names) + target``)
+    and dwell (-1: unknown).
+
+    The codes are a few hundred small integers: one stable radix sort of them
+    groups the transitions (a sort of the dwell times, as lexsort made, took
+    seconds on 20 M transitions), and each edge's percentiles are picked out
+    by partitioning its own dwell times.
+    """
+    if not len(code):
         return []
     width = len(names)
-    code = src.astype(np.int64) * width + dst
-    order = np.lexsort((dwell, code))
+    order = np.argsort(code.astype(np.int16 if width * width < 2 ** 15 else np.int64,
+                                   copy=False), kind="stable")
     code_s = code[order]
-    dwell_s = dwell[order]
     bounds = np.flatnonzero(np.r_[True, code_s[1:] != code_s[:-1], True])
+    heads = code_s[bounds[:-1]].tolist()
+    del code_s
+    dwell_s = dwell[order]
+    del order
     edges: list[Edge] = []
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        c = int(code_s[a])
+    for c, a, b in zip(heads, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         d = dwell_s[a:b]
-        d = d[d >= 0]  # sorted, so the known ones are a suffix
-        s, t = divmod(c, width)
-        if len(d):
-            edges.append(Edge(names[s], names[t], b - a, len(d), float(d.mean()),
-                              nearest_rank(d, 0.5), nearest_rank(d, 0.99), int(d[-1])))
-        else:
+        d = d[d >= 0]
+        s, t = divmod(int(c), width)
+        n = len(d)
+        if not n:
             edges.append(Edge(names[s], names[t], b - a, 0, None, None, None, None))
+            continue
+        k50, k99 = _rank(n, 0.5) - 1, _rank(n, 0.99) - 1
+        part = np.partition(d, sorted({k50, k99, n - 1}))
+        # The exact integer total over the count, as state_edges has it.
+        edges.append(Edge(names[s], names[t], b - a, n, int(d.sum(dtype=np.int64)) / n,
+                          int(part[k50]), int(part[k99]), int(part[n - 1])))
     edges.sort(key=lambda e: (-e.count, e.source, e.target))
     return edges
 
@@ -158,13 +181,40 @@ def _graph(resource: str, edges: list[Edge], info: dict[str, Any]) -> StateGraph
     return StateGraph(resource=resource, nodes=nodes, edges=edges, info=info)
 
 
-def _window(ts: I64, t1: int | None, t2: int | None) -> Arr:
+def _window(ts: I64, t1: int | None, t2: int | None) -> Arr | None:
+    """Rows with t1 <= ts < t2; None when there is no window (every row)."""
+    if t1 is None and t2 is None:
+        return None
     keep = np.ones(len(ts), dtype=bool)
     if t1 is not None:
         keep &= ts >= t1
     if t2 is not None:
         keep &= ts < t2
     return keep
+
+
+def _kept(keep: Arr | None, *cols: Arr) -> list[Arr]:
+    return list(cols) if keep is None else [c[keep] for c in cols]
+
+
+def _dwell(ts: I64, first: Arr) -> I64:
+    """Time since the previous row of the same lane (-1 for a lane's first)."""
+    dwell = np.empty(len(ts), dtype=np.int64)
+    if len(ts):
+        np.subtract(ts[1:], ts[:-1], out=dwell[1:])
+        dwell[first] = -1
+    return dwell
+
+
+def _lane_rows(lanes: Lanes, goids: I64) -> Arr:
+    """Per row of ``lanes``, whether its lane is one of ``goids`` (as
+    ``np.isin(rid, goids)``, from the lanes' row ranges)."""
+    pos = np.searchsorted(lanes.ids, goids)
+    ok = pos < len(lanes.ids)
+    ok[ok] = lanes.ids[pos[ok]] == goids[ok]
+    lane_keep = np.zeros(len(lanes.ids), dtype=bool)
+    lane_keep[pos[ok]] = True
+    return np.repeat(lane_keep, np.diff(lanes.off))
 
 
 def resource_graph(frames: TraceFrames, resource: str, *, goids: I64 | None = None,
@@ -185,43 +235,62 @@ def resource_graph(frames: TraceFrames, resource: str, *, goids: I64 | None = No
     lanes = frames.goroutines if resource == "goroutine" else frames.procs
     lo, hi = (int(lanes.off[0]), int(lanes.off[-1])) if len(lanes.ids) else (0, 0)
     iv = frames.intervals
-    rid = iv["rid"][lo:hi]
-    ts = iv["start_ts"][lo:hi]
-    kind = iv["kind"][lo:hi]
-    first = _lane_first(rid)
-    dwell = np.empty(len(ts), dtype=np.int64)
-    if len(ts):
-        dwell[0] = -1
-        dwell[1:] = ts[1:] - ts[:-1]
-        dwell[first] = -1
-    # Node codes: the plain states first, then the split Waiting nodes.
+    try:
+        first = _lane_first(iv["rid"][lo:hi])
+        ts = iv["start_ts"][lo:hi]
+        keep = _window(ts, t1, t2)
+        dwell = _dwell(ts, first)
+        names, code = _node_codes(frames, iv["kind"][lo:hi], first, split_reasons)
+    finally:
+        _release(iv, "rid", "start_ts", "kind")
+    info: dict[str, Any] = {"split_reasons": bool(split_reasons), "t1": t1, "t2": t2}
+    if split_reasons:
+        info["reasons"] = _reason_table(frames)
+    if goids is not None:
+        rows = _lane_rows(lanes, goids)
+        keep = rows if keep is None else keep & rows
+    code, dwell = _kept(keep, code, dwell)
+    return _graph(resource, _edges(code, dwell, names), info)
+
+
+def _node_codes(frames: TraceFrames, kind: Arr, first: Arr,
+                split_reasons: bool) -> tuple[list[str], Arr]:
+    """(node names, each row's edge code ``source * len(names) + target``) of
+    rows of kinds ``kind`` (int16: at most 8 states and 7 wait categories);
+    the split Waiting nodes come after the plain states."""
     names = list(models.STATE_NAMES)
     top = max(frames.kinds, default=0) + 1
-    frm_of = np.zeros(top, dtype=np.int64)
-    to_of = np.zeros(top, dtype=np.int64)
+    frm_of = np.zeros(top, dtype=np.int16)
+    to_of = np.zeros(top, dtype=np.int16)
     for code, k in frames.kinds.items():
         frm_of[code] = models.STATE_CODE.get(k.from_state, 0)
         to_of[code] = models.STATE_CODE.get(k.to_state, 0)
-    src = frm_of[kind] if len(kind) else np.zeros(0, np.int64)
-    dst = to_of[kind] if len(kind) else np.zeros(0, np.int64)
-    info: dict[str, Any] = {"split_reasons": bool(split_reasons), "t1": t1, "t2": t2}
+    src = frm_of[kind] if len(kind) else np.zeros(0, np.int16)
+    dst = to_of[kind] if len(kind) else np.zeros(0, np.int16)
     if split_reasons:
         cats, cat_names = goroutine_wait_categories(frames)
         base = len(names)
         names += [node_name("Waiting", c) for c in cat_names]
         has = cats >= 0
-        dst = np.where(has, base + cats.astype(np.int64), dst)
-        prev = np.r_[-1, cats[:-1]].astype(np.int64)
-        src_split = (src == WAITING) & ~first & (prev >= 0)
-        src = np.where(src_split, base + prev, src)
+        np.copyto(dst, cats.astype(np.int16) + base, where=has)
+        prev = np.empty(len(cats), np.int16)
+        if len(cats):
+            prev[0] = -1
+            prev[1:] = cats[:-1]
+        leaving = (src == WAITING) & ~first
+        np.copyto(src, prev + base, where=leaving & (prev >= 0))
         # A first row that leaves Waiting has no known reason: "other".
-        other = base + cat_names.index("other")
-        src = np.where((src == WAITING) & first, other, src)
-        info["reasons"] = _reason_table(frames)
-    keep = _window(ts, t1, t2)
-    if goids is not None:
-        keep &= np.isin(rid, goids)
-    return _graph(resource, _edges(src[keep], dst[keep], dwell[keep], names), info)
+        src[(src == WAITING) & first] = base + cat_names.index("other")
+    src *= np.int16(len(names))
+    src += dst
+    return names, src
+
+
+def _release(table: Any, *columns: str) -> None:
+    # Whole mapped columns were read: their pages go back to the page cache
+    # (otherwise they count as this worker's memory until the frames close).
+    for c in columns:
+        release_pages(table[c])
 
 
 def _reason_table(frames: TraceFrames) -> dict[str, list[str]]:
@@ -235,22 +304,56 @@ def _reason_table(frames: TraceFrames) -> dict[str, list[str]]:
     return {c: sorted(out[c]) for c in WAIT_CATEGORIES if c in out}
 
 
-def thread_stays(frames: TraceFrames) -> dict[str, I64]:
-    """Goroutine Running/Syscall intervals by thread, sorted by (m, start):
-    columns m, start_ts, end_ts, state (RUNNING or SYSCALL)."""
+def thread_stays(frames: TraceFrames) -> dict[str, Arr]:
+    """Goroutine Running/Syscall intervals by thread, sorted by (m, start)
+    (rows of a thread that start at the same ns by row): columns m, start_ts,
+    end_ts, state (RUNNING or SYSCALL)."""
     n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
     st = frames.state[:n_g]
     iv = frames.intervals
-    m = iv["m"][:n_g]
-    sel = np.flatnonzero(((st == RUNNING) | (st == SYSCALL)) & (m != -1))
-    start = iv["start_ts"][:n_g][sel]
-    order = np.lexsort((start, m[sel]))
-    rows = sel[order]
-    return {"m": m[rows], "start_ts": iv["start_ts"][:n_g][rows],
-            "end_ts": iv["end_ts"][:n_g][rows], "state": st[rows].astype(np.int64)}
+    try:
+        m = iv["m"][:n_g]
+        sel = np.flatnonzero(((st == RUNNING) | (st == SYSCALL)) & (m != -1))
+        rows = _in_go_order(iv, sel, m)
+        start = iv["start_ts"][rows]
+        m_rows = m[rows]
+        same = m_rows[1:] == m_rows[:-1]
+        if rows is sel or np.any(same & (start[1:] <= start[:-1])):
+            # No Go order to use, not time order on a thread after all, or
+            # two rows of a thread starting at the same ns (ordered by row).
+            rows = sel[np.lexsort((iv["start_ts"][sel], m[sel]))]
+            start, m_rows = iv["start_ts"][rows], m[rows]
+        return {"m": m_rows, "start_ts": start, "end_ts": iv["end_ts"][rows],
+                "state": st[rows].astype(np.int64)}
+    finally:
+        _release(iv, "m", "seq", "start_ts", "end_ts")
 
 
-def thread_transitions(frames: TraceFrames) -> dict[str, I64]:
+def _in_go_order(iv: Any, sel: I64, m: Arr) -> Arr:
+    """Goroutine rows ``sel`` grouped by thread (ascending m) in Go's order
+    (their ``seq``), which is time order on each thread: the rows placed at
+    their seq, then grouped with a stable radix sort of the thread's code,
+    need no sort by time (lexsort of 11 M rows took 2 s). ``sel`` itself
+    where the seqs or the threads do not allow it."""
+    if not len(sel):
+        return sel
+    m_sel = m[sel]
+    m_lo, m_hi = int(m_sel.min()), int(m_sel.max())
+    del m_sel
+    seq = iv["seq"][sel]
+    if m_hi - m_lo >= 2 ** 15 or int(seq.min()) < 0:
+        return sel
+    slot: Arr = np.full(int(seq.max()) + 1, -1, np.int64 if len(m) >= 2 ** 31 else np.int32)
+    slot[seq] = sel
+    del seq
+    placed = slot[slot >= 0]
+    del slot
+    if len(placed) != len(sel):
+        return sel
+    return placed[np.argsort((m[placed] - m_lo).astype(np.int16), kind="stable")]
+
+
+def thread_transitions(frames: TraceFrames) -> dict[str, Arr]:
     """The derived thread transitions, sorted by (m, ts): m, ts, from, to
     (state codes) and dwell (-1 unknown). See the module docstring."""
     s = thread_stays(frames)
@@ -264,46 +367,101 @@ def thread_transitions(frames: TraceFrames) -> dict[str, I64]:
     prev_end = np.r_[-1, end[:-1]]
     prev_state = np.r_[-1, state[:-1]]
     gap = ~first & (start > prev_end)
-    change = ~first & ~gap & (state != prev_state)
-    parts: list[tuple[I64, I64, I64, I64, int]] = [
-        # (m, ts, from, to, tie order)
-        (m[first], start[first], np.full(int(first.sum()), UNDETERMINED), state[first], 1),
-        (m[gap], prev_end[gap], prev_state[gap], np.full(int(gap.sum()), IDLE), 0),
-        (m[gap], start[gap], np.full(int(gap.sum()), IDLE), state[gap], 1),
-        (m[change], start[change], prev_state[change], state[change], 1),
-    ]
+    enter = first | gap | (state != prev_state)
     ends = last & (end < frames.last_ts)
-    parts.append((m[ends], end[ends], state[ends], np.full(int(ends.sum()), IDLE), 2))
-    tm = np.concatenate([p[0] for p in parts])
-    tts = np.concatenate([p[1] for p in parts])
-    tfrom = np.concatenate([p[2] for p in parts]).astype(np.int64)
-    tto = np.concatenate([p[3] for p in parts]).astype(np.int64)
-    tie = np.concatenate([np.full(len(p[0]), p[4]) for p in parts])
-    order = np.lexsort((tie, tts, tm))
-    tm, tts, tfrom, tto = tm[order], tts[order], tfrom[order], tto[order]
-    dwell = np.empty(len(tts), dtype=np.int64)
-    dwell[0] = -1
-    dwell[1:] = tts[1:] - tts[:-1]
-    dwell[_lane_first(tm)] = -1
-    return {"m": tm, "ts": tts, "from": tfrom, "to": tto, "dwell": dwell}
+    # Each stay's transitions in time order: the Idle that a gap before it
+    # ends with (at the previous stay's end), its own entry, and for a
+    # thread's last stay the Idle after it.
+    per = gap.astype(np.int64) + enter + ends
+    at = np.cumsum(per) - per
+    total = int(at[-1] + per[-1])
+    del per
+    tm = np.empty(total, m.dtype)
+    tts = np.empty(total, np.int64)
+    tfrom = np.empty(total, np.int64)
+    tto = np.empty(total, np.int64)
+    tie = np.empty(total, np.int8)  # lexsort's tie order at one ns: gap, entry, end
+    for rows, pos, ts, frm, to, order in (
+            (gap, at[gap], prev_end[gap], prev_state[gap], IDLE, 0),
+            (enter, at[enter] + gap[enter], start[enter],
+             np.where(first, UNDETERMINED, np.where(gap, IDLE, prev_state))[enter],
+             state[enter], 1),
+            (ends, at[ends] + gap[ends] + enter[ends], end[ends], state[ends], IDLE, 2)):
+        tm[pos], tts[pos], tfrom[pos], tto[pos], tie[pos] = m[rows], ts, frm, to, order
+    if not _in_order(tm, tts, tie):
+        # A stay of no length meets the Idle before the next stay at the same
+        # ns: sorted as the definition has it (the gap's Idle first).
+        o = np.lexsort((tie, tts, tm))
+        tm, tts, tfrom, tto = tm[o], tts[o], tfrom[o], tto[o]
+    return {"m": tm, "ts": tts, "from": tfrom, "to": tto, "dwell": _dwell(tts, _lane_first(tm))}
+
+
+def _in_order(m: Arr, ts: I64, tie: Arr) -> bool:
+    """Whether rows are sorted by (m, ts, tie)."""
+    dm = m[1:] == m[:-1]
+    dt = ts[1:] == ts[:-1]
+    return bool(np.all((m[1:] > m[:-1]) | (dm & (ts[1:] > ts[:-1]))
+                       | (dm & dt & (tie[1:] >= tie[:-1]))))
 
 
 def thread_graph(frames: TraceFrames, *, t1: int | None = None,
                  t2: int | None = None) -> StateGraph:
     """The derived thread state graph (see the module docstring)."""
     tr = thread_transitions(frames)
-    keep = _window(tr["ts"], t1, t2)
+    names = list(models.STATE_NAMES)
+    code = (tr["from"] * len(names) + tr["to"]).astype(np.int16)
+    code, dwell = _kept(_window(tr["ts"], t1, t2), code, tr["dwell"])
     info: dict[str, Any] = {"split_reasons": False, "t1": t1, "t2": t2,
                             "derived": "from goroutine Running/Syscall intervals per M"}
-    return _graph("thread", _edges(tr["from"][keep], tr["to"][keep], tr["dwell"][keep],
-                                   list(models.STATE_NAMES)), info)
+    return _graph("thread", _edges(code, dwell, names), info)
+
+
+def goroutine_groups(engine: Engine, frames: TraceFrames) -> list[dict[str, Any]]:
+    """Goroutine groups (start function, '' when unknown) with their sizes,
+    largest first (from the timeline's goroutine table, kept at ingest)."""
+    gt = goroutine_table(engine, frames)
+    counts = np.bincount(gt.group, minlength=len(gt.names)).tolist()
+    groups = [{"group": name, "goroutines": int(c)}
+              for name, c in zip(gt.names, counts, strict=True) if c]
+    return sorted(groups, key=lambda g: (-g["goroutines"], g["group"]))
+
+
+def group_goids(engine: Engine, frames: TraceFrames, group: str) -> I64:
+    """The goroutines whose start function is ``group`` ('' : unknown), ascending."""
+    gt = goroutine_table(engine, frames)
+    if group not in gt.names:
+        return np.zeros(0, np.int64)
+    return np.asarray(gt.goid[gt.group == gt.names.index(group)], dtype=np.int64)
+
+
+#: Report cache keys (ingest.derive.cache.cached_json) of the whole-trace
+#: graphs that only the frames give, by (resource, split_reasons).
+CACHE_KEYS = {("goroutine", True): "states_goroutine_split", ("thread", False): "states_thread"}
+
+
+def whole_trace_graph(frames: TraceFrames, resource: str, split_reasons: bool) -> StateGraph:
+    """The unfiltered graph of ``resource`` from the frames, kept as a report
+    cache when it is one of CACHE_KEYS (built once per trace)."""
+    key = CACHE_KEYS.get((resource, split_reasons))
+    if key is None:
+        return resource_graph(frames, resource, split_reasons=split_reasons)
+    doc = cached_json(frames, key, lambda: _graph_doc(
+        resource_graph(frames, resource, split_reasons=split_reasons)))
+    return _graph(doc["resource"], [Edge(**e) for e in doc["edges"]], doc["info"])
+
+
+def _graph_doc(graph: StateGraph) -> dict[str, Any]:
+    return {"resource": graph.resource, "edges": [asdict(e) for e in graph.edges],
+            "info": graph.info}
 
 
 def graph_for(engine: Engine, store: FrameStore, trace_id: int, resource: str, *,
               group: str | None = None, t1: int | None = None, t2: int | None = None,
               split_reasons: bool = False) -> StateGraph:
     """The state graph the API and pages ask for: the precomputed whole-trace
-    graph when there is no filter (goroutine and proc), else from the frames.
+    graph when there is no filter (goroutine and proc), the cached one of
+    the frames with none but the reason split (and for threads), else from
+    the frames.
 
     Raises ValueError for a bad combination, LookupError for an unknown trace
     or an empty group.
@@ -313,25 +471,26 @@ def graph_for(engine: Engine, store: FrameStore, trace_id: int, resource: str, *
                          f"not {resource!r}")
     if t1 is not None and t2 is not None and t2 <= t1:
         raise ValueError("t2 must be after t1")
-    plain = group is None and t1 is None and t2 is None and not split_reasons
-    if plain and resource in RESOURCES:
+    unfiltered = group is None and t1 is None and t2 is None
+    if unfiltered and not split_reasons and resource in RESOURCES:
         if get_trace(engine, trace_id) is None:
             raise LookupError(f"no trace with id {trace_id}")
         graph = state_graph(engine, trace_id, resource)
         graph.info.update({"split_reasons": False, "t1": None, "t2": None})
         return graph
     frames = store.get(trace_id)
+    if unfiltered:
+        return whole_trace_graph(frames, resource, split_reasons)
     goids = None
     if group is not None:
         if resource != "goroutine":
             raise ValueError("the group filter applies to goroutine graphs only")
-        ids = group_goids(engine, trace_id, group)
-        if not ids:
+        goids = group_goids(engine, frames, group)
+        if not len(goids):
             raise LookupError(f"no goroutines with start function {group!r}")
-        goids = np.asarray(ids, dtype=np.int64)
     graph = resource_graph(frames, resource, goids=goids, t1=t1, t2=t2,
                            split_reasons=split_reasons)
-    if group is not None:
+    if goids is not None:
         graph.info["group"] = group
-        graph.info["group_goroutines"] = len(goids) if goids is not None else 0
+        graph.info["group_goroutines"] = len(goids)
     return graph
