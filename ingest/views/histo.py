@@ -119,6 +119,36 @@ def value_buckets(values: Arr) -> ValueBuckets:
     return ValueBuckets(lo, v - lo, vf, b, int(b.max()) + 1)
 
 
+def count_at_or_before(ts: Arr, points: I64) -> I64:
+    """How many of ``ts`` are at or before each of ``points`` (ascending):
+    counted per step when the points are evenly spaced (time_bins' edges),
+    else by a sort."""
+    t = np.asarray(ts, dtype=np.int64)
+    pts = np.asarray(points, dtype=np.int64)
+    k = len(pts)
+    if k >= 2 and pts[1] > pts[0] and bool((np.diff(pts) == pts[1] - pts[0]).all()):
+        w = int(pts[1] - pts[0])
+        # t <= p0 + w*j exactly when ceil((t - p0) / w) <= j.
+        step = -((int(pts[0]) - t) // w)
+        return np.cumsum(np.bincount(np.clip(step, 0, k), minlength=k + 1)[:k]).astype(np.int64)
+    return np.searchsorted(np.sort(t), pts, side="right").astype(np.int64)
+
+
+def dense_codes(ids: Arr) -> tuple[I64, I64]:
+    """``np.unique(ids, return_inverse=True)`` of integer ids: by a table
+    when their range is small (stack ids, goids), else by a sort."""
+    v = np.asarray(ids)
+    if len(v) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo > 4 * len(v) + (1 << 20):
+        uniq, inv = np.unique(v, return_inverse=True)
+        return uniq.astype(np.int64), inv.reshape(-1).astype(np.int64)
+    present = np.bincount(v - lo, minlength=hi - lo + 1) > 0
+    code_of = np.cumsum(present) - 1
+    return np.flatnonzero(present).astype(np.int64) + lo, code_of[v - lo].astype(np.int64)
+
+
 def order_statistics(values: Arr, ranks: I64, buckets: ValueBuckets | None = None) -> I64:
     """The values of 0-based ``ranks`` in sorted order, without sorting: by
     the values' buckets (:func:`value_buckets`, given or made), else one

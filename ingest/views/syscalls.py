@@ -20,7 +20,15 @@ from sqlalchemy import Engine
 from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.views.goroutines import stack_frames
-from ingest.views.histo import bin_index, log_histogram, summary, time_bins
+from ingest.views.histo import (
+    bin_index,
+    count_at_or_before,
+    dense_codes,
+    log_histogram,
+    summary,
+    time_bins,
+    top_indices,
+)
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -29,7 +37,10 @@ TOP_STACKS = 10
 LONGEST = 50
 
 
-def _window(ts: I64, t1: int | None, t2: int | None) -> Arr:
+def _window(ts: I64, t1: int | None, t2: int | None) -> slice | npt.NDArray[np.bool_]:
+    """The rows of ``ts`` in [t1, t2): every row (a slice, no copy) without a window."""
+    if t1 is None and t2 is None:
+        return slice(None)
     keep = np.ones(len(ts), dtype=bool)
     if t1 is not None:
         keep &= ts >= t1
@@ -43,20 +54,23 @@ def top_stacks(engine: Engine, trace_id: int, stack_id: I64, dur: I64,
     """The stacks with the most total time and the most occurrences."""
     if len(stack_id) == 0:
         return {"by_total": [], "by_count": []}
-    uniq, inv = np.unique(stack_id, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = dense_codes(stack_id)
     cnt = np.bincount(inv, minlength=len(uniq))
     tot = np.rint(np.bincount(inv, weights=dur, minlength=len(uniq))).astype(np.int64)
     by_total = np.lexsort((uniq, -tot))[:top]
     by_count = np.lexsort((uniq, -cnt))[:top]
-    # Max only for the stacks shown (np.maximum.at over every row is slow).
-    mx = {int(i): int(dur[inv == i].max()) for i in set(np.r_[by_total, by_count].tolist())}
+    # Max only for the stacks shown: one pass over their rows.
+    shown = np.zeros(len(uniq), dtype=bool)
+    shown[np.r_[by_total, by_count]] = True
+    rows = np.flatnonzero(shown[inv])
+    mx = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(mx, inv[rows], np.asarray(dur, dtype=np.int64)[rows])
     frames = stack_frames(engine, trace_id, uniq[np.r_[by_total, by_count]].tolist())
 
     def row(i: int) -> dict[str, Any]:
         sid = int(uniq[i])
         return {"stack_id": sid, "count": int(cnt[i]), "total_ns": int(tot[i]),
-                "mean_ns": float(tot[i] / cnt[i]), "max_ns": mx[i],
+                "mean_ns": float(tot[i] / cnt[i]), "max_ns": int(mx[i]),
                 "frames": frames.get(sid, [])}
 
     return {"by_total": [row(int(i)) for i in by_total],
@@ -78,16 +92,19 @@ def _syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
     stacks, P handoffs (syscalls that lost their P: how long after the
     syscall began the P went to another M) and both over time."""
     sc = frames.syscalls
-    start = sc["start_ts"]
-    keep = _window(start, t1, t2)
-    start = start[keep]
-    end = sc["end_ts"][keep]
-    dur = sc["duration_ns"][keep]
-    known = sc["start_known"][keep] == 1
+    keep = _window(np.asarray(sc["start_ts"]), t1, t2)
+
+    def col(name: str) -> Arr:
+        return np.asarray(sc[name])[keep]
+
+    start = col("start_ts")
+    end = col("end_ts")
+    dur = col("duration_ns")
+    known = col("start_known") == 1
     unfinished = end >= frames.last_ts
     complete = known & ~unfinished
-    lost = sc["p_lost"][keep] == 1
-    stolen = sc["stolen_ts"][keep]
+    lost = col("p_lost") == 1
+    stolen = col("stolen_ts")
     has_handoff = lost & (stolen >= 0) & known
     handoff = (stolen - start)[has_handoff]
     edges = time_bins(frames.first_ts if t1 is None else t1,
@@ -99,8 +116,9 @@ def _syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
     np.maximum.at(hmax, hb, handoff)
     hcount = np.bincount(hb, minlength=nb)
     hsum = np.bincount(hb, weights=handoff, minlength=nb)
-    longest = np.argsort(-dur, kind="stable")[:LONGEST]
-    goid, m, p = sc["goid"][keep], sc["m"][keep], sc["p"][keep]
+    longest = top_indices(dur, LONGEST)
+    goid, m, p = col("goid"), col("m"), col("p")
+    stolen_by_m = col("stolen_by_m")
     return {
         "trace_id": frames.trace_id, "t1": t1, "t2": t2,
         "count": int(len(start)), "complete": int(complete.sum()),
@@ -121,13 +139,13 @@ def _syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
             "handoff_mean_ns": [float(s / c) if c else None
                                 for s, c in zip(hsum.tolist(), hcount.tolist(), strict=True)],
         },
-        "stacks": top_stacks(engine, frames.trace_id, sc["stack_id"][keep], dur, top),
+        "stacks": top_stacks(engine, frames.trace_id, col("stack_id"), dur, top),
         "longest": [{
             "goid": int(goid[i]), "start_ts": int(start[i]), "end_ts": int(end[i]),
             "duration_ns": int(dur[i]), "m": int(m[i]), "p": int(p[i]),
             "p_lost": bool(lost[i]), "complete": bool(complete[i]),
             "handoff_ns": int(stolen[i] - start[i]) if has_handoff[i] else None,
-            "stolen_by_m": int(sc["stolen_by_m"][keep][i]) if has_handoff[i] else None,
+            "stolen_by_m": int(stolen_by_m[i]) if has_handoff[i] else None,
         } for i in longest.tolist()],
     }
 
@@ -137,17 +155,22 @@ def network_waits(frames: TraceFrames) -> dict[str, I64]:
     start, end, stack, start_known, unfinished (still waiting at the end)."""
     lanes = frames.goroutines
     n_rows = int(lanes.off[-1]) if len(lanes.ids) else 0
-    codes = [c for c, k in frames.kinds.items()
-             if k.resource == "goroutine" and k.to_state == "Waiting" and k.reason == "network"]
-    undet = [c for c in codes if frames.kinds[c].from_state == "Undetermined"]
-    kind = frames.intervals["kind"][:n_rows]
-    idx = np.flatnonzero(np.isin(kind, codes))
-    lane = np.searchsorted(lanes.off, idx, side="right") - 1
+    top = max(frames.kinds, default=0) + 1
+    network = np.zeros(top, dtype=bool)
+    undetermined = np.zeros(top, dtype=bool)
+    for c, k in frames.kinds.items():
+        if k.resource == "goroutine" and k.to_state == "Waiting" and k.reason == "network":
+            network[c] = True
+            undetermined[c] = k.from_state == "Undetermined"
+    kind = frames.intervals["kind"]
+    idx = np.flatnonzero(network[kind[:n_rows]])
+    last = np.zeros(n_rows, dtype=bool)
+    if n_rows:
+        last[lanes.off[1:] - 1] = True
     iv = frames.intervals
-    return {"goid": lanes.ids[lane].astype(np.int64), "start": iv["start_ts"][idx],
+    return {"goid": iv["rid"][idx].astype(np.int64), "start": iv["start_ts"][idx],
             "end": iv["end_ts"][idx], "stack_id": iv["stack_id"][idx],
-            "start_known": ~np.isin(kind[idx], undet),
-            "unfinished": idx == lanes.off[lane + 1] - 1}
+            "start_known": ~undetermined[kind[idx]], "unfinished": last[idx]}
 
 
 def netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
@@ -176,17 +199,15 @@ def _netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
     b = bin_index(start, edges)
     # Goroutines parked at each bin's start: waits begun at or before it
     # minus waits ended at or before it (all waits, not only those in the window).
-    s_all, e_all = np.sort(w["start"]), np.sort(w["end"])
     at = edges[:-1]
-    parked = (np.searchsorted(s_all, at, side="right")
-              - np.searchsorted(e_all, at, side="right"))
-    longest = np.argsort(-dur, kind="stable")[:LONGEST]
+    parked = count_at_or_before(w["start"], at) - count_at_or_before(w["end"], at)
+    longest = top_indices(dur, LONGEST)
     return {
         "trace_id": frames.trace_id, "t1": t1, "t2": t2,
         "count": int(len(start)), "complete": int(complete.sum()),
         "started_before_trace": int((~w["start_known"][keep]).sum()),
         "unfinished": int(unfinished.sum()), "total_ns": int(dur.sum()),
-        "goroutines": int(len(np.unique(goid))),
+        "goroutines": int(len(dense_codes(goid)[0])),
         "parked_at_end": int(w["unfinished"].sum()),
         "duration": summary(dur[complete]), "histogram": log_histogram(dur[complete]),
         "over_time": {"edges": edges.tolist(), "waits": np.bincount(b, minlength=nb).tolist(),
