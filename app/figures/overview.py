@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
@@ -24,14 +26,29 @@ STATE_COLORS = {
 BAND_COLORS = {"gc": "rgba(123,79,179,0.10)", "stw": "rgba(192,57,43,0.25)"}
 
 
+F64 = npt.NDArray[np.float64]
+
+
 def _sec(ts: int, first: int) -> float:
     return (ts - first) / 1e9
 
 
-def _mids(data: dict[str, Any]) -> list[float]:
+def _secs(ts: list[int] | npt.NDArray[Any], first: int) -> F64:
+    """Seconds since ``first`` of integer ns timestamps."""
+    return (np.asarray(ts, dtype=np.int64) - first) / 1e9
+
+
+def _floats(values: list[Any]) -> F64:
+    # Arrays, not lists: Plotly checks a list element by element (most of a
+    # figure's build time at 2000 points a trace), an array at once.
+    return np.asarray(values, dtype=np.float64)
+
+
+def _mids(data: dict[str, Any]) -> F64:
     first = data["key"]["first_ts"]
-    e = data["bins"]["edges"]
-    return [_sec((a + b) / 2, first) for a, b in zip(e[:-1], e[1:], strict=True)]
+    e = np.asarray(data["bins"]["edges"], dtype=np.int64)
+    mids: F64 = ((e[:-1] + e[1:]) / 2 - first) / 1e9
+    return mids
 
 
 def _base(fig: go.Figure, title: str, ytitle: str) -> go.Figure:
@@ -47,11 +64,10 @@ def _coverage_trace(data: dict[str, Any], kind: str, cov: dict[str, list[Any]]) 
     """Narrow bands merged per bucket: a step filled up to the fraction of the
     bucket they cover (on the hidden 0..1 axis y3)."""
     first = data["key"]["first_ts"]
-    x: list[float | None] = []
-    y: list[float] = []
-    for s, e, f in zip(cov["start_ts"], cov["end_ts"], cov["fraction"], strict=True):
-        x += [_sec(s, first), _sec(e, first)]
-        y += [f, 0.0]
+    # Each bucket as (start, fraction), (end, 0).
+    x = np.column_stack([_secs(cov["start_ts"], first), _secs(cov["end_ts"], first)]).ravel()
+    y = np.column_stack([_floats(cov["fraction"]),
+                         np.zeros(len(cov["fraction"]))]).ravel()
     return go.Scatter(x=x, y=y, mode="lines", line={"width": 0, "shape": "hv"},
                       fill="tozeroy", fillcolor=BAND_COLORS.get(kind, "rgba(0,0,0,0.1)"),
                       yaxis="y3", hoverinfo="skip", showlegend=False,
@@ -89,7 +105,8 @@ def states_figure(data: dict[str, Any]) -> go.Figure:
         y = series.get(name)
         if y is None or not any(y):
             continue
-        fig.add_trace(go.Scatter(x=x, y=y, name=name, stackgroup="states", mode="lines",
+        fig.add_trace(go.Scatter(x=x, y=_floats(y), name=name, stackgroup="states",
+                                 mode="lines",
                                  line={"width": 0.5, "color": STATE_COLORS.get(name)},
                                  hovertemplate="%{y:.2f}"))
     _bands(fig, data)
@@ -106,21 +123,21 @@ def _counter(fig: go.Figure, data: dict[str, Any], m: dict[str, Any], name: str,
     carried to the window's end."""
     first = data["key"]["first_ts"]
     end = (data.get("window") or {}).get("t2", data["key"]["last_ts"])
-    x = [_sec(t, first) for t in m["ts"]] + [_sec(end, first)]
+    x = _secs([*m["ts"], end], first)
     if m.get("reduced"):
-        hi = [v / scale for v in m["max"]]
-        lo = [v / scale for v in m["min"]]
-        fig.add_trace(go.Scatter(x=x, y=hi + hi[-1:], mode="lines", line_shape="hv",
+        hi = _floats(m["max"]) / scale
+        lo = _floats(m["min"]) / scale
+        fig.add_trace(go.Scatter(x=x, y=np.r_[hi, hi[-1:]], mode="lines", line_shape="hv",
                                  line={"width": 0, "color": color}, yaxis=yaxis,
                                  hoverinfo="skip", showlegend=False, legendgroup=name))
-        fig.add_trace(go.Scatter(x=x, y=lo + lo[-1:], mode="lines", line_shape="hv",
+        fig.add_trace(go.Scatter(x=x, y=np.r_[lo, lo[-1:]], mode="lines", line_shape="hv",
                                  line={"width": 0, "color": color}, yaxis=yaxis,
                                  fill="tonexty", fillcolor=_alpha(color, 0.3),
                                  name=f"{name} min–max", hoverinfo="skip",
                                  showlegend=False, legendgroup=name))
-    y = [v / scale for v in m["value"]]
-    fig.add_trace(go.Scatter(x=x, y=y + y[-1:], name=name, mode="lines", line_shape="hv",
-                             yaxis=yaxis, legendgroup=name,
+    y = _floats(m["value"]) / scale
+    fig.add_trace(go.Scatter(x=x, y=np.r_[y, y[-1:]], name=name, mode="lines",
+                             line_shape="hv", yaxis=yaxis, legendgroup=name,
                              line={"color": color, "dash": dash, "width": 1.2}))
 
 
@@ -157,7 +174,8 @@ def threads_figure(data: dict[str, Any]) -> go.Figure:
     x = _mids(data)
     for name, color in (("Running", STATE_COLORS["Running"]),
                         ("Syscall", STATE_COLORS["Syscall"])):
-        fig.add_trace(go.Scatter(x=x, y=data["threads"][name], name=f"threads {name.lower()}",
+        fig.add_trace(go.Scatter(x=x, y=_floats(data["threads"][name]),
+                                 name=f"threads {name.lower()}",
                                  stackgroup="threads", mode="lines",
                                  line={"width": 0.5, "color": color},
                                  hovertemplate="%{y:.2f}"))

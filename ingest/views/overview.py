@@ -25,18 +25,21 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, select
 
+from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.derive.overview_counters import COUNTER_METRICS, GOMAXPROCS_METRIC, trace_counters
 from ingest.store import models
 from ingest.store.traces import get_trace
 from ingest.views.counters import DEFAULT_BUCKETS, bucket_edges, reduce_counter
-from ingest.views.overview_series import default_series, series
+from ingest.views.overview_series import series
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 DEFAULT_BINS = 200
 MAX_BINS = 5000
+#: The report cache of the whole trace at the default bins and points.
+WHOLE_TRACE_KEY = f"overview-bins{DEFAULT_BINS}-points{DEFAULT_BUCKETS}"
 
 
 def bin_edges(t1: int, t2: int, bins: int) -> I64:
@@ -153,12 +156,25 @@ def _union_ns(bands: list[dict[str, Any]]) -> int:
     return total
 
 
-def key_numbers(trace: dict[str, Any], bands: list[dict[str, Any]],
-                metrics: dict[str, tuple[I64, I64]]) -> dict[str, Any]:
-    """The overview's headline numbers from the trace row, GC bands and the
-    metrics' raw samples (the whole trace, whatever the window)."""
+def derived_numbers(bands: list[dict[str, Any]],
+                    metrics: dict[str, tuple[I64, I64]]) -> dict[str, Any]:
+    """The key numbers of the whole trace that come from its GC bands and
+    metrics' raw samples: GOMAXPROCS (max, changes), GC and STW counts, STW
+    time (the union of the pauses)."""
     gmp = metrics[GOMAXPROCS_METRIC][1] if GOMAXPROCS_METRIC in metrics else np.zeros(0)
     stw = [b for b in bands if b["kind"] == "stw"]
+    return {
+        "gomaxprocs": int(gmp.max()) if len(gmp) else None,
+        "gomaxprocs_changes": len(np.unique(gmp)) - 1 if len(gmp) else 0,
+        "gc_count": sum(1 for b in bands if b["kind"] == "gc"),
+        "stw_count": len(stw),
+        "stw_total_ns": _union_ns(stw),
+    }
+
+
+def key_numbers(trace: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
+    """The overview's headline numbers: the trace row's and ``derived``
+    (:func:`derived_numbers`; the whole trace, whatever the window)."""
     first, last = trace.get("first_ts") or 0, trace.get("last_ts") or 0
     return {
         "name": trace["name"],
@@ -171,12 +187,12 @@ def key_numbers(trace: dict[str, Any], bands: list[dict[str, Any]],
         "transitions": trace["transitions"],
         "goroutines": trace["goroutines"],
         "procs": trace["procs"],
-        "gomaxprocs": int(gmp.max()) if len(gmp) else None,
-        "gomaxprocs_changes": len(np.unique(gmp)) - 1 if len(gmp) else 0,
+        "gomaxprocs": derived["gomaxprocs"],
+        "gomaxprocs_changes": derived["gomaxprocs_changes"],
         "threads": trace["threads"],
-        "gc_count": sum(1 for b in bands if b["kind"] == "gc"),
-        "stw_count": len(stw),
-        "stw_total_ns": _union_ns(stw),
+        "gc_count": derived["gc_count"],
+        "stw_count": derived["stw_count"],
+        "stw_total_ns": derived["stw_total_ns"],
         "status": trace["status"],
         "bytes_lost": trace["loss"]["bytes_lost"],
         "generations_lost": trace["loss"]["generations_lost"],
@@ -195,25 +211,23 @@ def window(trace: dict[str, Any], t1: int | None, t2: int | None) -> tuple[int, 
     return lo, hi
 
 
-def counters_view(engine: Engine, frames: TraceFrames, trace_id: int,
-                  t1: int | None = None, t2: int | None = None,
-                  points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
-    """The overview's part without the state series (what the heap figure
-    draws): key numbers, ``window``, reduced ``metrics``, ``gc_bands`` and
-    ``gc_coverage`` over ``[t1, t2]``; LookupError when no trace, ValueError
-    for an empty window."""
+def _trace(engine: Engine, trace_id: int) -> dict[str, Any]:
     trace = get_trace(engine, trace_id)
     if trace is None:
         raise LookupError(f"no trace with id {trace_id}")
+    return trace
+
+
+def _counters_part(engine: Engine, frames: TraceFrames, trace: dict[str, Any],
+                   lo: int, hi: int, points: int) -> dict[str, Any]:
+    """``numbers`` (:func:`derived_numbers`), reduced ``metrics``,
+    ``gc_bands`` and ``gc_coverage`` over ``[lo, hi]``."""
     first, last = int(trace["first_ts"] or 0), int(trace["last_ts"] or 0)
-    lo, hi = window(trace, t1, t2)
-    bands = gc_bands(engine, trace_id, first, last)
-    arrays = metric_arrays(engine, frames, trace_id)
+    bands = gc_bands(engine, trace["id"], first, last)
+    arrays = metric_arrays(engine, frames, trace["id"])
     wide, coverage = band_view(bands, lo, hi, points)
     return {
-        "trace_id": trace_id,
-        "key": key_numbers(trace, bands, arrays),
-        "window": {"t1": lo, "t2": hi},
+        "numbers": derived_numbers(bands, arrays),
         # (a window reaching the trace's end keeps the samples at last_ts)
         "metrics": metric_series(arrays, lo, hi + 1 if hi >= last else hi, points),
         "gc_bands": wide,
@@ -221,31 +235,59 @@ def counters_view(engine: Engine, frames: TraceFrames, trace_id: int,
     }
 
 
+def counters_view(engine: Engine, frames: TraceFrames, trace_id: int,
+                  t1: int | None = None, t2: int | None = None,
+                  points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
+    """The overview's part without the state series (what the heap figure
+    draws): key numbers, ``window``, reduced ``metrics``, ``gc_bands`` and
+    ``gc_coverage`` over ``[t1, t2]``; LookupError when no trace, ValueError
+    for an empty window."""
+    trace = _trace(engine, trace_id)
+    lo, hi = window(trace, t1, t2)
+    part = _counters_part(engine, frames, trace, lo, hi, points)
+    return {"trace_id": trace_id, "key": key_numbers(trace, part.pop("numbers")),
+            "window": {"t1": lo, "t2": hi}, **part}
+
+
+def _body(engine: Engine, frames: TraceFrames, trace: dict[str, Any], lo: int, hi: int,
+          bins: int, points: int) -> dict[str, Any]:
+    """All of the overview over ``[lo, hi]`` but the trace row's numbers."""
+    edges = bin_edges(lo, hi, bins)
+    return {**_counters_part(engine, frames, trace, lo, hi, points),
+            "bins": {"edges": edges.tolist(),
+                     "width_ns": int(edges[1] - edges[0]) if len(edges) > 1 else 0},
+            **series(frames, edges)}
+
+
 def overview(engine: Engine, frames: TraceFrames, trace_id: int,
              bins: int = DEFAULT_BINS, t1: int | None = None, t2: int | None = None,
              points: int = DEFAULT_BUCKETS) -> dict[str, Any]:
     """Everything the overview page shows, as plain data, over the window
     ``[t1, t2]`` (default the whole trace; key numbers are always the whole
-    trace's); LookupError when no trace, ValueError for an empty window. The
-    whole trace at DEFAULT_BINS comes from the trace's report cache
-    (:func:`ingest.views.overview_series.default_series`)."""
-    c = counters_view(engine, frames, trace_id, t1, t2, points)
-    lo, hi = c["window"]["t1"], c["window"]["t2"]
-    edges = bin_edges(lo, hi, bins)
-    whole = (lo, hi) == (c["key"]["first_ts"] or 0, c["key"]["last_ts"] or 0)
-    if whole and bins == DEFAULT_BINS:
-        s = default_series(frames, edges, bins)
-    else:
-        s = series(frames, edges)
+    trace's); LookupError when no trace, ValueError for an empty window.
+
+    The whole trace at the default bins and points (what the page opens
+    with) is built once per trace and kept with its frames (WHOLE_TRACE_KEY,
+    :func:`ingest.derive.cache.cached_json`); anything else is computed."""
+    trace = _trace(engine, trace_id)
+    lo, hi = window(trace, t1, t2)
+    span = (int(trace["first_ts"] or 0), int(trace["last_ts"] or 0))
+    body: dict[str, Any] | None = None
+    if (lo, hi) == span and (bins, points) == (DEFAULT_BINS, DEFAULT_BUCKETS):
+        body = cached_json(frames, WHOLE_TRACE_KEY,
+                           lambda: _body(engine, frames, trace, lo, hi, bins, points))
+        if body["bins"]["edges"] != bin_edges(lo, hi, bins).tolist():
+            body = None  # a trace row and cache that disagree: not served
+    if body is None:
+        body = _body(engine, frames, trace, lo, hi, bins, points)
     return {
         "trace_id": trace_id,
-        "key": c["key"],
-        "window": c["window"],
-        "bins": {"edges": edges.tolist(), "width_ns": int(edges[1] - edges[0])
-                 if len(edges) > 1 else 0},
-        "goroutine_states": s["goroutine_states"],
-        "threads": s["threads"],
-        "metrics": c["metrics"],
-        "gc_bands": c["gc_bands"],
-        "gc_coverage": c["gc_coverage"],
+        "key": key_numbers(trace, body["numbers"]),
+        "window": {"t1": lo, "t2": hi},
+        "bins": body["bins"],
+        "goroutine_states": body["goroutine_states"],
+        "threads": body["threads"],
+        "metrics": body["metrics"],
+        "gc_bands": body["gc_bands"],
+        "gc_coverage": body["gc_coverage"],
     }

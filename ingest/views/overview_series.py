@@ -1,6 +1,5 @@
 """Goroutines and threads by state over time: the exact time in each state per
-bin, in one pass over the goroutine intervals, and the whole trace's default
-series kept as a report cache.
+bin, in one pass over the goroutine intervals.
 
 Each goroutine interval row gets one *series code*: Running and Syscall split
 by whether the row ran on a thread (``m != -1``: those are the threads'
@@ -19,20 +18,15 @@ sort). Sums are exact integers: the offsets' float sums stay below 2**53 (a
 chunk's offsets are split in high and low bits when they could not). A bin's
 average count is its time over its width.
 
-The whole trace at the default bins is what the overview page opens with: it
-is built once per trace and kept with the frames (:func:`default_series`,
-``derived-v2/overview_series-bins<N>.json``); any other window or bin count is
-computed on request (about 1.3 s for 19.5 M intervals).
+About 1 s for the 19.5 M goroutine intervals of a 200 MB trace: the
+overview keeps the whole trace's default view (:func:`ingest.views.overview.overview`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
 from ingest.views.states_frames import WAIT_CATEGORIES, goroutine_wait_categories, node_name
@@ -148,16 +142,3 @@ def series(frames: TraceFrames, edges: I64) -> dict[str, dict[str, list[float]]]
     goroutines, threads = state_ns(frames, edges)
     return {"goroutine_states": averages(goroutines, edges),
             "threads": averages(threads, edges)}
-
-
-def default_series(frames: TraceFrames, edges: I64, bins: int
-                   ) -> dict[str, Any]:
-    """:func:`series` of the whole trace at ``bins`` bins (``edges``), built
-    once per trace and kept with the frames: ``edges`` plus the series."""
-    def build() -> dict[str, Any]:
-        return {"edges": edges.tolist(), **series(frames, edges)}
-
-    out: dict[str, Any] = cached_json(frames, f"overview_series-bins{bins}", build)
-    if out["edges"] != edges.tolist():  # a trace row and frames that disagree
-        return {"edges": edges.tolist(), **series(frames, edges)}
-    return out

@@ -31,7 +31,7 @@ from ingest.derive.overview_counters import (
     trace_counters,
 )
 from ingest.load.pipeline import IngestResult
-from ingest.views.overview import DEFAULT_BINS, bin_edges, overview
+from ingest.views.overview import DEFAULT_BINS, WHOLE_TRACE_KEY, bin_edges, counters_view, overview
 from ingest.views.overview_series import AVG_DECIMALS, STATE_SERIES, state_ns
 from ingest.views.states_frames import wait_category
 from tests.support.ingest_fixtures import TRACES, loaded
@@ -120,7 +120,22 @@ def test_series_equal_the_plain_overlap_sums(loaded: Loaded, name: str) -> None:
             assert data["threads"][state] == np.round(
                 want_t[state] / widths, AVG_DECIMALS).tolist(), state
     cache = derived_dir(frames)
-    assert cache is not None and (cache / f"overview_series-bins{DEFAULT_BINS}.json").is_file()
+    assert cache is not None and (cache / f"{WHOLE_TRACE_KEY}.json").is_file()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cached_whole_trace_equals_its_computation(loaded: Loaded, name: str) -> None:
+    """The whole trace's cached view: its counters, bands, coverage and key
+    numbers are those computed on request (counters_view, never cached)."""
+    engine, data_dir, results = loaded
+    tid = results[name].id
+    frames = FrameStore(engine, data_dir).get(tid)
+    cached = overview(engine, frames, tid)
+    cache = derived_dir(frames)
+    assert cache is not None and (cache / f"{WHOLE_TRACE_KEY}.json").is_file()
+    computed = counters_view(engine, frames, tid)
+    for field in ("key", "window", "metrics", "gc_bands", "gc_coverage"):
+        assert cached[field] == computed[field], field
 
 
 def _sql_samples(engine: Engine, tid: int) -> dict[str, list[tuple[int, int]]]:
@@ -174,7 +189,7 @@ def test_views_from_the_caches_on_disk(loaded: Loaded) -> None:
     again = FrameStore(engine, data_dir).get(tid)
     assert json.dumps(overview(engine, again, tid)) == want
     shutil.rmtree(cache / COUNTERS_KEY)
-    (cache / f"overview_series-bins{DEFAULT_BINS}.json").unlink()
+    (cache / f"{WHOLE_TRACE_KEY}.json").unlink()
     rebuilt = FrameStore(engine, data_dir).get(tid)
     assert json.dumps(overview(engine, rebuilt, tid)) == want
     edges = bin_edges(*_window(engine, tid), DEFAULT_BINS)
