@@ -16,8 +16,8 @@ from ingest.views.goroutines import (
     CATEGORIES,
     CATEGORY_LABELS,
     GONE,
-    _assist_ranges,
     _running_in,
+    assist_ranges,
     category_of_kinds,
     stack_frames,
 )
@@ -35,17 +35,19 @@ def goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int
     if rows.stop <= rows.start:
         raise LookupError(f"no goroutine {goid} in trace {frames.trace_id}")
     iv = frames.intervals
-    start = iv["start_ts"][rows]
-    end = iv["end_ts"][rows]
-    kind = iv["kind"][rows]
-    cat = category_of_kinds(frames)[kind].astype(np.int64)
+    start = np.asarray(iv["start_ts"][rows])
+    end = np.asarray(iv["end_ts"][rows])
+    kind = np.asarray(iv["kind"][rows])
+    cat = category_of_kinds(frames)[kind]
     dur = end - start
-    times = np.bincount(cat, weights=dur, minlength=GONE + 1)[:GONE].round().astype(np.int64)
-    for g, s, e in _assist_ranges(engine, frames):
-        if g == goid:
-            moved = _running_in(frames, rows, s, e)
-            times[CAT["running"]] -= moved
-            times[CAT["gc_assist"]] += moved
+    times = np.bincount(cat, weights=dur.astype(np.float64),
+                        minlength=GONE + 1)[:GONE].round().astype(np.int64)
+    assist = assist_ranges(engine, frames)
+    mine = assist.of(goid)
+    for s, e in zip(assist.start[mine].tolist(), assist.end[mine].tolist(), strict=True):
+        moved = _running_in(frames, rows, s, e)
+        times[CAT["running"]] -= moved
+        times[CAT["gc_assist"]] += moved
     gone = frames.state[rows.stop - 1] == models.STATE_CODE["NotExist"]
     first_ts = int(start[0])
     end_ts = int(start[-1]) if gone else frames.last_ts
@@ -54,17 +56,18 @@ def goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int
     offset = max(0, min(offset, n))
     page = slice(offset, min(n, offset + max(0, limit)))
     kinds = frames.kinds
+    at = slice(rows.start + page.start, rows.start + page.stop)
+    cols = {name: iv[name][at].tolist() for name in ("m", "p", "g", "stack_id", "seq")}
     page_rows: list[dict[str, Any]] = []
-    for k in range(page.start, page.stop):
+    for j, k in enumerate(range(page.start, page.stop)):
         kd = kinds[int(kind[k])]
         c = int(cat[k])
         page_rows.append({
             "index": k, "from_state": kd.from_state, "state": kd.to_state,
             "reason": kd.reason, "category": None if c == GONE else CATEGORIES[c],
             "start_ts": int(start[k]), "end_ts": int(end[k]), "duration_ns": int(dur[k]),
-            "m": int(iv["m"][rows.start + k]), "p": int(iv["p"][rows.start + k]),
-            "g": int(iv["g"][rows.start + k]), "stack_id": int(iv["stack_id"][rows.start + k]),
-            "seq": int(iv["seq"][rows.start + k]),
+            "m": cols["m"][j], "p": cols["p"][j], "g": cols["g"][j],
+            "stack_id": cols["stack_id"][j], "seq": cols["seq"][j],
         })
     start_stack = int(info.get("start_stack_id") or 0)
     created_stack = 0
@@ -100,17 +103,37 @@ def goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int
 def merged_segments(start: Any, end: Any, cat: Any, cap: int) -> dict[str, Any]:
     """Consecutive intervals of one category merged: (start, end, category)
     lists; NotExist time dropped; at most ``cap`` segments (the longest)."""
-    keep = cat != GONE
-    s, e, c = start[keep], end[keep], cat[keep]
+    gone = np.flatnonzero(cat == GONE)
+    if len(gone) == 0 or (len(gone) == 1 and gone[0] == len(cat) - 1):
+        n = len(cat) - len(gone)  # a goroutine's only NotExist row is its last: no copies
+        s, e, c = start[:n], end[:n], cat[:n]
+    else:
+        keep = cat != GONE
+        s, e, c = start[keep], end[keep], cat[keep]
     if len(s) == 0:
         return {"start": [], "end": [], "category": [], "truncated": False}
-    new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != e[:-1])]
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.not_equal(c[1:], c[:-1], out=new[1:])
+    new[1:] |= s[1:] != e[:-1]
     idx = np.flatnonzero(new)
     ms, mc = s[idx], c[idx]
     me = e[np.r_[idx[1:] - 1, len(s) - 1]]
     truncated = len(ms) > cap
     if truncated:
-        top = np.sort(np.argsort(me - ms, kind="stable")[-cap:])
+        top = _longest(me - ms, cap)
         ms, me, mc = ms[top], me[top], mc[top]
     return {"start": ms.tolist(), "end": me.tolist(),
             "category": [CATEGORIES[int(x)] for x in mc.tolist()], "truncated": bool(truncated)}
+
+
+def _longest(d: Any, cap: int) -> Any:
+    """Indices (ascending) of the ``cap`` largest of ``d``, ties to the later
+    ones: ``np.sort(np.argsort(d, kind="stable")[-cap:])`` without a sort."""
+    n = len(d)
+    if cap <= 0 or cap >= n:
+        return np.sort(np.argsort(d, kind="stable")[-cap:])
+    cut = np.partition(d, n - cap)[n - cap]  # the cap-th largest
+    above = np.flatnonzero(d > cut)
+    ties = np.flatnonzero(d == cut)
+    return np.sort(np.concatenate([above, ties[len(ties) - (cap - len(above)):]]))

@@ -95,6 +95,31 @@ class GoroutineTimes:
         return self.end_ts - self.first_ts
 
 
+@dataclass
+class AssistRanges:
+    """The GC mark assist ranges of goroutines (open ends: the trace's), by goid."""
+
+    g: I64
+    start: I64
+    end: I64
+
+    def of(self, goid: int) -> slice:
+        """The ranges of goroutine ``goid``."""
+        return slice(int(np.searchsorted(self.g, goid, side="left")),
+                     int(np.searchsorted(self.g, goid, side="right")))
+
+
+def assist_ranges(engine: Engine, frames: TraceFrames) -> AssistRanges:
+    """Every goroutine's GC mark assist ranges (read once per trace and kept:
+    the ranges table has no index by name, and each goroutine page needs them)."""
+    def build() -> AssistRanges:
+        rg = np.array(_assist_ranges(engine, frames), dtype=np.int64).reshape(-1, 3)
+        order = np.argsort(rg[:, 0], kind="stable")
+        return AssistRanges(g=rg[order, 0].copy(), start=rg[order, 1].copy(),
+                            end=rg[order, 2].copy())
+    return cached(frames, "assist_ranges", build, persist=(AssistRanges,))
+
+
 def _assist_ranges(engine: Engine, frames: TraceFrames) -> list[tuple[int, int, int]]:
     """(goid, start, end) of every GC mark assist range (open ends: the trace's)."""
     r = models.ranges
@@ -233,9 +258,9 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     else:
         first = end = np.zeros(0, np.int64)
         final = np.zeros(0, np.int8)
-    ranges = _assist_ranges(engine, frames)
-    if ranges and n_lanes:
-        rg = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+    ranges = assist_ranges(engine, frames)
+    if len(ranges.g) and n_lanes:
+        rg = np.stack([ranges.g, ranges.start, ranges.end], axis=1)
         li = np.minimum(np.searchsorted(lanes.ids, rg[:, 0]), n_lanes - 1)
         ok = lanes.ids[li] == rg[:, 0]
         moved = _running_in_many(frames, li[ok], rg[ok, 1], rg[ok, 2])
