@@ -40,6 +40,41 @@ def test_overview(page: Page, samples_server: Served, sample_ids: dict[str, int]
     assert page.locator("#overview-states .scatterlayer .trace").count() >= 3
 
 
+
+_HEAP_LINE_JS = """() => {
+    const t = document.querySelector('#overview-heap .js-plotly-plot')._fullData
+        .find(d => d.name === 'heap objects (MiB)');
+    return t ? [Array.from(t.x), Array.from(t.y)] : null;
+}"""
+
+
+def test_overview_heap_zoom(page: Page, samples_server: Served,
+                            sample_ids: dict[str, int]) -> None:
+    """Dragging the heap figure to the middle third redraws it from that
+    window's own buckets: its heap line is the API's counter over the window."""
+    tid = sample_ids[SAMPLE]
+    key = samples_server.get(f"/api/traces/{tid}/overview").json()["key"]
+    _open(page, f"{samples_server.url}/traces/{tid}/overview", "#overview-heap .main-svg",
+          "views-overview-heap")
+    before = page.evaluate(_HEAP_LINE_JS)
+    assert before is not None and len(before[0]) > 2
+    span = (key["last_ts"] - key["first_ts"]) / 1e9
+    x0, x1 = span / 3, 2 * span / 3
+    page.evaluate("""([a, b]) => Plotly.relayout(
+        document.querySelector('#overview-heap .js-plotly-plot'),
+        {'xaxis.range[0]': a, 'xaxis.range[1]': b})""", [x0, x1])
+    page.wait_for_function(f"() => {{ const d = ({_HEAP_LINE_JS})(); "
+                           f"return d && d[0][0] >= {x0} - 1e-9; }}")
+    wait_for_dash(page)
+    xs, ys = page.evaluate(_HEAP_LINE_JS)
+    # The page's window, as app.pages.overview.zoom_window computes it.
+    t1, t2 = key["first_ts"] + round(x0 * 1e9), key["first_ts"] + round(x1 * 1e9)
+    m = samples_server.get(f"/api/traces/{tid}/overview?t1={t1}&t2={t2}&bins=10").json()[
+        "metrics"]["/memory/classes/heap/objects:bytes"]
+    assert m["ts"], "the window holds heap samples"
+    assert ys == [v / 2**20 for v in m["value"] + m["value"][-1:]]
+    assert xs == [(t - key["first_ts"]) / 1e9 for t in m["ts"] + [t2]]
+
 def test_states(page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
     tid = sample_ids[SAMPLE]
     doc = samples_server.get(f"/api/traces/{tid}/states?split_reasons=1").json()
