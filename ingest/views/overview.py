@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, select
 
-from ingest.derive.cache import cached_json
+from ingest.derive.cache import cached_json, release_pages
 from ingest.derive.frames import TraceFrames
 from ingest.derive.overview_counters import COUNTER_METRICS, GOMAXPROCS_METRIC, trace_counters
 from ingest.store import models
@@ -226,13 +226,17 @@ def _counters_part(engine: Engine, frames: TraceFrames, trace: dict[str, Any],
     bands = gc_bands(engine, trace["id"], first, last)
     arrays = metric_arrays(engine, frames, trace["id"])
     wide, coverage = band_view(bands, lo, hi, points)
-    return {
+    part = {
         "numbers": derived_numbers(bands, arrays),
         # (a window reaching the trace's end keeps the samples at last_ts)
         "metrics": metric_series(arrays, lo, hi + 1 if hi >= last else hi, points),
         "gc_bands": wide,
         "gc_coverage": coverage,
     }
+    for ts, value in arrays.values():
+        release_pages(ts)  # a whole-trace view read them all
+        release_pages(value)
+    return part
 
 
 def counters_view(engine: Engine, frames: TraceFrames, trace_id: int,

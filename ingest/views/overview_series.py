@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ingest.derive.cache import release_pages
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
 from ingest.views.states_frames import WAIT_CATEGORIES, goroutine_wait_categories, node_name
@@ -118,6 +119,10 @@ def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str,
         c_e, t_e = _bin_sums(e, code, edges)
         count += c_s - c_e
         total += t_s - t_e
+    for col in ("start_ts", "end_ts", "m", "kind", "rid"):
+        # Read whole (rid and kind for the wait categories): their pages go
+        # back to the page cache rather than count as this worker's memory.
+        release_pages(iv[col])
     c = count.reshape(_CODES, nb)[:, :-1]
     t = total.reshape(_CODES, nb)[:, :-1]
     in_progress = np.cumsum(c, axis=1) - c
