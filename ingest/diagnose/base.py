@@ -15,8 +15,9 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, func, inspect, select
 
+from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
 
@@ -127,14 +128,26 @@ class Context:
 
     @cached_property
     def gomaxprocs(self) -> int | None:
-        """The largest GOMAXPROCS the trace's metrics report, None if unknown."""
+        """The largest GOMAXPROCS the trace's metrics report, None if unknown
+        (kept with the frames: finding it scans every metric sample)."""
         mt = models.metrics
-        with self.engine.connect() as conn:
-            v = conn.execute(select(mt.c.value).where(
-                mt.c.trace_id == self.trace_id,
-                mt.c.name == "/sched/gomaxprocs:threads").order_by(mt.c.value.desc())
-                .limit(1)).scalar()
+
+        def build() -> dict[str, int | None]:
+            with self.engine.connect() as conn:
+                v = conn.execute(select(func.max(mt.c.value)).where(
+                    mt.c.trace_id == self.trace_id,
+                    mt.c.name == "/sched/gomaxprocs:threads")).scalar()
+            return {"gomaxprocs": None if v is None else int(v)}
+
+        v = cached_json(self.frames, "diagnose_gomaxprocs", build)["gomaxprocs"]
         return None if v is None else int(v)
+
+    @cached_property
+    def network_waits(self) -> dict[str, I64]:
+        """ingest.views.syscalls.network_waits, once for the rules that read it."""
+        from ingest.views.syscalls import network_waits
+
+        return network_waits(self.frames)
 
     def stack_frames(self, stack_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         from ingest.views.goroutines import stack_frames
@@ -177,12 +190,87 @@ class Context:
                 and (reasons is None or k.reason in reasons)]
 
     @cached_property
-    def runnable(self) -> StepCount:
-        """How many goroutines are Runnable over time."""
+    def runnable(self) -> TimeInside:
+        """The goroutines' Runnable intervals."""
         n = self.goroutine_rows
         idx = np.flatnonzero(self.frames.state[:n] == models.STATE_CODE["Runnable"])
         iv = self.frames.intervals
-        return StepCount(iv["start_ts"][idx], iv["end_ts"][idx], rows=idx)
+        return TimeInside(iv["start_ts"][idx], iv["end_ts"][idx], rows=idx)
+
+
+class _Before:
+    """For any ascending times t: the sum over ``x`` of max(0, t[j] - x),
+    exactly (int64), without sorting ``x``.
+
+    Its values are counted and summed once per time bucket (a power of two
+    wide, a few values each); at each t[j] the buckets before its own are
+    taken whole by cumulative sums, and only the values sharing a bucket
+    with some t[j], a small part, are sorted to split that bucket at t[j]."""
+
+    def __init__(self, x: I64) -> None:
+        self.x = x
+        self.base = int(x.min()) if len(x) else 0
+        span = int(x.max()) - self.base if len(x) else 0
+        self.shift = (span // max(1, min(len(x) // 4, 1 << 22))).bit_length()
+        self.nb = (span >> self.shift) + 1
+        rel = x - self.base
+        self.bucket = (rel >> self.shift).astype(np.int32)
+        self.count = np.concatenate([[0], np.cumsum(np.bincount(self.bucket,
+                                                                minlength=self.nb))])
+        tot = np.zeros(self.nb, np.int64)
+        np.add.at(tot, self.bucket, rel)
+        self.total = np.concatenate([[0], np.cumsum(tot)])
+
+    def at(self, t: I64) -> I64:
+        rt = t - self.base
+        bt = np.clip(rt >> self.shift, 0, self.nb)  # nb: after every value
+        queried = np.zeros(self.nb + 1, dtype=bool)
+        queried[bt] = True
+        y = np.sort(self.x[queried[self.bucket]] - self.base)
+        ycum = np.concatenate([[0], np.cumsum(y)])
+        lo = np.searchsorted(y, np.maximum(bt << self.shift, 0), side="left")  # its bucket
+        hi = np.searchsorted(y, rt, side="left")  # its values below t[j]
+        hi = np.maximum(hi, lo)
+        n = self.count[bt] + (hi - lo)
+        below = self.total[bt] + (ycum[hi] - ycum[lo])
+        return np.asarray(n * rt - below, dtype=np.int64)
+
+
+class TimeInside:
+    """Intervals [start, end), and the exact time they spend inside windows.
+
+    ``integral(a, b)`` is, per window [a, b), the sum over intervals of
+    their overlap with it (e.g. goroutine-ns spent Runnable), computed in
+    int64 from F(t) = sum of max(0, t - start) - sum of max(0, t - end),
+    the time spent before t, at the windows' ends only: linear in the
+    intervals (no sort of them), and equal to the sum of the per-interval
+    overlaps exactly.
+    """
+
+    def __init__(self, start: I64, end: I64, rows: I64) -> None:
+        self.start = np.asarray(start, np.int64)
+        self.end = np.asarray(end, np.int64)
+        self.rows = rows
+
+    @cached_property
+    def _starts(self) -> _Before:
+        return _Before(self.start)
+
+    @cached_property
+    def _ends(self) -> _Before:
+        return _Before(self.end)
+
+    def integral(self, a: I64, b: I64) -> I64:
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        if not len(a) or not len(self.start):
+            return np.zeros(len(a), np.int64)
+        t = np.unique(np.concatenate([a, b]))
+        f = self._starts.at(t) - self._ends.at(t)
+        return np.asarray(f[np.searchsorted(t, b)] - f[np.searchsorted(t, a)], dtype=np.int64)
+
+    def overlapping(self, a: int, b: int) -> I64:
+        """Indices (into start/end) of the intervals overlapping [a, b)."""
+        return np.flatnonzero((self.start < b) & (self.end > a))
 
 
 class StepCount:
@@ -266,4 +354,26 @@ def nearest_rank(sorted_values: I64, q: float) -> int | None:
     from ingest.views.histo import nearest_rank as nr
 
     return nr(sorted_values, q)
+
+
+def nearest_ranks(values: I64, qs: tuple[float, ...]) -> list[int]:
+    """The nearest-rank ``qs`` quantiles of non-empty ``values``, then their
+    maximum, as :func:`nearest_rank` of the sorted values gives them, in
+    linear time."""
+    n = len(values)
+    ranks = [max(1, int(np.ceil(q * n))) - 1 for q in qs] + [n - 1]
+    part = np.partition(np.asarray(values), sorted(set(ranks)))
+    return [int(part[r]) for r in ranks]
+
+
+def top_k(key: I64, tie: I64, k: int = MAX_EVIDENCE) -> I64:
+    """Indices of the ``k`` largest ``key``, ties by ascending ``tie`` then
+    index: ``np.lexsort((tie, -key))[:k]``, sorting only the candidates."""
+    n = len(key)
+    k = max(0, min(k, n))
+    if 4 * k >= n:
+        return np.lexsort((tie, -key))[:k].astype(np.int64)
+    cut = np.partition(key, n - k)[n - k]  # the k-th largest
+    cand = np.flatnonzero(key >= cut)
+    return cand[np.lexsort((tie[cand], -key[cand]))][:k].astype(np.int64)
 

@@ -18,6 +18,7 @@ from ingest.diagnose.base import (
     ms,
     severity_for,
     timeline_link,
+    top_k,
 )
 
 
@@ -59,7 +60,7 @@ class LockContention:
             return []
         goid = ctx.goroutine_of_rows(idx)
         stacks = ctx.stack_refs(f.intervals["stack_id"][idx], dur, label="blocked at")
-        order = np.lexsort((start, -dur))[:MAX_EVIDENCE]
+        order = top_k(dur, start)
         ranges = [Evidence(label=f"G{int(goid[i])} blocked {ms(int(dur[i]))} in sync",
                            t1=int(start[i]), t2=int(end[i]), g=int(goid[i]),
                            duration_ns=int(dur[i]),

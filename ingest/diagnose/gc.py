@@ -61,14 +61,16 @@ class GCPressure:
                                        rg.c.scope_id, rg.c.scope)
                                 .where(rg.c.trace_id == ctx.trace_id,
                                        rg.c.kind.in_(("gc", "stw", "assist")))).all()
-
-        def span(r: Any) -> tuple[int, int]:
-            return (f.first_ts if r.start_ts is None else int(r.start_ts),
-                    f.last_ts if r.end_ts is None else int(r.end_ts))
-
-        gcs = [span(r) for r in rows if r.kind == "gc"]
-        stw = sorted((span(r) + (r.name,) for r in rows
-                      if r.kind == "stw" and r.name not in cfg["ignore_stw"]),
+        # Columns (tens of thousands of assists on a busy trace), in the rows' order;
+        # a range without a start began with the trace, one without an end ran to it.
+        kind = np.array([r[0] for r in rows], dtype=object)
+        start = np.array([f.first_ts if r[2] is None else r[2] for r in rows], dtype=np.int64)
+        end = np.array([f.last_ts if r[3] is None else r[3] for r in rows], dtype=np.int64)
+        is_gc, is_assist = kind == "gc", kind == "assist"
+        gcs = list(zip(start[is_gc].tolist(), end[is_gc].tolist(), strict=True))
+        stw = sorted(((int(start[i]), int(end[i]), rows[i][1])
+                      for i in np.flatnonzero(kind == "stw").tolist()
+                      if rows[i][1] not in cfg["ignore_stw"]),
                      key=lambda s: (s[0] - s[1], s[0]))
         if len(gcs) < cfg["min_gcs"]:
             return []
@@ -77,7 +79,7 @@ class GCPressure:
         # Assist time is at most the assist ranges' total length, and the
         # share's denominator at least all Running time (proc_runs): when even
         # that bound is under the threshold, skip the per-goroutine breakdown.
-        assist_span = sum(b - a for a, b in (span(r) for r in rows if r.kind == "assist"))
+        assist_span = int((end[is_assist] - start[is_assist]).sum())
         pr = f.proc_runs
         all_running = int((pr["end_ts"] - pr["start_ts"]).sum())
         if (stw_share < cfg["stw_share"]
@@ -98,13 +100,15 @@ class GCPressure:
         ranges = [Evidence(label=f"{name}: {ms(b - a)}", t1=a, t2=b, duration_ns=b - a,
                            link=timeline_link(ctx.trace_id, "p", a, b))
                   for a, b, name in stw[:MAX_EVIDENCE // 2]]
-        assists = sorted((span(r) + (int(r.scope_id),) for r in rows
-                          if r.kind == "assist" and r.scope == "goroutine"),
-                         key=lambda s: (s[0] - s[1], s[0]))
-        ranges += [Evidence(label=f"G{g} in GC mark assist {ms(b - a)}", t1=a, t2=b, g=g,
-                            duration_ns=b - a,
-                            link=timeline_link(ctx.trace_id, "g", a, b, g=g))
-                   for a, b, g in assists[:MAX_EVIDENCE - len(ranges)]]
+        mine = np.flatnonzero(is_assist & (np.array([r[5] for r in rows], dtype=object)
+                                           == "goroutine"))
+        # Longest first, ties by start, then in the rows' order (a stable sort).
+        longest = mine[np.lexsort((start[mine], start[mine] - end[mine]))]
+        for i in longest[:MAX_EVIDENCE - len(ranges)].tolist():
+            a, b, g = int(start[i]), int(end[i]), int(rows[i][4])
+            ranges.append(Evidence(label=f"G{g} in GC mark assist {ms(b - a)}", t1=a, t2=b, g=g,
+                                   duration_ns=b - a,
+                                   link=timeline_link(ctx.trace_id, "g", a, b, g=g)))
         best = np.lexsort((gt.goid, -assist))[:MAX_EVIDENCE]
         who = [GoroutineRef(goid=int(gt.goid[i]), ns=int(assist[i]),
                             label=f"G{int(gt.goid[i])}: {ms(int(assist[i]))} in mark assist",

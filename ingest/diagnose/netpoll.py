@@ -16,8 +16,10 @@ from ingest.diagnose.base import (
     GoroutineRef,
     goroutine_link,
     ms,
+    nearest_ranks,
     severity_for,
     timeline_link,
+    top_k,
 )
 
 
@@ -34,23 +36,18 @@ class NetpollTail:
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        from ingest.views.histo import nearest_rank
-        from ingest.views.syscalls import network_waits
-
-        w = network_waits(ctx.frames)
+        w = ctx.network_waits
         ok = w["start_known"] & ~w["unfinished"]
         start, end, goid, stk = w["start"][ok], w["end"][ok], w["goid"][ok], w["stack_id"][ok]
         dur = end - start
         n = len(dur)
         if n < cfg["min_waits"]:
             return []
-        srt = np.sort(dur)
-        p50, p99, mx = nearest_rank(srt, 0.5), nearest_rank(srt, 0.99), int(srt[-1])
-        assert p50 is not None and p99 is not None
+        p50, p99, mx = nearest_ranks(dur, (0.5, 0.99))
         if p99 < cfg["p99_ns"] or p99 < cfg["tail_ratio"] * max(p50, 1):
             return []
         tail = dur >= p99
-        order = np.lexsort((start, -dur))[:MAX_EVIDENCE]
+        order = top_k(dur, start)
         ranges = [Evidence(label=f"G{int(goid[i])} parked in the netpoller {ms(int(dur[i]))}",
                            t1=int(start[i]), t2=int(end[i]), g=int(goid[i]),
                            duration_ns=int(dur[i]),
@@ -87,9 +84,7 @@ class ParkedLeak:
                                           "critical_factor": 10.0}
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        from ingest.views.syscalls import network_waits
-
-        w = network_waits(ctx.frames)
+        w = ctx.network_waits
         left = w["unfinished"] & w["start_known"]
         n_end = int(left.sum())
         if n_end < cfg["min_parked"]:

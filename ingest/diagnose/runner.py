@@ -3,10 +3,15 @@ the overview page all show this same report)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect, select
 
+from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.diagnose.base import SEVERITIES, Context, Rule
 from ingest.diagnose.config import DiagnoseConfig
@@ -35,10 +40,57 @@ def rule_defaults(rules: tuple[Rule, ...] = RULES) -> dict[str, dict[str, Any]]:
     return {r.id: dict(r.defaults) for r in rules}
 
 
+@cache
+def _code_digest() -> str:
+    """A digest of this package's source: a report kept by other code is not
+    read back (the rules' logic changes without their thresholds)."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _recording(engine: Engine, trace_id: int) -> str | None:
+    """The sha256 of the OS recording attached to the trace, if any (one can
+    be attached, or replaced, after the trace was stored)."""
+    from ingest.store.poller_models import poller_recordings as pr
+
+    if not inspect(engine).has_table(pr.name):
+        return None
+    with engine.connect() as conn:
+        sha = conn.execute(select(pr.c.sha256).where(pr.c.trace_id == trace_id)).scalar()
+    return None if sha is None else str(sha)
+
+
+def report_key(engine: Engine, frames: TraceFrames, config: DiagnoseConfig,
+               rules: tuple[Rule, ...] = RULES) -> str:
+    """The name a report is kept under: a digest of what it depends on besides
+    the trace itself (every rule's thresholds, the disabled ones, the config's
+    file, the attached recording, the rules' code)."""
+    what = {"version": REPORT_VERSION, "code": _code_digest(), "source": config.source,
+            "recording": _recording(engine, frames.trace_id),
+            "rules": [[r.id, r.id in config.disabled, config.for_rule(r.id, r.defaults)]
+                      for r in rules]}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode())
+    return f"findings-{digest.hexdigest()[:16]}"
+
+
 def diagnose(engine: Engine, frames: TraceFrames, config: DiagnoseConfig | None = None,
              rules: tuple[Rule, ...] = RULES) -> dict[str, Any]:
-    """Findings of one trace, most severe first, and what each rule did."""
+    """Findings of one trace, most severe first, and what each rule did.
+
+    Kept with the trace's frames (:func:`ingest.derive.cache.cached_json`)
+    under :func:`report_key`: the rules read millions of rows, the report is
+    a few tens of KB, and it changes only with what the key names."""
     config = config or DiagnoseConfig()
+    return cached_json(frames, report_key(engine, frames, config, rules),  # type: ignore[no-any-return]
+                       lambda: run_rules(engine, frames, config, rules))
+
+
+def run_rules(engine: Engine, frames: TraceFrames, config: DiagnoseConfig,
+              rules: tuple[Rule, ...] = RULES) -> dict[str, Any]:
+    """:func:`diagnose`'s report, computed (not kept)."""
     ctx = Context(engine, frames)
     findings: list[dict[str, Any]] = []
     status: list[dict[str, Any]] = []

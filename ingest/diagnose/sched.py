@@ -15,8 +15,10 @@ from ingest.diagnose.base import (
     GoroutineRef,
     goroutine_link,
     ms,
+    nearest_ranks,
     severity_for,
     timeline_link,
+    top_k,
 )
 
 
@@ -33,7 +35,6 @@ class SchedLatency:
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        from ingest.views.histo import nearest_rank
         from ingest.views.latency import CAUSES, latency_samples
 
         s = latency_samples(ctx.frames)
@@ -41,15 +42,13 @@ class SchedLatency:
         n = len(lat)
         if n == 0:
             return []
-        srt = np.sort(lat)
-        p50, p99, mx = nearest_rank(srt, 0.5), nearest_rank(srt, 0.99), int(srt[-1])
-        assert p50 is not None and p99 is not None
+        p50, p99, mx = nearest_ranks(lat, (0.5, 0.99))
         by_p99 = n >= cfg["min_samples"] and p99 >= cfg["p99_ns"]
         by_max = mx >= cfg["max_ns"]
         if not (by_p99 or by_max):
             return []
         over = lat >= min(cfg["p99_ns"], p99) if by_p99 else lat >= cfg["max_ns"]
-        order = np.lexsort((s.running_ts, -lat))[:MAX_EVIDENCE]
+        order = top_k(lat, np.asarray(s.running_ts))
         ranges = [Evidence(
             label=(f"G{int(s.goid[i])} runnable {ms(int(lat[i]))} ({CAUSES[int(s.cause[i])]}), "
                    f"then ran on P{int(s.p[i])}/M{int(s.m[i])}"),
