@@ -158,6 +158,7 @@ transition_stacks = Table(
     traces_fk(),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("stack_id", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 transition_counts = Table(
@@ -210,6 +211,7 @@ goroutines = Table(
     Column("syscall_ns", BigInteger, nullable=False),
     Column("first_interval", BigInteger, nullable=False),  # intervals.id range
     Column("last_interval", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 procs = Table(
@@ -279,6 +281,7 @@ ranges = Table(
     Column("g", BigInteger, nullable=False),
     Column("stack_id", BigInteger, nullable=False),
     Column("end_attrs", Text),
+    sqlite_with_rowid=False,
 )
 
 tasks = Table(
@@ -293,6 +296,7 @@ tasks = Table(
     Column("end_ts", BigInteger),
     Column("start_g", BigInteger),
     Column("end_g", BigInteger),
+    sqlite_with_rowid=False,
 )
 
 regions = Table(
@@ -307,6 +311,7 @@ regions = Table(
     Column("start_ts", BigInteger),
     Column("end_ts", BigInteger),
     Column("stack_id", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 logs = Table(
@@ -321,6 +326,7 @@ logs = Table(
     Column("category", Text, nullable=False),
     Column("message", Text, nullable=False),
     Column("stack_id", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 metrics = Table(
@@ -333,6 +339,7 @@ metrics = Table(
     Column("name", Text, nullable=False),
     Column("value", BigInteger),
     Column("value_str", Text),
+    sqlite_with_rowid=False,
 )
 
 other_events = Table(
@@ -355,6 +362,7 @@ other_events = Table(
     Column("clock_trace_ns", BigInteger),
     Column("clock_mono_ns", BigInteger),
     Column("clock_wall_ns", BigInteger),
+    sqlite_with_rowid=False,
 )
 
 stacks = Table(
@@ -368,6 +376,7 @@ stacks = Table(
     Column("file", Text, nullable=False),
     Column("line", BigInteger, nullable=False),
     Column("pc", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: Background ingest jobs (browser uploads), one row per finished job: the

@@ -43,6 +43,7 @@ poller_events = Table(
     Column("result", BigInteger),
     Column("errno", String(24)),
     Column("duration_ns", BigInteger),
+    sqlite_with_rowid=False,
 )
 
 poller_recordings = Table(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, inspect, text
@@ -170,6 +171,46 @@ def test_migration_0006_trace_rows_without_fk_on_postgresql(engine: Engine,
             assert left in ([other.id], []), table
         assert conn.execute(text("SELECT count(*) FROM intervals")).scalar() == \
             conn.execute(text("SELECT transitions FROM traces")).scalar()
+
+
+def _table_rows(engine: Engine, names: tuple[str, ...]) -> dict[str, list[Any]]:
+    with engine.connect() as conn:
+        return {t: sorted(tuple(r) for r in conn.execute(text(f"SELECT * FROM {t}")))
+                for t in names}
+
+
+def _without_rowid(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return {name for name, sql in conn.execute(text(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+            if sql.rstrip().upper().endswith("WITHOUT ROWID")}
+
+
+def test_migration_0007_keyed_tables_without_rowid(engine: Engine, tmp_path: Path) -> None:
+    """0007 rebuilds, on SQLite, the tables keyed by (trace_id, seq or id)
+    WITHOUT ROWID (no second copy of each row in an automatic index): a
+    database with a trace made at 0006 upgrades with every row kept, and
+    takes the next trace."""
+    keyed = ("transition_stacks", "goroutines", "ranges", "tasks", "regions", "logs",
+             "metrics", "other_events", "stacks", "poller_events")
+    small = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
+    ingest_trace_file(engine, small, data_dir=tmp_path / "data")
+    sqlite = engine.dialect.name == "sqlite"
+    if sqlite:
+        assert _without_rowid(engine) == set(keyed)
+    _migrate_to(engine, "downgrade", "0006")
+    before = _table_rows(engine, keyed)
+    assert before["regions"] and before["metrics"] and before["goroutines"]
+    if sqlite:
+        assert _without_rowid(engine) == set()
+    assert migrate(engine) == _head()
+    if sqlite:
+        assert _without_rowid(engine) == set(keyed)
+    assert _table_rows(engine, keyed) == before
+    ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    from tests.support.consistency import database_problems
+
+    assert database_problems(engine) == []
 
 
 def test_sqlite_pragmas(tmp_path: Path) -> None:

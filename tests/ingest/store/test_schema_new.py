@@ -56,6 +56,10 @@ def describe(engine: Engine) -> dict[str, Any]:
                 "sql": _norm_sql(insp.get_view_definition(v)),
             }
         if conn.dialect.name == "sqlite":
+            out["without rowid"] = sorted(
+                name for name, sql in conn.execute(text(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+                if _norm_sql(sql).endswith("without rowid"))
             out["triggers"] = conn.execute(text(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")).all()
         else:
