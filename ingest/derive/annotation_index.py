@@ -130,20 +130,25 @@ class _Names:
     renumbers them in ascending order."""
 
     def __init__(self) -> None:
-        self.codes: dict[str, int] = {}
+        self.codes: dict[str | None, int] = {}
+        self.names: list[str] = []
 
     def encode(self, col: Any) -> npt.NDArray[np.int32]:
-        vals = col.tolist() if isinstance(col, np.ndarray) else list(col)
+        vals = col.tolist() if isinstance(col, np.ndarray) else col
         d = self.codes
-        return np.fromiter((d.setdefault("" if v is None else v, len(d)) for v in vals),
-                           dtype=np.int32, count=len(vals))
+        for v in set(vals) - d.keys():  # the few distinct values, then a C-level map
+            key = "" if v is None else v
+            if key not in d:
+                d[key] = len(self.names)
+                self.names.append(key)
+            d[v] = d[key]
+        return np.fromiter(map(d.__getitem__, vals), dtype=np.int32, count=len(vals))
 
     def finish(self, raw: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.int32], list[str]]:
-        names = sorted(self.codes)
-        remap = np.empty(len(names), dtype=np.int32)
-        for new, name in enumerate(names):
-            remap[self.codes[name]] = new
-        return (remap[raw] if len(raw) else raw), names
+        order = sorted(range(len(self.names)), key=self.names.__getitem__)
+        remap = np.empty(len(order), dtype=np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        return (remap[raw] if len(raw) else raw), [self.names[i] for i in order]
 
 
 def _narrow(a: Arr) -> Arr:
