@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from app.figures.source import DiagramSource
@@ -71,34 +72,41 @@ def breakdown_figure(times: dict[str, int], title: str) -> go.Figure:
 
 
 def gantt_figure(detail: dict[str, Any]) -> go.Figure:
-    """The goroutine's state segments over time, one row per category."""
+    """The goroutine's state segments over time, one row per category.
+
+    One line trace per category, segments separated by gaps (NaN), as numpy
+    arrays: Plotly sends those as typed arrays, not a number (and a label)
+    per point for Dash's renderer to walk; rows are numbers labelled by ticks."""
     seg = detail["segments"]
     origin = detail["first_ts"]
+    start = np.asarray(seg["start"], dtype=np.int64)
+    # A zero-length segment still gets a visible sliver.
+    end = np.maximum(np.asarray(seg["end"], dtype=np.int64), start + 1)
+    cats = np.asarray(seg["category"], dtype=object)
+    row = {c: i for i, c in enumerate(reversed(CATEGORIES))}
     fig = go.Figure()
     for c in CATEGORIES:
-        xs: list[float | None] = []
-        ys: list[str | None] = []
-        for s, e, cat in zip(seg["start"], seg["end"], seg["category"], strict=True):
-            if cat != c:
-                continue
-            # A zero-length segment still gets a visible sliver.
-            xs += [_ms(s - origin), _ms(max(e, s + 1) - origin), None]
-            ys += [CATEGORY_LABELS[c], CATEGORY_LABELS[c], None]
-        if not xs:
+        mine = cats == c
+        k = int(np.count_nonzero(mine))
+        if not k:
             continue
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=CATEGORY_LABELS[c],
-                                   line={"color": COLORS[c], "width": 14},
-                                   hovertemplate="%{x:.3f} ms<extra>" + CATEGORY_LABELS[c]
-                                   + "</extra>"))
+        x = np.full(3 * k, np.nan)
+        x[0::3] = (start[mine] - origin) / 1e6
+        x[1::3] = (end[mine] - origin) / 1e6
+        fig.add_trace(go.Scatter(x=x, y=np.full(3 * k, row[c], dtype=np.int8), mode="lines",
+                                 name=CATEGORY_LABELS[c], connectgaps=False,
+                                 line={"color": COLORS[c], "width": 14},
+                                 hovertemplate="%{x:.3f} ms<extra>" + CATEGORY_LABELS[c]
+                                 + "</extra>"))
     title = f"Goroutine {detail['goid']}: states over its lifetime"
     if seg.get("truncated"):
         title += f" (longest {len(seg['start'])} segments)"
     fig.update_layout(height=260, margin={"l": 10, "r": 10, "t": 30, "b": 40}, showlegend=False,
                       xaxis_title="ms since the goroutine's first event",
                       title={"text": title, "font": {"size": 13}})
-    fig.update_yaxes(categoryorder="array",
-                     categoryarray=[CATEGORY_LABELS[c] for c in reversed(CATEGORIES)],
-                     automargin=True)
+    fig.update_yaxes(tickvals=list(row.values()),
+                     ticktext=[CATEGORY_LABELS[c] for c in row], range=[-0.5, len(row) - 0.5],
+                     automargin=True, showgrid=False, zeroline=False)
     return fig
 
 

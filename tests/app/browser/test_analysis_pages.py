@@ -67,14 +67,20 @@ def test_goroutine_page(page: Page, samples_server: Served, sample_ids: dict[str
     assert page.locator("#goroutine-gantt .main-svg").count() > 0
     assert d["start_function"] in page.locator("#goroutine-facts").inner_text()
     assert page.locator("#goroutine-start-stack").inner_text().startswith(d["start_function"])
-    table = page.locator("#goroutine-transitions tbody tr")
+    table = page.locator("#goroutine-transitions tbody tr:has(td)")
     assert table.count() == len(d["transitions"])
-    # A syscall row's stack expands on click and shows the frames as text.
+    # A syscall row names its stack; the stack, listed once under the table,
+    # expands on click and shows the frames as text.
     k = next(i for i, r in enumerate(d["transitions"]) if r["state"] == "Syscall")
-    details = table.nth(k).locator("details")
+    sid = d["transitions"][k]["stack_id"]
+    frames = d["stacks"][str(sid)]
+    assert f"{sid}: {frames[0]['function']}" in table.nth(k).inner_text()
+    details = page.locator(f"#goroutine-stack-{sid}")
     details.locator("summary").click()
-    frames = d["stacks"][str(d["transitions"][k]["stack_id"])]
     assert frames[0]["function"] in details.locator("pre").inner_text()
+    # Each row's start links to the timeline around that transition.
+    start = table.nth(k).locator("a")
+    assert f"t1={d['transitions'][k]['start_ts']}" in (start.get_attribute("href") or "")
     shot(page, f"analysis-goroutine-{goid}-stack")
     href = page.get_by_text("Show in the timeline").get_attribute("href") or ""
     assert f"mode=g&t1={d['first_ts']}" in href and f"g={goid}" in href
