@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, select
 
-from ingest.derive.cache import cached_json, release_pages
-from ingest.derive.frames import TraceFrames
+from ingest.derive.cache import cached_json
+from ingest.derive.frames import TraceFrames, release_pages
 from ingest.derive.overview_counters import COUNTER_METRICS, GOMAXPROCS_METRIC, trace_counters
 from ingest.store import models
 from ingest.store.traces import get_trace

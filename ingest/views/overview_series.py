@@ -27,8 +27,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.cache import release_pages
-from ingest.derive.frames import TraceFrames
+from ingest.derive.frames import TraceFrames, release_pages
 from ingest.store import models
 from ingest.views.states_frames import WAIT_CATEGORIES, goroutine_wait_categories, node_name
 
