@@ -254,7 +254,8 @@ def test_diagrams_build(store: Store, diagram: str) -> None:
     src = DiagramSource(store.engine, store.frames)
     tid = store.ids["go1.27-connleak.trace"]
     fig = build_figure(src, tid, diagram, {"g": "1"} if diagram == "goroutine" else {})
-    assert fig.data and any(len(getattr(t, "x", None) or ()) for t in fig.data)
+    # x may be a list or a numpy array (sent to Plotly as a typed array).
+    assert fig.data and any(len(x) for t in fig.data if (x := getattr(t, "x", None)) is not None)
     if diagram in ("goroutines", "goroutine"):
         with pytest.raises(LookupError):
             build_figure(src, tid, diagram, {"group": "nope", "g": "987654321"})
