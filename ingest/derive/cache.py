@@ -12,6 +12,13 @@ strings, lists of strings, or other such dataclasses (or None); or, through
 :func:`cached_json`, a whole-trace report made of plain JSON values. Like the
 frames, this is only a cache: any failure to write it means the value is
 built again next time, never a wrong answer.
+
+What a worker keeps in its own memory is bounded: values read back from disk
+are memory-mapped (their pages are the page cache's, and
+:func:`release_cached` hands back those a view touched), and the values held
+in memory only (never persisted, or not written) are kept up to
+:data:`MEMORY_BUDGET` bytes per trace, least recently used dropped first
+(built again when asked for again).
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import mmap
 import os
 import shutil
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +46,9 @@ DERIVED_VERSION = 2
 T = TypeVar("T")
 
 _MANIFEST = "manifest.json"
+
+#: Bytes of values held in a worker's own memory (not memory-mapped) per trace.
+MEMORY_BUDGET = 96 << 20
 
 
 class TraceFrames(Protocol):
@@ -118,12 +130,110 @@ def _load_fields(d: Path, type_name: str, fields: dict[str, Any],
     return cls(**kwargs)
 
 
-def _memory(frames: TraceFrames) -> tuple[dict[str, Any], threading.Lock]:
+class _Memory:
+    """The values kept for one trace's frames: every one by key, and the
+    bytes of those held in memory (not mapped), least recently used first."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.held: OrderedDict[str, int] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[bool, Any]:
+        with self.lock:
+            if key not in self.values:
+                return False, None
+            if key in self.held:
+                self.held.move_to_end(key)
+            return True, self.values[key]
+
+    def put(self, key: str, value: Any) -> Any:
+        size = held_bytes(value)
+        with self.lock:
+            if key in self.values:
+                return self.values[key]  # another thread's, built meanwhile
+            self.values[key] = value
+            if size:
+                self.held[key] = size
+                total = sum(self.held.values())
+                while total > MEMORY_BUDGET and len(self.held) > 1:
+                    old, n = self.held.popitem(last=False)
+                    del self.values[old]
+                    total -= n
+            return value
+
+
+def _memory(frames: TraceFrames) -> _Memory:
     # Kept on the frames object itself, not in a module global: an evicted or
     # rebuilt trace drops its derived values with it.
-    store: dict[str, Any] = vars(frames).setdefault("_derived_cache", {})
-    lock: threading.Lock = vars(frames).setdefault("_derived_lock", threading.Lock())
-    return store, lock
+    with _MEMORY_LOCK:
+        mem: _Memory = vars(frames).setdefault("_derived_cache", _Memory())
+    return mem
+
+
+_MEMORY_LOCK = threading.Lock()
+
+
+def _arrays(value: Any, seen: set[int] | None = None) -> Iterator[Any]:
+    """The numpy arrays a cached value is made of (dataclass fields, nested)."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _arrays(getattr(value, f.name), seen)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _arrays(v, seen)
+
+
+def _mapping(a: Any) -> mmap.mmap | None:
+    """The file mapping under array ``a`` (a numpy.memmap, or a view of one)."""
+    mapping = getattr(a, "_mmap", None)
+    return mapping if isinstance(mapping, mmap.mmap) else None
+
+
+def held_bytes(value: Any) -> int:
+    """Bytes of ``value`` held in this process's own memory: its arrays that
+    are not memory-mapped (a view counts its base once), or a string's length."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    bases: dict[int, int] = {}
+    for a in _arrays(value):
+        if _mapping(a) is None:
+            base = a
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            bases[id(base)] = base.nbytes
+    return sum(bases.values())
+
+
+def release_pages(col: Any) -> None:
+    """Take a memory-mapped array's pages out of this process's memory: the
+    page cache keeps them, and touching the array again maps them again
+    (reading a whole mapped column otherwise counts in the process's memory
+    until the mapping is closed). No-op for arrays in memory."""
+    mapping = _mapping(col)
+    if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            # Read-only shared file mapping: nothing is lost (docs: madvise(2)).
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
+
+
+def release_cached(frames: TraceFrames) -> None:
+    """:func:`release_pages` of every memory-mapped array of the values kept
+    for ``frames``."""
+    mem = _memory(frames)
+    with mem.lock:
+        values = list(mem.values.values())
+    for v in values:
+        for a in _arrays(v):
+            release_pages(a)
 
 
 def remove_other_versions(frames_root: Path) -> int:
@@ -141,21 +251,21 @@ def remove_other_versions(frames_root: Path) -> int:
 
 def cached(frames: TraceFrames, key: str, build: Callable[[], T],
            persist: tuple[type, ...] = ()) -> T:
-    """``build()`` once per trace.
+    """``build()`` once per trace (again after a value held in memory only
+    was dropped for :data:`MEMORY_BUDGET`).
 
     Memory first; then, when ``persist`` names the dataclasses the value is
     made of and the frames have a directory, the disk, where a value built
     here is also written. Building takes a file lock, so of several threads
     or worker processes asking at once one builds and the others read.
     """
-    store, lock = _memory(frames)
-    with lock:
-        if key in store:
-            return store[key]  # type: ignore[no-any-return]
+    mem = _memory(frames)
+    found, value = mem.get(key)
+    if found:
+        return value  # type: ignore[no-any-return]
     root = derived_dir(frames) if persist else None
     value = _from_disk(root, key, build, persist) if root is not None else build()
-    with lock:
-        return store.setdefault(key, value)  # type: ignore[no-any-return]
+    return mem.put(key, value)  # type: ignore[no-any-return]
 
 
 @contextmanager

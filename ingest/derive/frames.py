@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Boolean, Connection, Engine, select
 
+from ingest.derive.cache import release_cached
+from ingest.derive.cache import release_pages as release_pages  # re-exported: the lane sets use it
 from ingest.derive.frame_layout import (
     TABLE_COLUMNS,
     Kind,
@@ -39,6 +42,7 @@ from ingest.derive.frame_layout import (
     read_tables,
 )
 from ingest.derive.frame_writer import write_frames
+from ingest.memory import libc
 from ingest.store import models
 
 I64 = npt.NDArray[np.int64]
@@ -70,8 +74,8 @@ class TraceFrames:
 
     ``intervals`` rows are ordered by resource (goroutines, then procs), id,
     then time; ``state`` and ``resource`` give each row's state code
-    (models.STATE_CODE) and resource code (models.RESOURCE_CODE) and
-    ``goroutines``/``procs`` the row ranges of each lane.
+    (models.STATE_CODE) and resource code (models.RESOURCE_CODE; built when
+    asked for) and ``goroutines``/``procs`` the row ranges of each lane.
     """
 
     trace_id: int
@@ -85,29 +89,55 @@ class TraceFrames:
     #: are cached under it (ingest.derive.cache).
     directory: Path | None = None
     state: npt.NDArray[np.int8] = field(init=False)
-    resource: npt.NDArray[np.int8] = field(init=False)
     goroutines: Lanes = field(init=False)
     procs: Lanes = field(init=False)
 
     def __post_init__(self) -> None:
-        top = max(self.kinds, default=0) + 1
-        state_of = np.zeros(top, dtype=np.int8)
-        res_of = np.zeros(top, dtype=np.int8)
-        for code, k in self.kinds.items():
-            state_of[code] = models.STATE_CODE.get(k.to_state, 0)
-            res_of[code] = models.RESOURCE_CODE.get(k.resource, 0)
         kind = self.intervals["kind"]
-        self.state = state_of[kind] if len(kind) else np.zeros(0, np.int8)
-        self.resource = res_of[kind] if len(kind) else np.zeros(0, np.int8)
+        self.state = self._per_kind(models.STATE_CODE, "to_state")[kind] if len(kind) else \
+            np.zeros(0, np.int8)
+        resource = self.resource
+        # ``resource`` is not kept (a byte a row, 20 MB of a 200 MB trace's
+        # worker): goroutine rows come first, so row < goroutines.off[-1]
+        # says as much; it is built again if asked for.
+        del vars(self)["resource"]
         release_pages(kind)  # read whole once; a few rows at a time after
-        n_g = int(np.count_nonzero(self.resource == models.GOROUTINE))
-        if n_g and int(self.resource[:n_g].max()) != models.GOROUTINE:
+        n_g = int(np.count_nonzero(resource == models.GOROUTINE))
+        if n_g and int(resource[:n_g].max()) != models.GOROUTINE:
             # Databases loaded before goroutine rows were stored ahead of proc rows.
             raise ValueError(f"trace {self.trace_id} was stored by an older gmpscope "
                              "(interleaved interval order): delete and ingest it again")
+        del resource
         rid = self.intervals["rid"]
         self.goroutines = _lanes(rid[:n_g], 0)
         self.procs = _lanes(rid[n_g:], n_g)
+        release_pages(rid)
+
+    @cached_property
+    def resource(self) -> npt.NDArray[np.int8]:
+        """Each row's resource code (models.RESOURCE_CODE)."""
+        kind = self.intervals["kind"]
+        return self._per_kind(models.RESOURCE_CODE, "resource")[kind] if len(kind) else \
+            np.zeros(0, np.int8)
+
+    def _per_kind(self, codes: dict[str, int], attr: str) -> npt.NDArray[np.int8]:
+        out = np.zeros(max(self.kinds, default=0) + 1, dtype=np.int8)
+        for code, k in self.kinds.items():
+            out[code] = codes.get(getattr(k, attr), 0)
+        return out
+
+    def release(self) -> None:
+        """Hand back what a view's scan left in this process: the pages of
+        the memory-mapped columns and of the mapped values cached with them
+        (:func:`release_pages`; the page cache still holds them for the next
+        request), and the C heap's free memory (:func:`trim_heap`). A view
+        that read whole columns calls it when done, so that a worker does not
+        keep hundreds of MB after the request."""
+        for table in (self.intervals, self.proc_runs, self.syscalls):
+            for col in table.columns.values():
+                release_pages(col)
+        release_cached(self)
+        trim_heap()
 
     def reason_codes(self) -> dict[int, str]:
         """Kind code -> reason, for splitting states by reason."""
@@ -191,21 +221,17 @@ def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[st
 # files (their layout: ingest.derive.frame_layout)
 
 
-def release_pages(col: Any) -> None:
-    """Take a memory-mapped frame column's pages out of this process's
-    memory: the page cache keeps them, and touching the column again maps
-    them again. For the lane sets' builds, which are done with a column long
-    before they are done (each mapped column otherwise counts in the
-    process's memory until its frames are dropped). No-op for arrays."""
-    import mmap
+def trim_heap() -> None:
+    """Return the C heap's free memory to the system (glibc's malloc_trim).
 
-    mapping = getattr(col, "_mmap", None)  # numpy.memmap's own mapping
-    if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        try:
-            # Read-only shared file mapping: nothing is lost (docs: madvise(2)).
-            mapping.madvise(mmap.MADV_DONTNEED)
-        except (OSError, ValueError):
-            pass
+    glibc raises its mmap threshold after a big block is freed, so numpy
+    temporaries of up to 32 MB then come from the heap, whose free pages
+    stay in the process (a whole-trace view left 50-100 MB) until trimmed.
+    A no-op elsewhere than glibc."""
+    c = libc()
+    trim = getattr(c, "malloc_trim", None) if c is not None else None
+    if trim is not None:
+        trim(0)
 
 
 def read_frames(d: Path) -> TraceFrames | None:
@@ -279,12 +305,21 @@ class FrameStore:
                 f = read_frames(d)
                 if f is None:  # pragma: no cover - we just wrote it
                     raise OSError(f"cannot read back the frames written to {d}")
+            trim_heap()  # the opening's temporaries
             with self._lock:
                 self._open[trace_id] = (sha, f)
                 self._open.move_to_end(trace_id)
                 while len(self._open) > self.capacity:
                     self._open.popitem(last=False)
         return f
+
+    def release_all(self) -> None:
+        """:meth:`TraceFrames.release` of every open trace (for a server to
+        call when a request ends)."""
+        with self._lock:
+            open_frames = [f for _, f in self._open.values()]
+        for f in open_frames:
+            f.release()
 
     def forget(self, trace_id: int) -> None:
         """Drop a trace from the cache and its files (after a delete)."""

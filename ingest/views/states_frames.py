@@ -421,6 +421,7 @@ def goroutine_groups(engine: Engine, frames: TraceFrames) -> list[dict[str, Any]
     largest first (from the timeline's goroutine table, kept at ingest)."""
     gt = goroutine_table(engine, frames)
     counts = np.bincount(gt.group, minlength=len(gt.names)).tolist()
+    frames.release()
     groups = [{"group": name, "goroutines": int(c)}
               for name, c in zip(gt.names, counts, strict=True) if c]
     return sorted(groups, key=lambda g: (-g["goroutines"], g["group"]))
@@ -479,8 +480,16 @@ def graph_for(engine: Engine, store: FrameStore, trace_id: int, resource: str, *
         graph.info.update({"split_reasons": False, "t1": None, "t2": None})
         return graph
     frames = store.get(trace_id)
-    if unfiltered:
-        return whole_trace_graph(frames, resource, split_reasons)
+    try:
+        if unfiltered:
+            return whole_trace_graph(frames, resource, split_reasons)
+        return _filtered_graph(engine, frames, resource, group, t1, t2, split_reasons)
+    finally:
+        frames.release()
+
+
+def _filtered_graph(engine: Engine, frames: TraceFrames, resource: str, group: str | None,
+                    t1: int | None, t2: int | None, split_reasons: bool) -> StateGraph:
     goids = None
     if group is not None:
         if resource != "goroutine":
