@@ -80,6 +80,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
                    "pauses. Drag to zoom.", className="muted"),
         ], className="card"),
         dcc.Store(id="overview-trace", data=trace_id),
+        dcc.Store(id="overview-heap-zoom"),
         html.Div([
             html.Div([dcc.Graph(id="overview-heap", figure=heap_figure(data),
                                 config=cfg(f"trace{trace_id}-overview-heap")),
@@ -114,11 +115,26 @@ def zoom_window(relayout: dict[str, Any] | None, first_ts: int
     return first_ts + round(float(x0) * 1e9), first_ts + round(float(x1) * 1e9)
 
 
+#: relayoutData passed on only when the x axis changed: Plotly reports every
+#: relayout (the autosize of the first draw too), and a server round trip for
+#: each kept the page busy for most of a second after it had drawn.
+_X_CHANGED_JS = """function(r) {
+    if (r && (r['xaxis.autorange'] || r['xaxis.range[0]'] !== undefined
+              || Array.isArray(r['xaxis.range']))) {
+        return r;
+    }
+    return window.dash_clientside.no_update;
+}"""
+
+
 def register(dash_app: Dash) -> None:
     register_findings(dash_app)
+    dash_app.clientside_callback(  # type: ignore[no-untyped-call]
+        _X_CHANGED_JS, Output("overview-heap-zoom", "data"),
+        Input("overview-heap", "relayoutData"), prevent_initial_call=True)
 
     @dash_app.callback(Output("overview-heap", "figure"),
-                       Input("overview-heap", "relayoutData"),
+                       Input("overview-heap-zoom", "data"),
                        State("overview-trace", "data"), prevent_initial_call=True)
     def _zoom_heap(relayout: dict[str, Any] | None, trace_id: int) -> Any:
         """A zoomed heap figure gets its own buckets (the counters reduced over
