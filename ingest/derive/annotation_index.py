@@ -22,7 +22,7 @@ from the database when the loader did not (:func:`task_index`,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,6 +298,28 @@ def log_index_of(category: Any, task_id: Any, g: Any) -> LogIndex:
 def _log_index(code: Arr, names: list[str], task: tuple[I64, Bool], g: I64) -> LogIndex:
     return LogIndex(categories=names, count=_narrow(np.bincount(code, minlength=len(names))),
                     tasks=_per_task(task[0], task[1], g))
+
+
+#: The tables the index is made of, and the key each one's part is kept under.
+TABLE_KEYS = {"tasks": TASKS_KEY, "regions": REGIONS_KEY, "logs": LOGS_KEY}
+
+
+def index_of_table(table: str, cols: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(key, value) of the index part made of ``table``'s columns, as the
+    loader stores them; None for another table. The loader stages it with
+    the frames (``FrameWriter.add_derived(key, value)``), so a new trace's
+    first view reads it instead of building it from the database."""
+    if table == "tasks":
+        value: Any = task_index_of(cols["task_id"], cols["parent_id"], cols["name"],
+                                   cols["start_ts"], cols["end_ts"])
+    elif table == "regions":
+        value = region_index_of(cols["name"], cols["task_id"], cols["g"], cols["start_ts"],
+                                cols["end_ts"])
+    elif table == "logs":
+        value = log_index_of(cols["category"], cols["task_id"], cols["g"])
+    else:
+        return None
+    return TABLE_KEYS[table], value
 
 
 # --------------------------------------------------------------------------

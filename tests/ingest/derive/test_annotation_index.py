@@ -84,6 +84,31 @@ def test_columns_and_database_agree(loaded: tuple[FrameStore, int, Path]) -> Non
                       want_l, "logs")
 
 
+def test_the_loaders_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """index_of_table on the columns the loader stages (its _stage_table, spied on)
+    equals the build from the database it stored them in."""
+    import ingest.load.pipeline as pipeline
+
+    seen: dict[str, tuple[str, Any] | None] = {}
+    stage = pipeline._stage_table
+
+    def spy(staged: Any, table_name: str, cols: dict[str, Any], *args: Any) -> None:
+        if table_name in ix.TABLE_KEYS:
+            seen[table_name] = ix.index_of_table(table_name, cols)
+        stage(staged, table_name, cols, *args)
+
+    monkeypatch.setattr(pipeline, "_stage_table", spy)
+    engine = make_engine(sqlite_url(tmp_path / "t.db"))
+    tid = ingest_trace_file(engine, SAMPLE, data_dir=tmp_path).id
+    assert sorted(seen) == ["logs", "regions", "tasks"]
+    for table, read in (("tasks", ix.read_task_index), ("regions", ix.read_region_index),
+                        ("logs", ix.read_log_index)):
+        got = seen[table]
+        assert got is not None and got[0] == ix.TABLE_KEYS[table]
+        assert_same_value(got[1], read(engine, tid), table)
+    assert ix.index_of_table("ranges", {}) is None
+
+
 def test_kept_with_the_frames(loaded: tuple[FrameStore, int, Path]) -> None:
     """Built once, written beside the frames, read back (memory-mapped) equal."""
     store, tid, _ = loaded
