@@ -240,11 +240,13 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     iv = frames.intervals
     start = iv["start_ts"][:n_rows]
     # One weighted count over every row, keyed by (lane, category); the
-    # weights as floats up front (bincount's own conversion of ints is slower).
-    dur = np.subtract(iv["end_ts"][:n_rows], start).astype(np.float64)
+    # weights as floats up front (bincount's own conversion of ints is slower),
+    # subtracted as floats when every timestamp is one exactly.
+    exact = max(abs(frames.first_ts), abs(frames.last_ts)) < 2**53
+    dur = np.subtract(iv["end_ts"][:n_rows], start, dtype=np.float64) if exact else \
+        np.subtract(iv["end_ts"][:n_rows], start).astype(np.float64)
     width = GONE + 1
-    key = np.repeat(np.arange(n_lanes, dtype=np.int64), np.diff(lanes.off))
-    key *= width
+    key = np.repeat(np.arange(0, n_lanes * width, width, dtype=np.int64), np.diff(lanes.off))
     key += category_of_kinds(frames)[iv["kind"][:n_rows]]
     sums = np.bincount(key, weights=dur, minlength=n_lanes * width)
     del key, dur

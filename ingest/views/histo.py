@@ -81,8 +81,8 @@ def bin_index(ts: Arr, edges: I64) -> I64:
         # per value (the same index: ts >= e0 + w*k exactly when (ts - e0) // w >= k).
         idx: I64 = np.asarray((ts - e[0]) // (e[1] - e[0]), dtype=np.int64)
     else:
-        idx = np.searchsorted(e, ts, side="right") - 1
-    return np.clip(idx, 0, len(e) - 2).astype(np.int64)
+        idx = np.asarray(np.searchsorted(e, ts, side="right") - 1, dtype=np.int64)
+    return np.clip(idx, 0, len(e) - 2, out=idx)
 
 
 @dataclass
@@ -310,15 +310,24 @@ def summary(values: Arr, sorted_values: Arr | None = None,
     """count, sum, mean, p50, p90, p99 and max of ``values`` (ns); picked
     from ``sorted_values`` when given, else without sorting (``buckets``:
     the values' :func:`value_buckets`, when the caller has them)."""
+    return summary_and_ranks(values, np.zeros(0, np.int64), sorted_values, buckets)[0]
+
+
+def summary_and_ranks(values: Arr, ranks: I64, sorted_values: Arr | None = None,
+                      buckets: ValueBuckets | None = None) -> tuple[dict[str, Any], I64]:
+    """:func:`summary`, and the values of 0-based ``ranks`` in sorted order
+    (picked together: one pass for both)."""
     v = np.asarray(values if sorted_values is None else sorted_values, dtype=np.int64)
     n = len(v)
     if n == 0:
-        return {"count": 0, "sum_ns": 0, "mean_ns": None, "p50_ns": None, "p90_ns": None,
-                "p99_ns": None, "max_ns": None}
+        return ({"count": 0, "sum_ns": 0, "mean_ns": None, "p50_ns": None, "p90_ns": None,
+                 "p99_ns": None, "max_ns": None}, np.zeros(0, np.int64))
     qs = (0.5, 0.9, 0.99)
-    ranks = np.array([max(1, int(np.ceil(q * n))) - 1 for q in qs] + [n - 1], np.int64)
-    stats = v[ranks] if sorted_values is not None else order_statistics(v, ranks, buckets)
-    p50, p90, p99, mx = (int(x) for x in stats.tolist())
+    want = np.concatenate([[max(1, int(np.ceil(q * n))) - 1 for q in qs], [n - 1],
+                           np.asarray(ranks, dtype=np.int64)]).astype(np.int64)
+    stats = v[want] if sorted_values is not None else order_statistics(v, want, buckets)
+    p50, p90, p99, mx = (int(x) for x in stats[:4].tolist())
     # The mean of any order of the values: exact while their sum stays below 2**53.
-    return {"count": n, "sum_ns": int(v.sum()), "mean_ns": float(v.mean()),
-            "p50_ns": p50, "p90_ns": p90, "p99_ns": p99, "max_ns": mx}
+    return ({"count": n, "sum_ns": int(v.sum()), "mean_ns": float(v.mean()),
+             "p50_ns": p50, "p90_ns": p90, "p99_ns": p99, "max_ns": mx},
+            np.asarray(stats[4:], dtype=np.int64))

@@ -25,8 +25,7 @@ from ingest.views.histo import (
     bin_index,
     group_percentiles,
     log_histogram,
-    order_statistics,
-    summary,
+    summary_and_ranks,
     time_bins,
     value_buckets,
 )
@@ -36,6 +35,9 @@ Arr = npt.NDArray[Any]
 
 WORST = 50
 RUNNABLE = models.STATE_CODE["Runnable"]
+#: The "next state" of a goroutine's last row: no state's code (there are
+#: seven, and a row's pair of states is packed in a byte as state * 8 + next).
+NO_NEXT = len(models.STATE_NAMES)
 
 #: What made a goroutine Runnable, from the transition into it.
 CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
@@ -90,25 +92,22 @@ def _latency_samples(frames: TraceFrames) -> Samples:
     n = int(lanes.off[-1]) if len(lanes.ids) else 0
     st = frames.state[:n]
     iv = frames.intervals
-    last = np.zeros(n, dtype=bool)
+    # Each row's state and its successor's in the same goroutine, as one
+    # byte (state * 8 + next state; NO_NEXT after a goroutine's last row):
+    # a few passes over bytes where masks per condition took many.
+    pair = np.zeros(n, dtype=np.int8)
     if n:
-        last[lanes.off[1:] - 1] = True
-    runnable = st == RUNNABLE
-    # Whether each row's successor in its goroutine is Running, Runnable
-    # (none after a goroutine's last row).
-    next_running = np.zeros(n, dtype=bool)
-    next_runnable = np.zeros(n, dtype=bool)
-    if n > 1:
-        np.equal(st[1:], models.RUNNING, out=next_running[:-1])
-        next_running[:-1] &= ~last[:-1]
-        np.logical_and(runnable[1:], ~last[:-1], out=next_runnable[:-1])
-    ends = np.flatnonzero(runnable & next_running)
+        np.left_shift(st, 3, out=pair)
+        pair[:-1] |= st[1:]
+        pair[lanes.off[1:] - 1] = (st[lanes.off[1:] - 1] << 3) | NO_NEXT
+    ends = np.flatnonzero(pair == RUNNABLE * 8 + models.RUNNING)
     # Go sometimes reports Runnable->Runnable: one wait split in two. A
     # sample spans the whole spell of consecutive Runnable intervals.
-    split = runnable & next_runnable
-    first = _spell_starts(ends, np.flatnonzero(split), split)
-    # A spell's last row not followed by Running: still runnable at the end, or gone.
-    pending = int(np.count_nonzero(runnable & ~next_runnable & ~next_running))
+    splits = np.flatnonzero(pair == RUNNABLE * 9)
+    first = _spell_starts(ends, splits)
+    # Runnable rows neither followed by Running nor by Runnable end a spell
+    # that never ran: still runnable at the end, or gone.
+    pending = int(np.count_nonzero(st == RUNNABLE)) - len(ends) - len(splits)
     top = max(frames.kinds, default=0) + 1
     undet = np.zeros(top, dtype=bool)
     for code, k in frames.kinds.items():
@@ -125,20 +124,23 @@ def _latency_samples(frames: TraceFrames) -> Samples:
                    censored=int(cens.sum()), pending=pending)
 
 
-def _spell_starts(ends: I64, splits: I64, split: npt.NDArray[np.bool_]) -> I64:
+def _spell_starts(ends: I64, splits: I64) -> I64:
     """The first row of the Runnable spell that ends at each row of ``ends``:
-    ``splits`` are the (rare) rows followed by another Runnable row of their
-    goroutine (``split``, as a mask), so only ends just after one step back."""
+    ``splits`` (ascending) are the rare Runnable rows followed by another
+    Runnable row of their goroutine, so only ends just after one step back."""
     first = ends.copy()
     if not len(splits) or not len(ends):
         return first
-    # Ends whose row before is a split: the end of a split spell.
-    j = np.searchsorted(ends, splits + 1)
+    def is_split(rows: I64) -> npt.NDArray[np.bool_]:
+        at = np.minimum(np.searchsorted(splits, rows), len(splits) - 1)
+        return np.asarray(splits[at] == rows)
+
+    j = np.searchsorted(ends, splits + 1)  # ends just after a split
     j = j[(j < len(ends)) & (ends[np.minimum(j, len(ends) - 1)] == splits + 1)]
     back = first[j] - 1
     while len(j):
         first[j] = back
-        more = (back > 0) & split[np.maximum(back - 1, 0)]
+        more = (back > 0) & is_split(back - 1)
         j, back = j[more], back[more] - 1
     return first
 
@@ -190,17 +192,19 @@ def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None =
         per_p = {k: v[1:] for k, v in per_p.items()}
     by_cause = group_percentiles(cause, lat, len(CAUSES), buckets=vb)
     by_cause["cause"] = list(CAUSES)
-    # The worst: the top ``worst`` by latency, ties by time of running.
+    # The worst: the top ``worst`` by latency, ties by time of running; the
+    # latency they reach is picked with the summary's percentiles.
+    k = min(len(lat), worst * 4 + 64) if worst > 0 else 0
+    summ, cut = summary_and_ranks(lat, np.array([len(lat) - k] if k else [], np.int64),
+                                  buckets=vb)
     order = np.zeros(0, np.int64)
-    if worst > 0 and len(lat):
-        k = min(len(lat), worst * 4 + 64)
-        cut = order_statistics(lat, np.array([len(lat) - k]), vb)[0]
-        cand = np.flatnonzero(lat >= cut)
+    if k:
+        cand = np.flatnonzero(lat >= cut[0])
         order = cand[np.lexsort((ran[cand], -lat[cand]))][:worst]
     return {
         "trace_id": frames.trace_id, "t1": t1, "t2": t2,
         "samples": int(len(lat)), "censored": s.censored, "pending": s.pending,
-        "summary": summary(lat, buckets=vb), "histogram": log_histogram(lat),
+        "summary": summ, "histogram": log_histogram(lat),
         "over_time": over, "per_p": per_p, "by_cause": by_cause,
         "worst": [{"goid": int(goid[i]), "runnable_ts": int(runnable_ts[i]),
                    "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(p[i]),
