@@ -168,7 +168,8 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     page = task_page(ctx.engine, trace_id, frames, limit=TASK_PAGE)
     n_tasks = sum(t["count"] for t in types)
     stats = region_stats(ctx.engine, trace_id, frames)
-    cats = logs(ctx.engine, trace_id, frames, limit=0)
+    # The first page of logs comes with the page (no callback's round trip).
+    cats = logs(ctx.engine, trace_id, frames, limit=LOG_ROWS)
     api = f"/api/traces/{trace_id}/annotations"
     if not n_tasks and not stats and not cats["total"]:
         return html.Div([html.H2("Tasks, regions & logs"),
@@ -220,7 +221,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
                 html.Label("goroutine"),
                 dcc.Input(id="annotations-log-g", debounce=True, style={"width": "90px"}),
             ], className="controls"),
-            dcc.Loading(html.Div(id="annotations-logs")),
+            dcc.Loading(html.Div(log_table(trace_id, cats, first), id="annotations-logs")),
         ], className="card"),
         html.P(["JSON: ", html.A(api, href=api, target="_blank")], className="muted"),
     ])
@@ -259,7 +260,7 @@ def register(dash_app: Dash) -> None:
                        Input("annotations-log-category", "value"),
                        Input("annotations-log-text", "value"),
                        Input("annotations-log-g", "value"),
-                       State("annotations-trace", "data"))
+                       State("annotations-trace", "data"), prevent_initial_call=True)
     def _logs(category: str | None, text: str | None, g: str | None,
               trace: dict[str, int]) -> Any:
         ctx = ui_context()
