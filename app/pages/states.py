@@ -84,6 +84,14 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     trace = get_trace(ctx.engine, trace_id)
     if trace is None:
         raise PageError(f"There is no trace {trace_id}.")
+    resource = query.get("resource", "goroutine")
+    resource = resource if resource in RESOURCES else "goroutine"
+    split = ["split"] if query.get("split_reasons", "1").lower() in ("1", "true", "yes",
+                                                                     "on") else []
+    choice = (resource, split, query.get("group"), query.get("t1", ""), query.get("t2", ""))
+    # The first graph comes with the layout (the callbacks answer changes only):
+    # one round trip to the server instead of three before it is drawn.
+    fig, table, mermaid, dot, api, api_href, err = _graph_outputs(*choice, trace_id)
     return html.Div([
         html.H2(["State graphs · ", html.Span(trace["name"], className="mono")]),
         dcc.Store(id="states-trace", data=trace_id),
@@ -94,76 +102,82 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
                "Threads: derived from the goroutines' Running/Syscall intervals on each M "
                "(Idle in between).", className="muted"),
         dcc.Loading(html.Div([
-            html.Div(id="states-error"),
-            html.Div([dcc.Graph(id="states-graph", figure=go.Figure(),
+            html.Div(err, id="states-error"),
+            html.Div([dcc.Graph(id="states-graph", figure=fig,
                                 config=cfg(f"trace{trace_id}-states"))],
                      className="card"),
-            html.Div(id="states-export"),  # export helper: server-side file downloads
-            html.Div([html.H3("Edges"), html.Div(id="states-table")], className="card"),
+            # export helper: server-side file downloads
+            html.Div(_export_links(*choice, trace_id), id="states-export"),
+            html.Div([html.H3("Edges"), html.Div(table, id="states-table")],
+                     className="card"),
             html.Div([
-                html.Div([html.H3("Mermaid"), html.Pre(id="states-mermaid", className="stack")],
+                html.Div([html.H3("Mermaid"),
+                          html.Pre(mermaid, id="states-mermaid", className="stack")],
                          className="card"),
-                html.Div([html.H3("Graphviz DOT"), html.Pre(id="states-dot", className="stack")],
+                html.Div([html.H3("Graphviz DOT"),
+                          html.Pre(dot, id="states-dot", className="stack")],
                          className="card"),
             ], className="row"),
-            html.P(["JSON: ", html.A(id="states-api", target="_blank")], className="muted"),
+            html.P(["JSON: ", html.A(api, id="states-api", href=api_href, target="_blank")],
+                   className="muted"),
         ])),
     ])
 
 
-def register(dash_app: Dash) -> None:
-    _register_export_links(dash_app)
-    @dash_app.callback(
-        Output("states-graph", "figure"), Output("states-table", "children"),
-        Output("states-mermaid", "children"), Output("states-dot", "children"),
-        Output("states-api", "children"), Output("states-api", "href"),
-        Output("states-error", "children"),
-        Input("states-resource", "value"), Input("states-split", "value"),
-        Input("states-group", "value"), Input("states-t1", "value"),
-        Input("states-t2", "value"), State("states-trace", "data"))
-    def _update(resource: str, split: list[str] | None, group: str | None, t1: Any, t2: Any,
-                trace_id: int) -> tuple[Any, ...]:
-        ctx = ui_context()
-        use_split = bool(split) and resource == "goroutine"
-        use_group = group if resource == "goroutine" else None
-        try:
-            graph = graph_for(ctx.engine, ctx.frames, trace_id, resource, group=use_group,
-                              t1=_int_or_none(t1, "t1"), t2=_int_or_none(t2, "t2"),
-                              split_reasons=use_split)
-        except (ValueError, LookupError) as e:
-            empty = go.Figure()
-            return empty, None, "", "", "", None, error_box(str(e).strip("'\""))
-        doc = to_json(graph)
-        params = {"resource": resource}
-        if use_group is not None:
-            params["group"] = use_group
-        if use_split:
-            params["split_reasons"] = "1"
-        for k, v in (("t1", t1), ("t2", t2)):
-            if v not in (None, ""):
-                params[k] = str(v).strip()
-        api = f"/api/traces/{trace_id}/states?{urlencode(params)}"
-        title = f"{resource} state graph · {doc['total']:,} transitions"
-        if use_group is not None:
-            title += f" · group of {graph.info.get('group_goroutines', 0):,} goroutines"
-        return (state_graph_figure(doc, title=title), edge_table(doc), to_mermaid(graph),
-                to_dot(graph), api, api, None)
+def _graph_outputs(resource: str, split: list[str] | None, group: str | None, t1: Any,
+                   t2: Any, trace_id: int) -> tuple[Any, ...]:
+    """(figure, edge table, Mermaid, DOT, API link text, its href, error) of a choice."""
+    ctx = ui_context()
+    use_split = bool(split) and resource == "goroutine"
+    use_group = group if resource == "goroutine" else None
+    try:
+        graph = graph_for(ctx.engine, ctx.frames, trace_id, resource, group=use_group,
+                          t1=_int_or_none(t1, "t1"), t2=_int_or_none(t2, "t2"),
+                          split_reasons=use_split)
+    except (ValueError, LookupError) as e:
+        empty = go.Figure()
+        return empty, None, "", "", "", None, error_box(str(e).strip("'\""))
+    doc = to_json(graph)
+    params = {"resource": resource}
+    if use_group is not None:
+        params["group"] = use_group
+    if use_split:
+        params["split_reasons"] = "1"
+    for k, v in (("t1", t1), ("t2", t2)):
+        if v not in (None, ""):
+            params[k] = str(v).strip()
+    api = f"/api/traces/{trace_id}/states?{urlencode(params)}"
+    title = f"{resource} state graph · {doc['total']:,} transitions"
+    if use_group is not None:
+        title += f" · group of {graph.info.get('group_goroutines', 0):,} goroutines"
+    return (state_graph_figure(doc, title=title), edge_table(doc), to_mermaid(graph),
+            to_dot(graph), api, api, None)
 
 
-def _register_export_links(dash_app: Dash) -> None:
+def _export_links(resource: str, split: list[str] | None, group: str | None, t1: Any,
+                  t2: Any, trace_id: int) -> Any:
     """Export links (SVG, PNG, HTML, Mermaid, DOT files) for the graph as shown."""
     from app.components_export import export_links
 
-    @dash_app.callback(
-        Output("states-export", "children"),
-        Input("states-resource", "value"), Input("states-split", "value"),
-        Input("states-group", "value"), Input("states-t1", "value"),
-        Input("states-t2", "value"), State("states-trace", "data"))
-    def _export(resource: str, split: list[str] | None, group: str | None, t1: Any, t2: Any,
-                trace_id: int) -> Any:
-        goroutines = resource == "goroutine"
-        options = {"resource": resource, "group": group if goroutines else None,
-                   "split_reasons": "1" if split and goroutines else "0",
-                   "t1": str(t1).strip() if t1 not in (None, "") else None,
-                   "t2": str(t2).strip() if t2 not in (None, "") else None}
-        return export_links(trace_id, "states", options, id_prefix="states-export")
+    goroutines = resource == "goroutine"
+    options = {"resource": resource, "group": group if goroutines else None,
+               "split_reasons": "1" if split and goroutines else "0",
+               "t1": str(t1).strip() if t1 not in (None, "") else None,
+               "t2": str(t2).strip() if t2 not in (None, "") else None}
+    return export_links(trace_id, "states", options, id_prefix="states-export")
+
+
+_CHOICE = (Input("states-resource", "value"), Input("states-split", "value"),
+           Input("states-group", "value"), Input("states-t1", "value"),
+           Input("states-t2", "value"), State("states-trace", "data"))
+
+
+def register(dash_app: Dash) -> None:
+    dash_app.callback(
+        Output("states-graph", "figure"), Output("states-table", "children"),
+        Output("states-mermaid", "children"), Output("states-dot", "children"),
+        Output("states-api", "children"), Output("states-api", "href"),
+        Output("states-error", "children"), *_CHOICE,
+        prevent_initial_call=True)(_graph_outputs)
+    dash_app.callback(Output("states-export", "children"), *_CHOICE,
+                      prevent_initial_call=True)(_export_links)
