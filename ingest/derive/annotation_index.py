@@ -371,11 +371,20 @@ class _Filling:
         self.code = np.zeros(n, dtype=np.int32)
 
     def add(self, rows: list[tuple[Any, ...]], name_at: int | None,
-            ints: Sequence[tuple[str, int]]) -> None:
+            ints: Sequence[tuple[str, int]], nullable: Sequence[int] = ()) -> None:
+        """Rows' column ``name_at`` as name codes, and ``ints`` (name,
+        position); ``nullable``: the positions that may hold NULL."""
         a, b = self.at, self.at + len(rows)
         if b > self.n:  # rows stored meanwhile: the count is stale
             raise RuntimeError("the table grew while it was read")
-        cols = list(zip(*rows, strict=True))
+        width = len(rows[0]) if rows else 0
+        try:  # numpy reads the tuples at C speed (objects where NULL may be)
+            rec = np.array(rows, dtype=[
+                (f"c{i}", object if i == name_at or i in nullable else np.int64)
+                for i in range(width)])
+            cols: list[Any] = [rec[f"c{i}"] for i in range(width)]
+        except (TypeError, ValueError):
+            cols = list(zip(*rows, strict=True))
         if name_at is not None:
             self.code[a:b] = self.names.encode(cols[name_at])
         for c, i in ints:
@@ -397,7 +406,8 @@ def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
         f = _Filling(_count(conn, t, trace_id), ("task_id", "parent_id", "start_ts", "end_ts"))
         for rows in _read(conn, t, "task_id", [t.c.name, t.c.parent_id, t.c.start_ts,
                                                t.c.end_ts], trace_id):
-            f.add(rows, 0, (("parent_id", 1), ("start_ts", 2), ("end_ts", 3), ("task_id", 4)))
+            f.add(rows, 0, (("parent_id", 1), ("start_ts", 2), ("end_ts", 3), ("task_id", 4)),
+                  nullable=(1, 2, 3))
     code, names = f.codes()
     return _task_index(f.col("task_id")[0], f.col("parent_id"), code, names,
                        f.col("start_ts"), f.col("end_ts"))
@@ -410,7 +420,7 @@ def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
         f = _Filling(_count(conn, r, trace_id), ("task_id", "g", "dur"))
         for rows in _read(conn, r, "id", [r.c.name, r.c.task_id, r.c.g,
                                           r.c.end_ts - r.c.start_ts], trace_id):
-            f.add(rows, 0, (("task_id", 1), ("g", 2), ("dur", 3)))
+            f.add(rows, 0, (("task_id", 1), ("g", 2), ("dur", 3)), nullable=(1, 3))
     code, names = f.codes()
     dur, untimed = f.col("dur")  # NULL when either end is missing
     return _region_index(code, names, f.col("task_id"), f.col("g")[0], ~untimed, dur)
@@ -422,7 +432,7 @@ def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
     with engine.connect() as conn:
         f = _Filling(_count(conn, lg, trace_id), ("task_id", "g"))
         for rows in _read(conn, lg, "seq", [lg.c.category, lg.c.task_id, lg.c.g], trace_id):
-            f.add(rows, 0, (("task_id", 1), ("g", 2)))
+            f.add(rows, 0, (("task_id", 1), ("g", 2)), nullable=(1,))
     code, names = f.codes()
     return _log_index(code, names, f.col("task_id"), f.col("g")[0])
 
