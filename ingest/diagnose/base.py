@@ -15,9 +15,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, func, inspect, select
+from sqlalchemy import Engine, inspect, select
 
-from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
 
@@ -129,18 +128,13 @@ class Context:
     @cached_property
     def gomaxprocs(self) -> int | None:
         """The largest GOMAXPROCS the trace's metrics report, None if unknown
-        (kept with the frames: finding it scans every metric sample)."""
-        mt = models.metrics
+        (from the overview's counter columns: the loader stages them; reading
+        the metrics table scans every sample)."""
+        from ingest.derive.overview_counters import GOMAXPROCS_METRIC, trace_counters
 
-        def build() -> dict[str, int | None]:
-            with self.engine.connect() as conn:
-                v = conn.execute(select(func.max(mt.c.value)).where(
-                    mt.c.trace_id == self.trace_id,
-                    mt.c.name == "/sched/gomaxprocs:threads")).scalar()
-            return {"gomaxprocs": None if v is None else int(v)}
-
-        v = cached_json(self.frames, "diagnose_gomaxprocs", build)["gomaxprocs"]
-        return None if v is None else int(v)
+        _, value = trace_counters(self.engine, self.frames, self.trace_id).series(
+            GOMAXPROCS_METRIC)
+        return int(value.max()) if len(value) else None
 
     @cached_property
     def network_waits(self) -> dict[str, I64]:
