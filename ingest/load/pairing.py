@@ -61,7 +61,8 @@ def pair_nested(keys: list[Arr], begin: Arr) -> Pairs:
     step = np.where(b, 1, -1).astype(it)
     gid = (np.cumsum(new, dtype=it) - 1).astype(it)
     walk = np.cumsum(step, dtype=np.int64)
-    walk -= (walk - step)[new][gid]  # per key, from 0
+    start: Arr = (walk - step.astype(np.int64))[new]
+    walk -= start[gid]  # per key, from 0
     # The running minimum within each key: shifting every later key far down
     # keeps earlier keys' values out of its minimum.
     shift = gid.astype(np.int64) * (2 * n + 2)

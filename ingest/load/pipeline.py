@@ -28,7 +28,6 @@ from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from ingest.columns import (
-    Nullable,
     ParquetDirError,
     Seq,
     iter_table,
@@ -44,6 +43,7 @@ from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.event_split import split_events
 from ingest.load.insert_worker import InsertWorker
+from ingest.load.staged_caches import stage_caches
 from ingest.load.tables import DerivedTables, derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
 from ingest.store import models
@@ -429,7 +429,7 @@ def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, stage
             first = tables.bases.get(table_name)
             if first is not None:
                 cols = {"id": Seq(first), **cols}
-            _stage_table(staged, table_name, cols, n, trace_row)
+            _stage_table(staged, table_name, cols, n, trace_row, timings)
             with timings.phase("worker wait"):  # the worker still busy
                 worker.submit(partial(timings.timed, f"insert {table_name}",
                                       store_table, conn, trace_id, table_name, cols,
@@ -443,7 +443,7 @@ def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, stage
 
 
 def _stage_table(staged: _Staged, table_name: str, cols: dict[str, Any], n: int,
-                 trace_row: dict[str, Any]) -> None:
+                 trace_row: dict[str, Any], timings: Timings) -> None:
     """Keep what the views need of one derived table: its frame columns, the
     transition kinds, the goroutines' columns, the range lanes."""
     if table_name == "goroutines":
@@ -455,7 +455,7 @@ def _stage_table(staged: _Staged, table_name: str, cols: dict[str, Any], n: int,
     frames = staged.frames
     if frames is None:
         return
-    if table_name == "ranges" and _stage_range_lanes(frames, cols, trace_row):
+    if LaneSetKey.RANGES in stage_caches(frames, table_name, cols, trace_row, timings):
         staged.early.add(LaneSetKey.RANGES)
     if table_name in FRAME_TABLES:
         try:
@@ -515,31 +515,6 @@ def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: A
     table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
                           np.asarray(cols["first_ts"], np.int64), alive_hi)
     return frames.add_derived(LaneSetKey.GOROUTINES, table)
-
-
-def _stage_range_lanes(frames: FrameWriter, cols: dict[str, Any],
-                       trace_row: dict[str, Any]) -> bool:
-    """The timeline's range lanes (timeline_lanes.range_lanes) from the
-    ranges' columns at hand, stored with the frames being written; False when
-    they were not (only a cache: built after the commit then)."""
-    from ingest.derive.range_lanes import ranges_of
-
-    try:
-        value = ranges_of(cols["id"], list(cols["kind"]), _with_none(cols["start_ts"]),
-                          _with_none(cols["end_ts"]), cols["g"], int(trace_row["first_ts"] or 0),
-                          int(trace_row["last_ts"] or 0))
-    except Exception:  # noqa: BLE001 - a cache never fails a load
-        log.exception("range lanes not staged; built after the commit")
-        return False
-    return frames.add_derived(LaneSetKey.RANGES, value)
-
-
-def _with_none(col: Any) -> list[Any]:
-    """A Nullable column as a list with None for NULL."""
-    if isinstance(col, Nullable):
-        return [None if n else v for v, n in zip(col.values.tolist(), col.null.tolist(),
-                                                  strict=True)]
-    return list(col)
 
 
 def _precompute_views(engine: Engine, frame_dir: Path,
