@@ -440,15 +440,91 @@ def group_goids(engine: Engine, frames: TraceFrames, group: str) -> I64:
 CACHE_KEYS = {("goroutine", True): "states_goroutine_split", ("thread", False): "states_thread"}
 
 
-def whole_trace_graph(frames: TraceFrames, resource: str, split_reasons: bool) -> StateGraph:
+def whole_trace_graph(engine: Engine, frames: TraceFrames, resource: str,
+                      split_reasons: bool) -> StateGraph:
     """The unfiltered graph of ``resource`` from the frames, kept as a report
     cache when it is one of CACHE_KEYS (built once per trace)."""
     key = CACHE_KEYS.get((resource, split_reasons))
     if key is None:
         return resource_graph(frames, resource, split_reasons=split_reasons)
-    doc = cached_json(frames, key, lambda: _graph_doc(
-        resource_graph(frames, resource, split_reasons=split_reasons)))
+
+    def build() -> dict[str, Any]:
+        graph = (split_graph(engine, frames) if resource == "goroutine" else
+                 resource_graph(frames, resource, split_reasons=split_reasons))
+        return _graph_doc(graph)
+
+    doc = cached_json(frames, key, build)
     return _graph(doc["resource"], [Edge(**e) for e in doc["edges"]], doc["info"])
+
+
+def split_graph(engine: Engine, frames: TraceFrames) -> StateGraph:
+    """``resource_graph(frames, "goroutine", split_reasons=True)`` with a
+    third of the work: the edges that touch no Waiting node are those of the
+    precomputed graph (state_edges, same definitions), so only the rows that
+    enter or leave Waiting are read here (and the row before each that takes
+    its wait's category from it)."""
+    plain = state_graph(engine, frames.trace_id, "goroutine").edges
+    n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
+    iv = frames.intervals
+    try:
+        names, code, dwell = _waiting_edges(frames, n_g)
+    finally:
+        _release(iv, "rid", "start_ts", "kind")
+    edges = [e for e in plain if "Waiting" not in (e.source, e.target)]
+    edges += _edges(code, dwell, names)
+    edges.sort(key=lambda e: (-e.count, e.source, e.target))
+    return _graph("goroutine", edges, {"split_reasons": True, "t1": None, "t2": None,
+                                       "reasons": _reason_table(frames)})
+
+
+def _waiting_edges(frames: TraceFrames, n_g: int) -> tuple[list[str], Arr, I64]:
+    """(node names, edge codes, dwell) of the goroutine rows from or to
+    Waiting, split by reason as :func:`_node_codes` and
+    :func:`goroutine_wait_categories` do over every row."""
+    names = list(models.STATE_NAMES) + [node_name("Waiting", c) for c in WAIT_CATEGORIES]
+    base = len(models.STATE_NAMES)
+    top = max(frames.kinds, default=0) + 1
+    frm_of, to_of = np.zeros(top, np.int16), np.zeros(top, np.int16)
+    cat_of, inherit = np.full(top, -1, np.int8), np.zeros(top, bool)
+    for c, k in frames.kinds.items():
+        frm_of[c] = models.STATE_CODE.get(k.from_state, 0)
+        to_of[c] = models.STATE_CODE.get(k.to_state, 0)
+        if k.to_state == "Waiting":
+            cat_of[c] = WAIT_CATEGORIES.index(wait_category(k.reason))
+            inherit[c] = k.from_state == "Waiting" and not k.reason
+    iv = frames.intervals
+    kind = iv["kind"][:n_g]
+    from_w = (frm_of == WAITING)[kind]
+    touch = from_w | (to_of == WAITING)[kind]
+    del kind
+    need = touch.copy()
+    need[:-1] |= from_w[1:]  # a row leaving a wait (or continuing it) reads the one before
+    rows = np.flatnonzero(need)
+    del need, from_w
+    kind = iv["kind"][rows]
+    before = np.maximum(rows - 1, 0)
+    first = (rows == 0) | (iv["rid"][rows] != iv["rid"][before])
+    ts = iv["start_ts"][rows]
+    dwell = np.where(first, -1, ts - iv["start_ts"][before])
+    del ts, before
+    # Categories, forward-filled through chains of inheriting rows: the rows
+    # of a chain and the one it starts from are all kept, one after the other.
+    cats = cat_of[kind]
+    chain = inherit[kind] & ~first
+    if chain.any():
+        src = np.where(chain, -1, np.arange(len(rows)))
+        np.maximum.accumulate(src, out=src)
+        cats = cats[src]
+    src_code, dst = frm_of[kind], to_of[kind]
+    np.copyto(dst, cats.astype(np.int16) + base, where=cats >= 0)
+    prev = np.r_[np.int8(-1), cats[:-1]].astype(np.int16)
+    leaving = (src_code == WAITING) & ~first
+    np.copyto(src_code, prev + base, where=leaving & (prev >= 0))
+    src_code[(src_code == WAITING) & first] = base + WAIT_CATEGORIES.index("other")
+    src_code *= np.int16(len(names))
+    src_code += dst
+    keep = touch[rows]
+    return names, src_code[keep], dwell[keep]
 
 
 def _graph_doc(graph: StateGraph) -> dict[str, Any]:
@@ -482,7 +558,7 @@ def graph_for(engine: Engine, store: FrameStore, trace_id: int, resource: str, *
     frames = store.get(trace_id)
     try:
         if unfiltered:
-            return whole_trace_graph(frames, resource, split_reasons)
+            return whole_trace_graph(engine, frames, resource, split_reasons)
         return _filtered_graph(engine, frames, resource, group, t1, t2, split_reasons)
     finally:
         frames.release()

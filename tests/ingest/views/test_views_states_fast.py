@@ -24,6 +24,7 @@ from ingest.views.states_frames import (
     goroutine_groups,
     graph_for,
     resource_graph,
+    split_graph,
     thread_graph,
 )
 from tests.support.ingest_fixtures import TRACES, loaded
@@ -140,3 +141,15 @@ def test_whole_trace_graph_cached(loaded: Loaded, key: tuple[str, bool]) -> None
     built = resource_graph(store.get(tid), resource, split_reasons=split)
     for g in (first, again):
         assert g.edges == built.edges and g.nodes == built.nodes and g.info == built.info
+
+
+@pytest.mark.parametrize("name", [t.name for t in TRACES])
+def test_split_graph_from_the_waiting_rows_equals_every_row(loaded: Loaded, name: str) -> None:
+    """The whole-trace split graph built from the rows that touch Waiting and
+    the precomputed edges equals the one built from every row."""
+    engine, data_dir, results = loaded
+    frames = FrameStore(engine, data_dir).get(results[name].id)
+    got = split_graph(engine, frames)
+    want = resource_graph(frames, "goroutine", split_reasons=True)
+    assert any(e.source.startswith("Waiting: ") for e in want.edges)
+    assert got.edges == want.edges and got.nodes == want.nodes and got.info == want.info
