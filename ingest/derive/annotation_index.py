@@ -225,14 +225,17 @@ def _runs(a: I64) -> npt.NDArray[np.intp]:
 
 
 def _per_task(task: I64, task_null: Bool, g: I64) -> PerTask:
-    t, gg = _sorted_pairs(task[~task_null], g[~task_null])
+    if task_null.any():
+        task, g = task[~task_null], g[~task_null]
+    t, gg = _sorted_pairs(task, g)
+    del task, g
     starts = _runs(t)
     new_pair = np.r_[True, (t[1:] != t[:-1]) | (gg[1:] != gg[:-1])] if len(t) else \
         np.zeros(0, dtype=bool)
-    pair_of_row = np.cumsum(new_pair) - 1
-    g_off = np.concatenate([pair_of_row[starts], [int(new_pair.sum())]]).astype(np.int64)
+    pairs = np.flatnonzero(new_pair)  # each task's first row begins a pair
+    g_off = np.concatenate([np.searchsorted(pairs, starts), [len(pairs)]]).astype(np.int64)
     return PerTask(task_id=_narrow(t[starts]), rows=_narrow(np.diff(np.r_[starts, len(t)])),
-                   g_off=_narrow(g_off), g=_narrow(gg[new_pair]))
+                   g_off=_narrow(g_off), g=_narrow(gg[pairs]))
 
 
 def task_index_of(task_id: Any, parent_id: Any, name: Any, start_ts: Any,
@@ -274,18 +277,25 @@ def region_index_of(name: Any, task_id: Any, g: Any, start_ts: Any,
                     end_ts: Any) -> RegionIndex:
     """The regions' index from the ``regions`` table's columns."""
     names = _Names()
-    code, ordered = names.finish(names.encode(name))
+    cols: dict[str, Any] = {}
+    cols["code"], ordered = names.finish(names.encode(name))
     s, s_null = _ints(start_ts)
     e, e_null = _ints(end_ts)
-    timed = ~s_null & ~e_null
-    return _region_index(code, ordered, _ints(task_id), _ints(g)[0], timed,
-                         np.where(timed, e - s, 0))
+    cols["timed"] = ~s_null & ~e_null
+    cols["dur"] = np.where(cols["timed"], e - s, 0)
+    del s, s_null, e, e_null
+    cols["task"], cols["task_null"] = _ints(task_id)
+    cols["g"] = _ints(g)[0]
+    return _region_index(cols, ordered)
 
 
-def _region_index(code: Arr, names: list[str], task: tuple[I64, Bool], g: I64, timed: Bool,
-                  dur: I64) -> RegionIndex:
-    return RegionIndex(stats=_name_stats(code, names, timed, dur, g=g),
-                       tasks=_per_task(task[0], task[1], g))
+def _region_index(cols: dict[str, Any], names: list[str]) -> RegionIndex:
+    """From ``cols`` (code, timed, dur, task, task_null, g), taken out of it
+    as they are used: a big trace's columns are freed as soon as they can."""
+    stats = _name_stats(cols.pop("code"), names, cols.pop("timed"), cols.pop("dur"),
+                        g=cols["g"])
+    return RegionIndex(stats=stats, tasks=_per_task(cols.pop("task"), cols.pop("task_null"),
+                                                    cols.pop("g")))
 
 
 def log_index_of(category: Any, task_id: Any, g: Any) -> LogIndex:
@@ -395,8 +405,14 @@ class _Filling:
     def col(self, c: str) -> tuple[I64, Bool]:
         return self.values[c][:self.at], self.null[c][:self.at]
 
+    def take(self, c: str) -> tuple[I64, Bool]:
+        """:meth:`col`, no longer kept here."""
+        return self.values.pop(c)[:self.at], self.null.pop(c)[:self.at]
+
     def codes(self) -> tuple[npt.NDArray[np.int32], list[str]]:
-        return self.names.finish(self.code[:self.at])
+        """The names' codes (no longer kept here) and the names."""
+        raw, self.code = self.code[:self.at], np.zeros(0, dtype=np.int32)
+        return self.names.finish(raw)
 
 
 def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
@@ -421,9 +437,15 @@ def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
         for rows in _read(conn, r, "id", [r.c.name, r.c.task_id, r.c.g,
                                           r.c.end_ts - r.c.start_ts], trace_id):
             f.add(rows, 0, (("task_id", 1), ("g", 2), ("dur", 3)), nullable=(1, 3))
-    code, names = f.codes()
-    dur, untimed = f.col("dur")  # NULL when either end is missing
-    return _region_index(code, names, f.col("task_id"), f.col("g")[0], ~untimed, dur)
+    cols: dict[str, Any] = {}
+    cols["code"], names = f.codes()
+    cols["dur"], untimed = f.take("dur")  # NULL when either end is missing
+    cols["timed"] = ~untimed
+    del untimed
+    cols["task"], cols["task_null"] = f.take("task_id")
+    cols["g"] = f.take("g")[0]
+    del f
+    return _region_index(cols, names)
 
 
 def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
