@@ -3,10 +3,11 @@ goroutine, syscalls, latency): tables, links, stack text, window parsing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlencode
 
 from dash import dcc, html
+from dash.dash_table.DataTable import DataTable
 
 from app.components import fmt_ns, graph_config
 from app.router import PageError
@@ -92,6 +93,56 @@ def table(header: list[str], rows: list[list[Any]], num: set[int] | None = None,
     if id:
         return html.Table([head, body], className="data", id=id)
     return html.Table([head, body], className="data")
+
+
+#: DataTable styles: a table as one component (a hundred rows of html.Td
+#: components took Dash's renderer seconds), in the pages' look.
+_CELL = {"whiteSpace": "pre-wrap", "textAlign": "left", "padding": "3px 8px",
+         "fontFamily": "system-ui, sans-serif", "fontSize": "13px", "height": "auto",
+         "maxWidth": "520px"}
+_HEADER = {"fontWeight": "600", "backgroundColor": "#f3f4f7"}
+#: A markdown cell is a paragraph: without its margins a row keeps one line's height.
+_CSS = [{"selector": ".dash-cell p", "rule": "margin: 0"},
+        {"selector": ".dash-cell a", "rule": "color: var(--accent)"}]
+
+
+def md_link(text: str, href: str) -> str:
+    """A link in a markdown cell of :func:`data_table`: for our own labels and
+    URLs only (strings from traces stay plain text)."""
+    return f"[{text}]({href})"
+
+
+def data_table(table_id: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]],
+               num: set[str] | None = None, markdown: set[str] | None = None,
+               tooltips: list[dict[str, str]] | None = None) -> DataTable:
+    """Rows as one DataTable: ``columns`` are (id, header); ``num`` columns
+    right-aligned, ``markdown`` ones hold :func:`md_link` links; ``tooltips``,
+    one per row, plain text shown on hover (column id -> text)."""
+    cols = [{"id": i, "name": n, **({"presentation": "markdown"} if i in (markdown or set())
+                                    else {})} for i, n in columns]
+    extra: dict[str, Any] = {}
+    if tooltips is not None:
+        extra = {"tooltip_data": [{k: {"value": v, "type": "text"} for k, v in t.items()}
+                                  for t in tooltips],
+                 "tooltip_duration": None, "tooltip_delay": 300}
+    return DataTable(
+        id=table_id, columns=cast(Any, cols), data=cast(Any, rows), page_action="none",
+        markdown_options={"link_target": "_self"}, css=cast(Any, _CSS),
+        style_cell=cast(Any, _CELL), style_header=cast(Any, _HEADER),
+        style_cell_conditional=cast(Any, [{"if": {"column_id": c}, "textAlign": "right"}
+                                          for c in sorted(num or set())]),
+        style_table={"overflowX": "auto"}, **extra)
+
+
+def stack_list(stacks: dict[str, list[dict[str, Any]]], ids: list[int], prefix: str,
+               title: str = "Their stacks (click to expand)") -> html.Div:
+    """Each stack of ``ids`` once (by id, ascending), expanding on click into
+    its frames as text; ``stacks`` maps a stack id (as a string) to its frames."""
+    items = [html.Details([html.Summary(f"{sid}: " + stack_summary(
+        stacks.get(str(sid), []), f"stack {sid}"), className="mono"),
+        html.Pre(stack_text(stacks.get(str(sid), [])), className="stack")],
+        id=f"{prefix}-{sid}") for sid in sorted({i for i in ids if i > 0})]
+    return html.Div([html.H4(title), *items] if items else [], id=f"{prefix}s")
 
 
 def downloads(trace_id: int, names: list[str]) -> html.Div:

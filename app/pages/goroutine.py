@@ -3,22 +3,24 @@ creation stack and parent, and its transitions with their stacks."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from dash import Dash, dcc, html
-from dash.dash_table.DataTable import DataTable
 
 from app.components import fmt_count, fmt_ns, stat_card
 from app.context import ui_context
 from app.figures.goroutines import breakdown_figure, gantt_figure
 from app.pages._analysis import (
     api_link,
+    data_table,
     goroutine_href,
     graph_cfg,
     group_href,
     link,
+    md_link,
     query_int,
     rel,
+    stack_list,
     stack_summary,
     stack_text,
     timeline_href,
@@ -35,29 +37,15 @@ PAGE_SEGMENTS = 1000
 CHILDREN_SHOWN = 40
 
 
-#: The transitions table's styles: one DataTable, not a hundred rows of
-#: html.Td/Details components (Dash's renderer spent seconds on those).
-CELL_STYLE = {"whiteSpace": "pre-wrap", "textAlign": "left", "padding": "3px 8px",
-              "fontFamily": "system-ui, sans-serif", "fontSize": "13px", "height": "auto",
-              "maxWidth": "520px"}
-NUM_STYLE = [{"if": {"column_id": c}, "textAlign": "right"}
-             for c in ("index", "duration", "m", "p")]
-HEADER_STYLE = {"fontWeight": "600", "backgroundColor": "#f3f4f7"}
-COLUMNS: list[dict[str, str]] = [
-    {"id": "index", "name": "#"}, {"id": "transition", "name": "transition"},
-    {"id": "reason", "name": "reason"}, {"id": "category", "name": "category"},
-    {"id": "start", "name": "start", "presentation": "markdown"},
-    {"id": "duration", "name": "duration"}, {"id": "m", "name": "M"}, {"id": "p", "name": "P"},
-    {"id": "stack", "name": "stack"}]
-
-
 def _stack_label(d: dict[str, Any], sid: int) -> str:
     if sid <= 0:
         return "–"
     return f"{sid}: {stack_summary(d['stacks'].get(str(sid), []), f'stack {sid}')}"
 
 
-def _transitions(trace_id: int, d: dict[str, Any], origin: int) -> DataTable:
+def _transitions(trace_id: int, d: dict[str, Any], origin: int) -> Any:
+    """The page of transitions as one table; each row's start links to the
+    timeline around it, its stack is named (listed in full under the table)."""
     rows = []
     for r in d["transitions"]:
         href = timeline_href(trace_id, "g", r["start_ts"], r["end_ts"], g=d["goid"])
@@ -65,32 +53,15 @@ def _transitions(trace_id: int, d: dict[str, Any], origin: int) -> DataTable:
             "index": fmt_count(r["index"]), "transition": f"{r['from_state']} → {r['state']}",
             "reason": r["reason"] or "",
             "category": CATEGORY_LABELS.get(r["category"] or "", "(ended)"),
-            # Markdown for the link only: the text is a formatted time, the
-            # target our own URL (strings from the trace stay plain text).
-            "start": f"[{rel(r['start_ts'], origin)}]({href})",
+            "start": md_link(rel(r["start_ts"], origin), href),
             "duration": fmt_ns(r["duration_ns"]), "m": str(r["m"]), "p": str(r["p"]),
             "stack": _stack_label(d, r["stack_id"]),
         })
-    return DataTable(
-        id="goroutine-transitions", data=cast(Any, rows),
-        columns=cast(Any, COLUMNS),
-        markdown_options={"link_target": "_self"}, page_action="none",
-        # A markdown cell is a paragraph: without its margins rows keep one line's height.
-        css=[{"selector": ".dash-cell p", "rule": "margin: 0"},
-             {"selector": ".dash-cell a", "rule": "color: var(--accent)"}],
-        style_cell=CELL_STYLE, style_cell_conditional=cast(Any, NUM_STYLE),
-        style_header=HEADER_STYLE, style_table={"overflowX": "auto"})
-
-
-def _page_stacks(d: dict[str, Any]) -> html.Div:
-    """The stacks of the transitions shown, each once, expanding on click."""
-    seen = sorted({r["stack_id"] for r in d["transitions"] if r["stack_id"] > 0})
-    items = [html.Details([html.Summary(_stack_label(d, sid), className="mono"),
-                           html.Pre(stack_text(d["stacks"].get(str(sid), [])),
-                                    className="stack")], id=f"goroutine-stack-{sid}")
-             for sid in seen]
-    return html.Div([html.H4("Their stacks (click to expand)"), *items] if items else [],
-                    id="goroutine-page-stacks")
+    return data_table("goroutine-transitions", [
+        ("index", "#"), ("transition", "transition"), ("reason", "reason"),
+        ("category", "category"), ("start", "start"), ("duration", "duration"), ("m", "M"),
+        ("p", "P"), ("stack", "stack")], rows, num={"index", "duration", "m", "p"},
+        markdown={"start"})
 
 
 def _pager(trace_id: int, d: dict[str, Any]) -> html.Div:
@@ -165,7 +136,8 @@ def layout(query: dict[str, str], trace_id: int = 0, goid: int = 0, **_: Any) ->
                  className="card"),
         stacks,
         html.Div([html.H3("Transitions"), _pager(trace_id, d), _transitions(trace_id, d, origin),
-                  _page_stacks(d),
+                  stack_list(d["stacks"], [r["stack_id"] for r in d["transitions"]],
+                             "goroutine-stack"),
                   api_link(f"/api/traces/{trace_id}/goroutines/{goid}?offset={d['offset']}")],
                  className="card"),
     ], id="goroutine-page")

@@ -13,11 +13,13 @@ from app.context import ui_context
 from app.figures.goroutines import breakdown_figure, groups_figure
 from app.pages._analysis import (
     api_link,
+    data_table,
     downloads,
     goroutine_href,
     graph_cfg,
     group_href,
     link,
+    md_link,
     rel,
     table,
     timeline_href,
@@ -44,19 +46,23 @@ def _groups_table(trace_id: int, data: dict[str, Any]) -> html.Table:
                  id="goroutines-groups-table")
 
 
-def _members_table(trace_id: int, data: dict[str, Any], origin: int) -> html.Table:
+def _members_table(trace_id: int, data: dict[str, Any], origin: int) -> Any:
+    """A group's goroutines as one table (hundreds of rows)."""
     rows = []
     for m in data["members"]:
-        rows.append([link(str(m["goid"]), goroutine_href(trace_id, m["goid"])),
-                     rel(m["first_ts"], origin), rel(m["end_ts"], origin),
-                     fmt_ns(m["lifetime_ns"]), m["final_state"],
-                     *[fmt_ns(m["times"][c]) for c in CATEGORIES],
-                     link("timeline", timeline_href(trace_id, "g", m["first_ts"], m["end_ts"],
-                                                    g=m["goid"]))])
-    header = ["goid", "first seen", "end", "lifetime", "final state",
-              *[CATEGORY_LABELS[c] for c in CATEGORIES], ""]
-    return table(header, rows, num={0, 1, 2, 3, *range(5, 5 + len(CATEGORIES))},
-                 id="goroutines-members-table")
+        rows.append({
+            "goid": md_link(str(m["goid"]), goroutine_href(trace_id, m["goid"])),
+            "first": rel(m["first_ts"], origin), "end": rel(m["end_ts"], origin),
+            "lifetime": fmt_ns(m["lifetime_ns"]), "final": m["final_state"],
+            **{c: fmt_ns(m["times"][c]) for c in CATEGORIES},
+            "timeline": md_link("timeline", timeline_href(trace_id, "g", m["first_ts"],
+                                                          m["end_ts"], g=m["goid"]))})
+    columns = [("goid", "goid"), ("first", "first seen"), ("end", "end"),
+               ("lifetime", "lifetime"), ("final", "final state"),
+               *[(c, CATEGORY_LABELS[c]) for c in CATEGORIES], ("timeline", "")]
+    return data_table("goroutines-members-table", columns, rows,
+                      num={"first", "end", "lifetime", *CATEGORIES},
+                      markdown={"goid", "timeline"})
 
 
 def _sort_links(trace_id: int, group: str, current: str) -> list[Any]:

@@ -13,9 +13,10 @@ from app.figures.latency import hist_figure, over_time_figure, per_p_figure
 from app.pages._analysis import (
     api_link,
     around,
+    data_table,
     goroutine_href,
     graph_cfg,
-    link,
+    md_link,
     rel,
     table,
     timeline_href,
@@ -29,16 +30,21 @@ TITLE = "Scheduler latency"
 WORST_SHOWN = 30
 
 
-def _worst(trace_id: int, d: dict[str, Any], first: int, last: int) -> html.Table:
+def _worst(trace_id: int, d: dict[str, Any], first: int, last: int) -> Any:
     rows = []
     for r in d["worst"][:WORST_SHOWN]:
         t1, t2 = around(r["runnable_ts"], r["running_ts"], first, last)
-        rows.append([link(str(r["goid"]), goroutine_href(trace_id, r["goid"])),
-                     fmt_ns(r["latency_ns"]), rel(r["runnable_ts"], first),
-                     rel(r["running_ts"], first), f"P{r['p']}", str(r["m"]), r["cause"],
-                     link("timeline", timeline_href(trace_id, "p", t1, t2, g=r["goid"]))])
-    return table(["goid", "latency", "runnable at", "running at", "ran on", "M", "cause", ""],
-                 rows, num={1, 2, 3}, id="latency-worst")
+        rows.append({
+            "goid": md_link(str(r["goid"]), goroutine_href(trace_id, r["goid"])),
+            "latency": fmt_ns(r["latency_ns"]), "runnable": rel(r["runnable_ts"], first),
+            "running": rel(r["running_ts"], first), "p": f"P{r['p']}", "m": str(r["m"]),
+            "cause": r["cause"],
+            "timeline": md_link("timeline", timeline_href(trace_id, "p", t1, t2, g=r["goid"]))})
+    return data_table("latency-worst", [
+        ("goid", "goid"), ("latency", "latency"), ("runnable", "runnable at"),
+        ("running", "running at"), ("p", "ran on"), ("m", "M"), ("cause", "cause"),
+        ("timeline", "")], rows, num={"latency", "runnable", "running"},
+        markdown={"goid", "timeline"})
 
 
 def _causes(d: dict[str, Any]) -> html.Table:

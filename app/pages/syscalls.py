@@ -13,14 +13,15 @@ from app.figures.syscalls import handoff_figure, histogram_figure, parked_figure
 from app.pages._analysis import (
     api_link,
     around,
+    data_table,
     downloads,
     goroutine_href,
     graph_cfg,
-    link,
+    md_link,
     rel,
+    stack_list,
     stack_summary,
     stack_text,
-    table,
     timeline_href,
     window,
     window_note,
@@ -32,41 +33,47 @@ TITLE = "Syscalls & netpoller"
 LONGEST_SHOWN = 20
 
 
-def _stacks_table(rows: list[dict[str, Any]], tid: str) -> html.Table:
-    out = []
-    for r in rows:
-        frames = r["frames"]
-        top = stack_summary(frames, f"stack {r['stack_id']}")
-        out.append([html.Details([html.Summary(top, className="mono"),
-                                  html.Pre(stack_text(frames), className="stack")]),
-                    fmt_count(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
-                    fmt_ns(r["max_ns"])])
-    return table(["stack (click for frames)", "count", "total", "mean", "max"], out,
-                 num={1, 2, 3, 4}, id=tid)
+def _stacks_table(rows: list[dict[str, Any]], tid: str) -> Any:
+    """Stacks by total time or count, as one table; the frames on hover (and
+    listed under the card)."""
+    data = [{"stack": f"{r['stack_id']}: " + stack_summary(r["frames"], f"stack {r['stack_id']}"),
+             "count": fmt_count(r["count"]), "total": fmt_ns(r["total_ns"]),
+             "mean": fmt_ns(r["mean_ns"]), "max": fmt_ns(r["max_ns"])} for r in rows]
+    return data_table(tid, [("stack", "stack"), ("count", "count"), ("total", "total"),
+                            ("mean", "mean"), ("max", "max")], data,
+                      num={"count", "total", "mean", "max"},
+                      tooltips=[{"stack": stack_text(r["frames"])} for r in rows])
 
 
 def _stacks_card(title: str, stacks: dict[str, Any], prefix: str) -> html.Div:
     if not stacks["by_total"]:
         return html.Div([html.H3(title), html.P("None in this trace window.", className="muted")],
                         className="card")
+    shown = stacks["by_total"] + stacks["by_count"]
     return html.Div([html.H3(title), html.H4("By total time"),
                      _stacks_table(stacks["by_total"], f"{prefix}-by-total"),
-                     html.H4("By count"), _stacks_table(stacks["by_count"], f"{prefix}-by-count")],
+                     html.H4("By count"), _stacks_table(stacks["by_count"], f"{prefix}-by-count"),
+                     stack_list({str(r["stack_id"]): r["frames"] for r in shown},
+                                [r["stack_id"] for r in shown], f"{prefix}-stack",
+                                "Their frames (click to expand)")],
                     className="card")
 
 
-def _longest(trace_id: int, d: dict[str, Any], first: int, last: int) -> html.Table:
+def _longest(trace_id: int, d: dict[str, Any], first: int, last: int) -> Any:
     rows = []
     for r in d["longest"][:LONGEST_SHOWN]:
         t1, t2 = around(r["start_ts"], r["end_ts"], first, last)
-        rows.append([link(str(r["goid"]), goroutine_href(trace_id, r["goid"])),
-                     rel(r["start_ts"], first), fmt_ns(r["duration_ns"]), str(r["m"]),
-                     str(r["p"]), "yes" if r["p_lost"] else "no",
-                     fmt_ns(r["handoff_ns"]) if r["handoff_ns"] is not None else "–",
-                     link("timeline", timeline_href(trace_id, "m", t1, t2, g=r["goid"],
-                                                    m=r["m"]))])
-    return table(["goid", "start", "duration", "M", "P", "lost P", "handoff after", ""], rows,
-                 num={1, 2, 3, 4, 6}, id="syscalls-longest")
+        rows.append({
+            "goid": md_link(str(r["goid"]), goroutine_href(trace_id, r["goid"])),
+            "start": rel(r["start_ts"], first), "duration": fmt_ns(r["duration_ns"]),
+            "m": str(r["m"]), "p": str(r["p"]), "lost": "yes" if r["p_lost"] else "no",
+            "handoff": fmt_ns(r["handoff_ns"]) if r["handoff_ns"] is not None else "–",
+            "timeline": md_link("timeline", timeline_href(trace_id, "m", t1, t2, g=r["goid"],
+                                                          m=r["m"]))})
+    return data_table("syscalls-longest", [
+        ("goid", "goid"), ("start", "start"), ("duration", "duration"), ("m", "M"),
+        ("p", "P"), ("lost", "lost P"), ("handoff", "handoff after"), ("timeline", "")], rows,
+        num={"start", "duration", "m", "p", "handoff"}, markdown={"goid", "timeline"})
 
 
 def _graph_or_note(n: int, note: str, gid: str, fig: Any, filename: str) -> html.Div:

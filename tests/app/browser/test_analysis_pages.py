@@ -43,9 +43,9 @@ def test_goroutines_page(page: Page, samples_server: Served, sample_ids: dict[st
     page.locator("#goroutines-groups-table tbody tr").first.locator("a").click()
     wait_for_dash(page, "#goroutines-members-table")
     assert top["name"] in page.locator("#goroutines-group-title").inner_text()
-    assert page.locator("#goroutines-members-table tbody tr").count() == top["count"]
+    assert page.locator("#goroutines-members-table tbody tr:has(td)").count() == top["count"]
     shot(page, "analysis-goroutines-group")
-    link = page.locator("#goroutines-members-table tbody tr").first.locator("a").first
+    link = page.locator("#goroutines-members-table tbody tr:has(td)").first.locator("a").first
     goid = link.inner_text()
     link.click()
     wait_for_dash(page, "#goroutine-title")
@@ -96,9 +96,14 @@ def test_syscalls_page(page: Page, samples_server: Served, sample_ids: dict[str,
     assert fmt_ns(sc["handoff"]["max_ns"]) in stats
     for gid in ("#syscalls-hist", "#syscalls-handoff", "#syscalls-handoff-hist"):
         assert page.locator(f"{gid} .main-svg").count() > 0, gid
-    first = page.locator("#syscalls-stacks-by-total tbody tr").first
-    assert sc["stacks"]["by_total"][0]["frames"][0]["function"] in first.inner_text()
-    longest = page.locator("#syscalls-longest tbody tr").first
+    first = page.locator("#syscalls-stacks-by-total tbody tr:has(td)").first
+    top = sc["stacks"]["by_total"][0]
+    assert top["frames"][0]["function"] in first.inner_text()
+    # Its frames, listed under the tables, expand on click.
+    frames = page.locator(f"#syscalls-stacks-stack-{top['stack_id']}")
+    frames.locator("summary").click()
+    assert top["frames"][-1]["function"] in frames.locator("pre").inner_text()
+    longest = page.locator("#syscalls-longest tbody tr:has(td)").first
     assert fmt_ns(sc["longest"][0]["duration_ns"]) in longest.inner_text()
     assert "mode=m" in (longest.get_by_text("timeline").get_attribute("href") or "")
 
@@ -125,7 +130,7 @@ def test_latency_page(page: Page, samples_server: Served, sample_ids: dict[str, 
         assert fmt_ns(s[k]) in stats, k
     for gid in ("#latency-hist", "#latency-per-p", "#latency-over-time"):
         assert page.locator(f"{gid} .main-svg").count() > 0, gid
-    worst = page.locator("#latency-worst tbody tr").first
+    worst = page.locator("#latency-worst tbody tr:has(td)").first
     w = lat["worst"][0]
     assert fmt_ns(w["latency_ns"]) in worst.inner_text()
     href = worst.get_by_text("timeline").get_attribute("href") or ""
@@ -168,5 +173,5 @@ def test_windows_and_sorting(page: Page, samples_server: Served,
     page.locator("#goroutines-sort").get_by_text("Sync block").click()
     wait_for_dash(page, "#goroutines-sort b")
     assert page.locator("#goroutines-sort b").inner_text() == "Sync block"
-    first = page.locator("#goroutines-members-table tbody tr").first.locator("a").first
+    first = page.locator("#goroutines-members-table tbody tr:has(td)").first.locator("a").first
     assert first.inner_text() == str(by["members"][0]["goid"])
