@@ -32,7 +32,7 @@ from sqlalchemy import Connection, Engine, Table, func, select
 
 from ingest.columns import Nullable
 from ingest.derive.cache import cached
-from ingest.derive.frames import TraceFrames
+from ingest.derive.frames import TraceFrames, trim_heap
 from ingest.derive.interval_order import nearest_rank
 from ingest.store import models
 
@@ -425,8 +425,11 @@ def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
             f.add(rows, 0, (("parent_id", 1), ("start_ts", 2), ("end_ts", 3), ("task_id", 4)),
                   nullable=(1, 2, 3))
     code, names = f.codes()
-    return _task_index(f.col("task_id")[0], f.col("parent_id"), code, names,
-                       f.col("start_ts"), f.col("end_ts"))
+    value = _task_index(f.col("task_id")[0], f.col("parent_id"), code, names,
+                        f.col("start_ts"), f.col("end_ts"))
+    del f, code
+    trim_heap()  # the rows' temporaries, or a server worker keeps them
+    return value
 
 
 def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
@@ -445,7 +448,9 @@ def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
     cols["task"], cols["task_null"] = f.take("task_id")
     cols["g"] = f.take("g")[0]
     del f
-    return _region_index(cols, names)
+    value = _region_index(cols, names)
+    trim_heap()
+    return value
 
 
 def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
@@ -456,7 +461,10 @@ def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
         for rows in _read(conn, lg, "seq", [lg.c.category, lg.c.task_id, lg.c.g], trace_id):
             f.add(rows, 0, (("task_id", 1), ("g", 2)), nullable=(1,))
     code, names = f.codes()
-    return _log_index(code, names, f.col("task_id"), f.col("g")[0])
+    value = _log_index(code, names, f.col("task_id"), f.col("g")[0])
+    del f, code
+    trim_heap()
+    return value
 
 
 def task_index(engine: Engine, frames: TraceFrames) -> TaskIndex:
