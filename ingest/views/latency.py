@@ -83,8 +83,21 @@ def _cause_of_kinds(frames: TraceFrames) -> I64:
 def latency_samples(frames: TraceFrames) -> Samples:
     """Every Runnable->Running latency of the trace (vectorised; built once per
     trace and kept with its frames, ingest.derive.cache)."""
-    return cached(frames, "latency_samples", lambda: _latency_samples(frames),
-                  persist=(Samples,))
+    return _samples(frames)[0]
+
+
+def _samples(frames: TraceFrames) -> tuple[Samples, Samples | None]:
+    """(the kept samples, the same just built in memory or None): a report
+    built right after them reads the arrays it has rather than paging the
+    kept copy back in."""
+    fresh: list[Samples] = []
+
+    def build() -> Samples:
+        fresh.append(_latency_samples(frames))
+        return fresh[0]
+
+    kept = cached(frames, "latency_samples", build, persist=(Samples,))
+    return kept, (fresh[0] if fresh else None)
 
 
 def _latency_samples(frames: TraceFrames) -> Samples:
@@ -158,8 +171,9 @@ def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None =
                     worst: int = WORST) -> dict[str, Any]:
     """Samples whose goroutine started running in [t1, t2): summary,
     histogram, percentiles over time and per P, by cause, worst cases.
-    Linear time: percentiles are picked by partitions, never by a sort."""
-    s = latency_samples(frames)
+    Linear time: percentiles are picked from value buckets, never by a sort."""
+    kept, fresh = _samples(frames)
+    s = fresh if fresh is not None else kept
     ran_all = np.asarray(s.running_ts)
     if t1 is None and t2 is None:
         keep: slice | npt.NDArray[np.bool_] = slice(None)
