@@ -19,6 +19,7 @@ from sqlalchemy import select
 from ingest.columns import Nullable
 from ingest.config import Settings, sqlite_url
 from ingest.derive import annotation_index as ix
+from ingest.derive.cache import load_value
 from ingest.derive.frames import FrameStore
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store import models
@@ -110,6 +111,13 @@ def test_the_loaders_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert got is not None and got[0] == ix.TABLE_KEYS[table]
         assert_same_value(got[1], read(engine, tid), table)
     assert ix.index_of_table("ranges", {}) is None
+    # The loader staged them with the frames: read back before any view built them.
+    frames = FrameStore(engine, tmp_path).get(tid)
+    assert frames.directory is not None
+    for table, key in ix.TABLE_KEYS.items():
+        assert (frames.directory / "derived-v2" / key / "manifest.json").is_file(), key
+        got = load_value(frames.directory / "derived-v2" / key, ix._CLASSES)
+        assert_same_value(got, seen[table][1], key)  # type: ignore[index]
 
 
 def _plain(engine: Any, trace_id: int, table: Any, names: str, key: str) -> list[list[Any]]:
