@@ -4,13 +4,15 @@ percentiles per group. Pure numpy, no database."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ingest.views.quantiles import distinct, one_pass
+
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 Arr = npt.NDArray[Any]
 
 #: Log histograms use this many bins per power of ten.
@@ -18,6 +20,8 @@ BINS_PER_DECADE = 4
 #: Time bins aim at about this many bins over the span.
 TARGET_TIME_BINS = 100
 _NICE = (1, 2, 5)
+#: The percentiles of group_percentiles and summary.
+QS = (0.5, 0.9, 0.99)
 
 
 def log_histogram(values: Arr) -> dict[str, Any]:
@@ -33,15 +37,30 @@ def log_histogram(values: Arr) -> dict[str, Any]:
     zero = int(len(v) - len(pos))
     if len(pos) == 0:
         return {"edges": [0.0, 1.0], "counts": [zero], "zero": zero}
-    lo = int(np.floor(np.log10(pos.min()) * BINS_PER_DECADE))
-    hi = int(np.floor(np.log10(pos.max()) * BINS_PER_DECADE)) + 1
+    lo, edges = log_bins(pos.min(), pos.max())
+    return log_result(edges, log_counts(pos, lo, len(edges) - 1), zero)
+
+
+def log_bins(pos_min: Any, pos_max: Any) -> tuple[int, F64]:
+    """(exponent of the first bin, edges) of :func:`log_histogram` for
+    positive values from ``pos_min`` to ``pos_max`` (numpy ints)."""
+    lo = int(np.floor(np.log10(pos_min) * BINS_PER_DECADE))
+    hi = int(np.floor(np.log10(pos_max) * BINS_PER_DECADE)) + 1
     k = np.arange(lo, hi + 1)
-    edges = 10.0 ** (k / BINS_PER_DECADE)
+    return lo, np.asarray(10.0 ** (k / BINS_PER_DECADE), dtype=np.float64)
+
+
+def log_counts(pos: I64, lo: int, n_bins: int) -> I64:
+    """Counts of positive values ``pos`` in :func:`log_bins`' bins."""
     # Bin by integer exponent, not by float edges, so an exact power of ten
     # always lands in the bin it starts.
     idx = np.floor(np.log10(pos) * BINS_PER_DECADE + 1e-9).astype(np.int64) - lo
-    idx = np.clip(idx, 0, len(edges) - 2)
-    counts = np.bincount(idx, minlength=len(edges) - 1)
+    np.clip(idx, 0, n_bins - 1, out=idx)
+    return np.bincount(idx, minlength=n_bins)
+
+
+def log_result(edges: F64, counts: I64, zero: int) -> dict[str, Any]:
+    """:func:`log_histogram`'s answer from its edges, counts and zeros."""
     out_edges = edges.tolist()
     out_counts = counts.tolist()
     if zero:
@@ -85,40 +104,6 @@ def bin_index(ts: Arr, edges: I64) -> I64:
     return np.clip(idx, 0, len(e) - 2, out=idx)
 
 
-@dataclass
-class ValueBuckets:
-    """Values cut into narrow buckets whose order is the values' order (a
-    value's bucket never exceeds a larger value's): from the bits of the
-    value as a float, 2**SUB_BITS buckets per power of two. Computed once
-    and shared by every order statistic of the same values."""
-
-    lo: int  # the smallest value
-    w: I64  # value - lo
-    vf: npt.NDArray[np.float64]  # the values as floats (sums' weights)
-    b: I64  # bucket of each value
-    n: int  # number of buckets
-
-
-#: Buckets per power of two of :class:`ValueBuckets` (each under 1.6% wide).
-SUB_BITS = 6
-
-
-def value_buckets(values: Arr) -> ValueBuckets:
-    """:class:`ValueBuckets` of ``values`` (ints)."""
-    v = np.asarray(values, dtype=np.int64)
-    vf = v.astype(np.float64)
-    if len(v) == 0:
-        return ValueBuckets(0, v, vf, np.zeros(0, np.int64), 1)
-    lo = int(v.min())
-    # Float conversion and subtraction round monotonically, and a
-    # non-negative float's bits order as its value: exponent and top
-    # mantissa bits make the bucket.
-    b = (vf - float(lo)).view(np.int64) >> (52 - SUB_BITS)
-    b -= (1023 << SUB_BITS) - 1  # 1 -> bucket 1; 0 -> below, clipped to 0
-    np.maximum(b, 0, out=b)
-    return ValueBuckets(lo, v - lo, vf, b, int(b.max()) + 1)
-
-
 def count_at_or_before(ts: Arr, points: I64) -> I64:
     """How many of ``ts`` are at or before each of ``points`` (ascending):
     counted per step when the points are evenly spaced (time_bins' edges),
@@ -149,75 +134,17 @@ def dense_codes(ids: Arr) -> tuple[I64, I64]:
     return np.flatnonzero(present).astype(np.int64) + lo, code_of[v - lo].astype(np.int64)
 
 
-def order_statistics(values: Arr, ranks: I64, buckets: ValueBuckets | None = None) -> I64:
-    """The values of 0-based ``ranks`` in sorted order, without sorting: by
-    the values' buckets (:func:`value_buckets`, given or made), else one
-    partition around all of them (both linear time)."""
+def order_statistics(values: Arr, ranks: I64) -> I64:
+    """The values of 0-based ``ranks`` in sorted order, without sorting (by
+    value buckets, :mod:`ingest.views.quantiles`; else one partition)."""
     v = np.asarray(values)
     r = np.asarray(ranks, dtype=np.int64)
     if len(r) == 0:
         return np.zeros(0, np.int64)
-    vb = buckets if buckets is not None else value_buckets(v)
-    one = np.array([len(v)], np.int64)
-    got = _bucket_order_stats(np.zeros(0, np.int64), vb, 1, one, [r[i:i + 1]
-                                                                  for i in range(len(r))])
+    got = one_pass(None, v, 1, lambda _: [r[i:i + 1] for i in range(len(r))])
     if got is not None:
-        return np.concatenate(got)
-    return np.asarray(np.partition(v, _distinct(r))[r], dtype=np.int64)
-
-
-def _distinct(a: I64) -> I64:
-    """The distinct values of ``a``, ascending (np.unique imports numpy.ma on
-    first use: 50 ms of a first request)."""
-    s = np.sort(a)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
-
-
-def _bucket_order_stats(g: I64, vb: ValueBuckets, n_groups: int, count: I64,
-                        ranks: list[I64]) -> list[I64] | None:
-    """For each array of ``ranks`` (one rank per group code ``g``; g unused
-    when there is one group), the group's value of that rank in sorted
-    order (0 for empty groups); None when there would be too many
-    (group, bucket) pairs to count (then partition or sort).
-
-    Count the values per (group, bucket): the bucket holding a rank, and the
-    rank within it, follow from the cumulative counts; only the values of
-    those few buckets are gathered, and each bucket's partitioned."""
-    nb = vb.n
-    if n_groups * nb > 1 << 22:
-        return None
-    gb = vb.b if n_groups == 1 else g * nb + vb.b
-    cnt = np.bincount(gb, minlength=n_groups * nb).reshape(n_groups, nb)
-    cum = np.cumsum(cnt, axis=1)
-    gi = np.flatnonzero(count > 0)
-    picks = []
-    for r in ranks:
-        rr = r[gi]
-        bucket = np.count_nonzero(cum[gi] <= rr[:, None], axis=1)
-        within = rr - (cum[gi, bucket] - cnt[gi, bucket])
-        picks.append((gi * nb + bucket, within))
-    pairs = _distinct(np.concatenate([pair for pair, _ in picks]))
-    code = np.full(n_groups * nb, -1, dtype=np.int32)
-    code[pairs] = np.arange(len(pairs), dtype=np.int32)
-    cand = np.flatnonzero(code[gb] >= 0)
-    cc = code[gb[cand]]
-    # Radix sort of the few pair codes (stable): each pair's values in a row.
-    order = np.argsort(cc.astype(np.int16) if len(pairs) < 2**15 else cc, kind="stable")
-    cv = vb.w[cand[order]]
-    off = np.concatenate([[0], np.cumsum(np.bincount(cc, minlength=len(pairs)))])
-    wanted: list[list[int]] = [[] for _ in pairs]
-    for pair, within in picks:
-        for c, k in zip(np.searchsorted(pairs, pair).tolist(), within.tolist(), strict=True):
-            wanted[c].append(k)
-    for c, ks in enumerate(wanted):
-        lo, hi = int(off[c]), int(off[c + 1])
-        cv[lo:hi] = np.partition(cv[lo:hi], sorted(set(ks)))
-    out = []
-    for pair, within in picks:
-        res = np.zeros(n_groups, np.int64)
-        res[gi] = cv[off[np.searchsorted(pairs, pair)] + within] + vb.lo
-        out.append(res)
-    return out
+        return np.concatenate(got[0])
+    return np.asarray(np.partition(v, distinct(r))[r], dtype=np.int64)
 
 
 def top_indices(values: Arr, k: int) -> I64:
@@ -237,59 +164,64 @@ def top_indices(values: Arr, k: int) -> I64:
 
 
 def group_percentiles(group: I64, values: Arr, n_groups: int,
-                      qs: tuple[float, ...] = (0.5, 0.9, 0.99),
-                      by_value: I64 | None = None,
-                      buckets: ValueBuckets | None = None) -> dict[str, Any]:
+                      qs: tuple[float, ...] = QS,
+                      by_value: I64 | None = None) -> dict[str, Any]:
     """Nearest-rank percentiles, max, count and sum of ``values`` per group
     code in [0, n_groups); groups without values get None. Linear time, no
-    sort (:func:`_group_order_stats`): ``buckets``, the values'
-    :func:`value_buckets` when the caller has them, are shared, and
-    ``by_value``, an argsort of ``values``, is used when given."""
+    sort (:mod:`ingest.views.quantiles`); ``by_value``, an argsort of
+    ``values``, is used when given."""
     v = np.asarray(values, dtype=np.int64)
     g = np.asarray(group, dtype=np.int64)
+    if by_value is None:
+        got = one_pass(g, v, n_groups, lambda count: percentile_ranks(count, qs))
+        if got is not None:
+            return percentile_dict(got[1], got[2], got[0], qs)
     count = np.bincount(g, minlength=n_groups)
+    sums = np.asarray(np.bincount(g, weights=v, minlength=n_groups), dtype=np.float64)
     start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-    has = count > 0
-    out: dict[str, Any] = {"count": count.tolist(),
-                           "sum": np.bincount(g, weights=v if buckets is None else buckets.vf,
-                                              minlength=n_groups)
-                           .round().astype(np.int64).tolist()}
-    # Rank (within the group's sorted values) of each percentile, then the max.
+    picks = _group_order_stats(g, v, n_groups, start, count, percentile_ranks(count, qs),
+                               by_value)
+    return percentile_dict(count, sums, picks, qs)
+
+
+def percentile_ranks(count: I64, qs: tuple[float, ...] = QS) -> list[I64]:
+    """Per group of ``count`` values: the 0-based rank of each nearest-rank
+    percentile of ``qs``, then of the max."""
     ranks = [np.maximum(1, np.ceil(q * count).astype(np.int64)) - 1 for q in qs]
-    ranks.append(count - 1)
-    picked = _group_order_stats(g, v, n_groups, start, count, ranks, by_value, buckets)
+    ranks.append(np.asarray(count, dtype=np.int64) - 1)
+    return ranks
+
+
+def percentile_dict(count: I64, sums: F64, picks: list[I64],
+                    qs: tuple[float, ...] = QS) -> dict[str, Any]:
+    """:func:`group_percentiles`' answer: count, sum, the percentiles of
+    ``qs`` and the max (``picks``, per :func:`percentile_ranks`)."""
+    has = (np.asarray(count) > 0).tolist()
+    out: dict[str, Any] = {"count": np.asarray(count).tolist(),
+                           "sum": np.asarray(sums).round().astype(np.int64).tolist()}
     names = [f"p{round(q * 100):d}" for q in qs] + ["max"]
-    for name, vals in zip(names, picked, strict=True):
-        out[name] = [int(x) if h else None for x, h in zip(vals.tolist(), has.tolist(),
-                                                           strict=True)]
+    for name, vals in zip(names, picks, strict=True):
+        out[name] = [int(x) if h else None for x, h in zip(vals.tolist(), has, strict=True)]
     return out
 
 
 def _group_order_stats(g: I64, v: I64, n_groups: int, start: I64, count: I64,
-                       ranks: list[I64], by_value: I64 | None,
-                       buckets: ValueBuckets | None) -> list[I64]:
+                       ranks: list[I64], by_value: I64 | None) -> list[I64]:
     """For each array of ``ranks`` (one rank per group), the group's value of
-    that rank in sorted order (anything for empty groups).
-
-    By the values' buckets (:func:`_bucket_order_stats`); else values keyed
-    by (group, value) into one int64 (the group in the high bits) and
-    partitioned around the wanted positions; else a sort (keys that would
-    not fit in 63 bits)."""
+    that rank in sorted order (anything for empty groups): values keyed by
+    (group, value) into one int64 (the group in the high bits) and
+    partitioned around the wanted positions; a sort when given ``by_value``
+    or when the keys would not fit in 63 bits."""
     has = count > 0
     if len(v) == 0:
         return [np.zeros(n_groups, np.int64) for _ in ranks]
-    if by_value is None:
-        got = _bucket_order_stats(g, buckets if buckets is not None else value_buckets(v),
-                                  n_groups, count, ranks)
-        if got is not None:
-            return got
     lo = int(v.min())
     span_bits = (int(v.max()) - lo).bit_length()
     group_bits = max(n_groups - 1, 1).bit_length()
     if by_value is None and span_bits + group_bits <= 62:
         key = (g << span_bits) | (v - lo)
         pos = [np.clip(start + r, 0, len(v) - 1) for r in ranks]
-        kth = _distinct(np.concatenate([p[has] for p in pos]))
+        kth = distinct(np.concatenate([p[has] for p in pos]))
         part = np.partition(key, kth)
         mask = (1 << span_bits) - 1
         return [(part[p] & mask) + lo for p in pos]
@@ -311,29 +243,25 @@ def nearest_rank(sorted_values: Arr, q: float) -> int | None:
     return int(sorted_values[k - 1])
 
 
-def summary(values: Arr, sorted_values: Arr | None = None,
-            buckets: ValueBuckets | None = None) -> dict[str, Any]:
+def summary(values: Arr, sorted_values: Arr | None = None) -> dict[str, Any]:
     """count, sum, mean, p50, p90, p99 and max of ``values`` (ns); picked
-    from ``sorted_values`` when given, else without sorting (``buckets``:
-    the values' :func:`value_buckets`, when the caller has them)."""
-    return summary_and_ranks(values, np.zeros(0, np.int64), sorted_values, buckets)[0]
-
-
-def summary_and_ranks(values: Arr, ranks: I64, sorted_values: Arr | None = None,
-                      buckets: ValueBuckets | None = None) -> tuple[dict[str, Any], I64]:
-    """:func:`summary`, and the values of 0-based ``ranks`` in sorted order
-    (picked together: one pass for both)."""
+    from ``sorted_values`` when given, else without sorting."""
     v = np.asarray(values if sorted_values is None else sorted_values, dtype=np.int64)
     n = len(v)
     if n == 0:
-        return ({"count": 0, "sum_ns": 0, "mean_ns": None, "p50_ns": None, "p90_ns": None,
-                 "p99_ns": None, "max_ns": None}, np.zeros(0, np.int64))
-    qs = (0.5, 0.9, 0.99)
-    want = np.concatenate([[max(1, int(np.ceil(q * n))) - 1 for q in qs], [n - 1],
-                           np.asarray(ranks, dtype=np.int64)]).astype(np.int64)
-    stats = v[want] if sorted_values is not None else order_statistics(v, want, buckets)
-    p50, p90, p99, mx = (int(x) for x in stats[:4].tolist())
+        return summary_of(0, 0, 0.0, [])
+    ranks = np.array([r[0] for r in percentile_ranks(np.array([n]))], np.int64)
+    stats = v[ranks] if sorted_values is not None else order_statistics(v, ranks)
     # The mean of any order of the values: exact while their sum stays below 2**53.
-    return ({"count": n, "sum_ns": int(v.sum()), "mean_ns": float(v.mean()),
-             "p50_ns": p50, "p90_ns": p90, "p99_ns": p99, "max_ns": mx},
-            np.asarray(stats[4:], dtype=np.int64))
+    return summary_of(n, int(v.sum()), float(v.mean()), stats.tolist())
+
+
+def summary_of(n: int, total: int, mean: float, picks: list[int]) -> dict[str, Any]:
+    """:func:`summary`'s answer from the count, sum, mean and the picks of
+    :func:`percentile_ranks` (p50, p90, p99, max)."""
+    if n == 0:
+        return {"count": 0, "sum_ns": 0, "mean_ns": None, "p50_ns": None, "p90_ns": None,
+                "p99_ns": None, "max_ns": None}
+    p50, p90, p99, mx = (int(x) for x in picks)
+    return {"count": n, "sum_ns": total, "mean_ns": mean,
+            "p50_ns": p50, "p90_ns": p90, "p99_ns": p99, "max_ns": mx}

@@ -24,11 +24,17 @@ from ingest.store import models
 from ingest.views.histo import (
     bin_index,
     group_percentiles,
+    log_bins,
+    log_counts,
     log_histogram,
-    summary_and_ranks,
+    log_result,
+    percentile_dict,
+    percentile_ranks,
+    summary,
+    summary_of,
     time_bins,
-    value_buckets,
 )
+from ingest.views.quantiles import GroupQuantiles, buckets_of, chunks
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -38,6 +44,9 @@ RUNNABLE = models.STATE_CODE["Runnable"]
 #: The "next state" of a goroutine's last row: no state's code (there are
 #: seven, and a row's pair of states is packed in a byte as state * 8 + next).
 NO_NEXT = len(models.STATE_NAMES)
+
+#: Interval rows per chunk of the samples' build (its memory: a chunk's).
+ROW_CHUNK = 1 << 21
 
 #: What made a goroutine Runnable, from the transition into it.
 CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
@@ -105,36 +114,73 @@ def _latency_samples(frames: TraceFrames) -> Samples:
     n = int(lanes.off[-1]) if len(lanes.ids) else 0
     st = frames.state[:n]
     iv = frames.intervals
-    # Each row's state and its successor's in the same goroutine, as one
-    # byte (state * 8 + next state; NO_NEXT after a goroutine's last row):
-    # a few passes over bytes where masks per condition took many.
-    pair = np.zeros(n, dtype=np.int8)
-    if n:
-        np.left_shift(st, 3, out=pair)
-        pair[:-1] |= st[1:]
-        pair[lanes.off[1:] - 1] = (st[lanes.off[1:] - 1] << 3) | NO_NEXT
-    ends = np.flatnonzero(pair == RUNNABLE * 8 + models.RUNNING)
-    # Go sometimes reports Runnable->Runnable: one wait split in two. A
-    # sample spans the whole spell of consecutive Runnable intervals.
-    splits = np.flatnonzero(pair == RUNNABLE * 9)
-    first = _spell_starts(ends, splits)
-    # Runnable rows neither followed by Running nor by Runnable end a spell
-    # that never ran: still runnable at the end, or gone.
-    pending = int(np.count_nonzero(st == RUNNABLE)) - len(ends) - len(splits)
     top = max(frames.kinds, default=0) + 1
     undet = np.zeros(top, dtype=bool)
     for code, k in frames.kinds.items():
         undet[code] = k.from_state == "Undetermined"
-    kind = iv["kind"][first]
-    cens = undet[kind]
-    if cens.any():
-        first, ends, kind = first[~cens], ends[~cens], kind[~cens]
-    nxt = ends + 1
-    # Narrow columns (the frames' own): this value is kept on disk, a row per sample.
-    return Samples(goid=iv["rid"][first], runnable_ts=iv["start_ts"][first],
-                   running_ts=iv["start_ts"][nxt], p=iv["p"][nxt], m=iv["m"][nxt],
-                   cause=_cause_of_kinds(frames).astype(np.int8)[kind],
-                   censored=int(cens.sum()), pending=pending)
+    cause_of = _cause_of_kinds(frames).astype(np.int8)
+    # At most one sample per Runnable row: room for them all, of which only
+    # the part written is ever touched (and kept).
+    runnable = int(np.count_nonzero(st == RUNNABLE))
+    out: dict[str, Arr] = {
+        "goid": np.empty(runnable, np.int32), "runnable_ts": np.empty(runnable, np.int64),
+        "running_ts": np.empty(runnable, np.int64), "p": np.empty(runnable, np.int32),
+        "m": np.empty(runnable, np.int32), "cause": np.empty(runnable, np.int8)}
+    filled = censored = ends_n = splits_n = 0
+    for lo, hi in _lane_chunks(lanes.off, n):
+        ends, splits = _ends_and_splits(st[lo:hi], lanes.off, lo, hi)
+        ends_n, splits_n = ends_n + len(ends), splits_n + len(splits)
+        first = _spell_starts(ends, splits) + lo
+        kind = iv["kind"][first]
+        cens = undet[kind]
+        if cens.any():
+            censored += int(cens.sum())
+            first, ends, kind = first[~cens], ends[~cens], kind[~cens]
+        nxt = ends + (lo + 1)
+        at = slice(filled, filled + len(first))
+        out["goid"][at] = iv["rid"][first]
+        out["runnable_ts"][at] = iv["start_ts"][first]
+        out["running_ts"][at] = iv["start_ts"][nxt]
+        out["p"][at] = iv["p"][nxt]
+        out["m"][at] = iv["m"][nxt]
+        out["cause"][at] = cause_of[kind]
+        filled += len(first)
+    # Runnable rows neither followed by Running nor by Runnable end a spell
+    # that never ran: still runnable at the end, or gone.
+    return Samples(**{name: col[:filled] for name, col in out.items()}, censored=censored,
+                   pending=runnable - ends_n - splits_n)
+
+
+def _lane_chunks(off: I64, n: int) -> list[tuple[int, int]]:
+    """Rows 0..n in chunks of about ROW_CHUNK, cut between goroutines
+    (``off``: their first rows, then n): no spell crosses a cut."""
+    size = ROW_CHUNK
+    out: list[tuple[int, int]] = []
+    lo = 0
+    while lo < n:
+        hi = int(off[min(int(np.searchsorted(off, lo + size)), len(off) - 1)])
+        out.append((lo, max(hi, min(lo + size, n))))
+        lo = out[-1][1]
+    return out
+
+
+def _ends_and_splits(st: Arr, off: I64, lo: int, hi: int) -> tuple[I64, I64]:
+    """In rows lo..hi (their states ``st``; cut between goroutines): the
+    Runnable rows followed by Running, and those followed by Runnable, in the
+    same goroutine (local indices)."""
+    # Each row's state and its successor's in the same goroutine, as one
+    # byte (state * 8 + next state; NO_NEXT after a goroutine's last row):
+    # a few passes over bytes where masks per condition took many.
+    pair = np.left_shift(st, 3, dtype=np.int8)
+    pair[:-1] |= st[1:]
+    a, b = np.searchsorted(off, [lo + 1, hi], side="left")
+    last = off[a:b + 1] - 1 - lo  # goroutines' last rows in the chunk
+    last = last[(last >= 0) & (last < hi - lo)]
+    pair[last] = (st[last] << 3) | NO_NEXT
+    # Go sometimes reports Runnable->Runnable: one wait split in two. A
+    # sample spans the whole spell of consecutive Runnable intervals.
+    return (np.flatnonzero(pair == RUNNABLE * 8 + models.RUNNING),
+            np.flatnonzero(pair == RUNNABLE * 9))
 
 
 def _spell_starts(ends: I64, splits: I64) -> I64:
@@ -171,57 +217,164 @@ def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None =
                     worst: int = WORST) -> dict[str, Any]:
     """Samples whose goroutine started running in [t1, t2): summary,
     histogram, percentiles over time and per P, by cause, worst cases.
-    Linear time: percentiles are picked from value buckets, never by a sort."""
+    Linear time, in chunks: percentiles are picked from value buckets
+    (:mod:`ingest.views.quantiles`), never by a sort, and no pass allocates
+    more than a chunk's worth."""
     kept, fresh = _samples(frames)
-    s = fresh if fresh is not None else kept
-    ran_all = np.asarray(s.running_ts)
-    if t1 is None and t2 is None:
-        keep: slice | npt.NDArray[np.bool_] = slice(None)
-    else:
-        keep = np.ones(len(ran_all), dtype=bool)
-        if t1 is not None:
-            keep &= ran_all >= t1
-        if t2 is not None:
-            keep &= ran_all < t2
-    ran = ran_all[keep]
-    runnable_ts = np.asarray(s.runnable_ts)[keep]
-    lat = ran - runnable_ts
-    p = np.asarray(s.p, dtype=np.int64)[keep]
-    m, goid = np.asarray(s.m)[keep], np.asarray(s.goid)[keep]
-    cause = np.asarray(s.cause, dtype=np.int64)[keep]
+    cols = _window(fresh if fresh is not None else kept, t1, t2)
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
-    nb = len(edges) - 1
-    vb = value_buckets(lat)  # shared by every percentile below
-    over = group_percentiles(bin_index(ran, edges), lat, nb, buckets=vb)
+    body = _report_chunked(cols, edges, worst)
+    if body is None:  # counters too many (a thousand Ps or more): whole arrays
+        body = _report_arrays(cols, edges, worst)
+    s = kept
+    return {"trace_id": frames.trace_id, "t1": t1, "t2": t2, "samples": body.pop("samples"),
+            "censored": s.censored, "pending": s.pending, **body}
+
+
+def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
+    """The samples' columns (ran: running_ts, rt: runnable_ts), those that
+    started running in [t1, t2) when given (copies), else all (no copy)."""
+    cols = {"ran": s.running_ts, "rt": s.runnable_ts, "p": s.p, "cause": s.cause,
+            "goid": s.goid, "m": s.m}
+    if t1 is None and t2 is None:
+        return {k: np.asarray(v) for k, v in cols.items()}
+    ran = np.asarray(s.running_ts)
+    keep = np.ones(len(ran), dtype=bool)
+    if t1 is not None:
+        keep &= ran >= t1
+    if t2 is not None:
+        keep &= ran < t2
+    return {k: np.asarray(v)[keep] for k, v in cols.items()}
+
+
+def _p_codes(p: Arr) -> tuple[I64, I64]:
+    """(P ids present, ascending, -1 for none; code of each p + 1): P ids
+    are small, so a table rather than a sort."""
+    present = np.bincount(np.asarray(p, dtype=np.int64) + 1, minlength=1) > 0 if len(p) \
+        else np.zeros(1, bool)
+    return np.flatnonzero(present) - 1, np.cumsum(present) - 1
+
+
+def _finish(over: dict[str, Any], per_p: dict[str, Any], by_cause: dict[str, Any],
+            edges: I64, pids: I64) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     over["edges"] = edges.tolist()
-    # P ids are small: map them to codes by table lookup rather than a sort.
-    present = np.bincount(p + 1, minlength=1) > 0 if len(p) else np.zeros(1, bool)
-    pids = np.flatnonzero(present) - 1
-    code_of = np.cumsum(present) - 1
-    per_p = group_percentiles(code_of[p + 1] if len(p) else p, lat, len(pids),
-                              buckets=vb)
     per_p["p"] = pids.tolist()
     if len(pids) and pids[0] < 0:  # no P known: not a P's sample
         per_p = {k: v[1:] for k, v in per_p.items()}
-    by_cause = group_percentiles(cause, lat, len(CAUSES), buckets=vb)
     by_cause["cause"] = list(CAUSES)
-    # The worst: the top ``worst`` by latency, ties by time of running; the
-    # latency they reach is picked with the summary's percentiles.
-    k = min(len(lat), worst * 4 + 64) if worst > 0 else 0
-    summ, cut = summary_and_ranks(lat, np.array([len(lat) - k] if k else [], np.int64),
-                                  buckets=vb)
-    order = np.zeros(0, np.int64)
+    return over, per_p, by_cause
+
+
+def _worst_rows(cols: dict[str, Arr], cand: I64, worst: int) -> list[dict[str, Any]]:
+    """The top ``worst`` of rows ``cand`` by latency, ties by time of running."""
+    ran, rt = cols["ran"][cand], cols["rt"][cand]
+    lat = ran - rt
+    order = np.lexsort((ran, -lat))[:worst]
+    return [{"goid": int(cols["goid"][cand[i]]), "runnable_ts": int(rt[i]),
+             "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(cols["p"][cand[i]]),
+             "m": int(cols["m"][cand[i]]), "cause": CAUSES[int(cols["cause"][cand[i]])]}
+            for i in order.tolist()]
+
+
+def _report_chunked(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, Any] | None:
+    """The report's body, three passes over chunks of the samples: extremes
+    and Ps; counts per (group, value bucket), sums and the histogram; the
+    values of the buckets holding the wanted ranks. None when the counters
+    would be too many."""
+    ran, rt, p, cause = cols["ran"], cols["rt"], cols["p"], cols["cause"]
+    n = len(ran)
+    parts = chunks(n)
+    nb = len(edges) - 1
+    pids, code_of = _p_codes(p)
+    lo = hi = 0
+    pos_min = pos_max = None
+    zero = 0
+    for sl in parts:
+        lat = ran[sl] - rt[sl]
+        if not len(lat):
+            continue
+        lo, hi = (int(lat.min()), int(lat.max())) if sl.start == 0 else \
+            (min(lo, int(lat.min())), max(hi, int(lat.max())))
+        pos = lat[lat > 0]
+        zero += len(lat) - len(pos)
+        if len(pos):
+            pos_min = pos.min() if pos_min is None else min(pos_min, pos.min())
+            pos_max = pos.max() if pos_max is None else max(pos_max, pos.max())
+    groupings = [(nb, "time"), (len(pids), "p"), (len(CAUSES), "cause"), (1, "all")]
+    if not all(GroupQuantiles.fits(k, hi - lo) for k, _ in groupings):
+        return None
+    q = {name: GroupQuantiles(k, lo, hi - lo) for k, name in groupings}
+    hist_lo, hist_edges = log_bins(pos_min, pos_max) if pos_min is not None else \
+        (0, np.zeros(0))
+    hist = np.zeros(max(len(hist_edges) - 1, 0), np.int64)
+
+    def codes(sl: slice) -> tuple[I64, I64, dict[str, I64 | None]]:
+        lat = ran[sl] - rt[sl]
+        w = lat - lo
+        return lat, w, {"time": bin_index(ran[sl], edges),
+                        "p": code_of[np.asarray(p[sl], dtype=np.int64) + 1],
+                        "cause": np.asarray(cause[sl], dtype=np.int64), "all": None}
+
+    for sl in parts:
+        lat, w, g = codes(sl)
+        b = buckets_of(w)
+        f = lat.astype(np.float64)
+        for name, qq in q.items():
+            qq.count(g[name], w, b, f)
+        if len(hist):
+            hist += log_counts(lat[lat > 0], hist_lo, len(hist))
+    k = min(n, worst * 4 + 64) if worst > 0 else 0
+    for name, qq in q.items():
+        ranks = percentile_ranks(qq.counts)
+        qq.plan(ranks + [np.array([n - k])] if name == "all" and k else ranks)
+    for sl in parts:
+        lat, w, g = codes(sl)
+        b = buckets_of(w)
+        for name, qq in q.items():
+            qq.collect(g[name], w, b)
+    picks = {name: qq.picks() for name, qq in q.items()}
+    cand = np.zeros(0, np.int64)
     if k:
-        cand = np.flatnonzero(lat >= cut[0])
-        order = cand[np.lexsort((ran[cand], -lat[cand]))][:worst]
-    return {
-        "trace_id": frames.trace_id, "t1": t1, "t2": t2,
-        "samples": int(len(lat)), "censored": s.censored, "pending": s.pending,
-        "summary": summ, "histogram": log_histogram(lat),
-        "over_time": over, "per_p": per_p, "by_cause": by_cause,
-        "worst": [{"goid": int(goid[i]), "runnable_ts": int(runnable_ts[i]),
-                   "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(p[i]),
-                   "m": int(m[i]), "cause": CAUSES[int(cause[i])]}
-                  for i in order.tolist()],
-    }
+        cut = int(picks["all"][4][0])
+        cand = np.concatenate([np.flatnonzero(ran[sl] - rt[sl] >= cut) + sl.start
+                               for sl in parts])
+    total = np.int64(0)
+    for sl in parts:
+        total += (ran[sl] - rt[sl]).sum()
+    over, per_p, by_cause = _finish(
+        percentile_dict(q["time"].counts, q["time"].sums, picks["time"]),
+        percentile_dict(q["p"].counts, q["p"].sums, picks["p"]),
+        percentile_dict(q["cause"].counts, q["cause"].sums, picks["cause"]), edges, pids)
+    if n == 0:
+        histogram: dict[str, Any] = {"edges": [], "counts": [], "zero": 0}
+    elif pos_min is None:
+        histogram = {"edges": [0.0, 1.0], "counts": [zero], "zero": zero}
+    else:
+        histogram = log_result(hist_edges, hist, zero)
+    mean = float(q["all"].sums[0] / n) if n else 0.0
+    return {"samples": n,
+            "summary": summary_of(n, int(total), mean, [int(x[0]) for x in picks["all"][:4]]),
+            "histogram": histogram, "over_time": over, "per_p": per_p, "by_cause": by_cause,
+            "worst": _worst_rows(cols, cand, worst)}
+
+
+def _report_arrays(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, Any]:
+    """:func:`_report_chunked` over whole arrays: the straightforward form."""
+    ran, rt = cols["ran"], cols["rt"]
+    lat = ran - rt
+    pids, code_of = _p_codes(cols["p"])
+    p = np.asarray(cols["p"], dtype=np.int64)
+    over, per_p, by_cause = _finish(
+        group_percentiles(bin_index(ran, edges), lat, len(edges) - 1),
+        group_percentiles(code_of[p + 1] if len(p) else p, lat, len(pids)),
+        group_percentiles(np.asarray(cols["cause"], dtype=np.int64), lat, len(CAUSES)),
+        edges, pids)
+    k = min(len(lat), worst * 4 + 64) if worst > 0 else 0
+    cand = np.zeros(0, np.int64)
+    if k:
+        cut = np.sort(lat)[len(lat) - k]
+        cand = np.flatnonzero(lat >= cut)
+    return {"samples": int(len(lat)), "summary": summary(lat), "histogram": log_histogram(lat),
+            "over_time": over, "per_p": per_p, "by_cause": by_cause,
+            "worst": _worst_rows(cols, cand, worst)}

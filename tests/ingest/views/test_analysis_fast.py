@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ingest.views import goroutines as gs
-from ingest.views import histo
+from ingest.views import histo, quantiles
+from ingest.views import latency as lat_view
 from ingest.views.goroutine import _longest, goroutine_detail
 from ingest.views.histo import (
     bin_index,
@@ -24,7 +25,6 @@ from ingest.views.histo import (
     summary,
     time_bins,
     top_indices,
-    value_buckets,
 )
 from ingest.views.latency import CAUSES, latency_samples
 from ingest.views.syscalls import network_waits
@@ -65,15 +65,14 @@ def test_latency_percentiles_equal_sorting(store: Store, name: str) -> None:
     groupings = [(bin_index(np.asarray(s.running_ts), edges), len(edges) - 1),
                  (np.searchsorted(pids, p), len(pids)),
                  (np.asarray(s.cause, dtype=np.int64), len(CAUSES))]
-    vb = value_buckets(lat)
     for group, n in groupings:
-        fast = group_percentiles(group, lat, n, buckets=vb)
+        fast = group_percentiles(group, lat, n)
         assert fast == group_percentiles(group, lat, n, by_value=np.argsort(lat, kind="stable"))
         want = by_sorting(group, lat, n)
         for key, vals in want.items():
             assert fast[key] == vals, key
         assert fast["count"] == np.bincount(group, minlength=n).tolist()
-    assert summary(lat, buckets=vb) == summary(lat, np.sort(lat))
+    assert summary(lat) == summary(lat, np.sort(lat))
     ranks = np.arange(0, len(lat), max(1, len(lat) // 97))
     assert order_statistics(lat, ranks).tolist() == np.sort(lat)[ranks].tolist()
 
@@ -94,7 +93,7 @@ def test_order_statistics_edge_cases(values: list[int], monkeypatch: pytest.Monk
     assert {k: fast[k] for k in ("p50", "p90", "p99", "max")} == want
     assert summary(v) == summary(v, np.sort(v))
     # Without buckets: (group, value) keys partitioned, or a sort when they overflow.
-    monkeypatch.setattr(histo, "_bucket_order_stats", lambda *a: None)
+    monkeypatch.setattr(histo, "one_pass", lambda *a: None)
     assert order_statistics(v, ranks).tolist() == sorted(values)
     fast = group_percentiles(group, v, 3)
     assert {k: fast[k] for k in ("p50", "p90", "p99", "max")} == want
@@ -179,3 +178,26 @@ def test_longest_segments_equal_argsort(store: Store, name: str) -> None:
     small = goroutine_detail(store.engine, f, busiest, limit=0, segments=20)["segments"]
     keep = np.sort(np.argsort(d, kind="stable")[-20:])
     assert small["start"] == np.array(seg["start"])[keep].tolist() and small["truncated"]
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_latency_in_chunks_equals_whole_arrays(store: Store, name: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The latency report and samples built chunk by chunk (chunks made small
+    here, so that every trace spans many) = built over whole arrays."""
+    f = store.get(name)
+    whole = lat_view._latency_samples(f)
+    monkeypatch.setattr(lat_view, "ROW_CHUNK", 997)
+    monkeypatch.setattr(quantiles, "CHUNK", 1009)
+    small = lat_view._latency_samples(f)
+    for col in ("goid", "runnable_ts", "running_ts", "p", "m", "cause"):
+        assert np.array_equal(getattr(small, col), getattr(whole, col)), col
+    assert (small.censored, small.pending) == (whole.censored, whole.pending)
+    mid = (f.first_ts + f.last_ts) // 2
+    for t1, t2 in ((None, None), (mid, None), (None, mid)):
+        cols = lat_view._window(whole, t1, t2)
+        edges = time_bins(f.first_ts if t1 is None else t1, f.last_ts if t2 is None else t2)
+        for worst in (0, 5, 50):
+            chunked = lat_view._report_chunked(cols, edges, worst)
+            assert chunked is not None
+            assert chunked == lat_view._report_arrays(cols, edges, worst), (t1, t2, worst)
