@@ -25,9 +25,13 @@ from ingest.derive.cache import cached, cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
+from ingest.views.quantiles import lane_chunks
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
+
+#: Interval rows per chunk of the time sums (their memory: a chunk's).
+ROW_CHUNK = 1 << 21
 
 #: Time categories, in display order.
 CATEGORIES = ("running", "runnable", "syscall", "network", "sync", "gc_assist", "other_wait")
@@ -239,18 +243,25 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     n_rows = int(lanes.off[-1]) if n_lanes else 0
     iv = frames.intervals
     start = iv["start_ts"][:n_rows]
-    # One weighted count over every row, keyed by (lane, category); the
-    # weights as floats up front (bincount's own conversion of ints is slower),
-    # subtracted as floats when every timestamp is one exactly.
+    # Weighted counts keyed by (lane, category), a chunk of whole lanes at a
+    # time (a lane's sum comes from one count, as over all rows at once; no
+    # pass allocates more than a chunk's worth). The weights as floats up
+    # front (bincount's own conversion of ints is slower), subtracted as
+    # floats when every timestamp is one exactly.
     exact = max(abs(frames.first_ts), abs(frames.last_ts)) < 2**53
-    dur = np.subtract(iv["end_ts"][:n_rows], start, dtype=np.float64) if exact else \
-        np.subtract(iv["end_ts"][:n_rows], start).astype(np.float64)
+    cat_of = category_of_kinds(frames)
     width = GONE + 1
-    key = np.repeat(np.arange(0, n_lanes * width, width, dtype=np.int64), np.diff(lanes.off))
-    key += category_of_kinds(frames)[iv["kind"][:n_rows]]
-    sums = np.bincount(key, weights=dur, minlength=n_lanes * width)
-    del key, dur
-    times = np.rint(sums).astype(np.int64).reshape(n_lanes, width)[:, :GONE].copy()
+    times = np.zeros((n_lanes, GONE), np.int64)
+    for lo, hi in lane_chunks(lanes.off, n_rows, ROW_CHUNK):
+        a, b = np.searchsorted(lanes.off, [lo, hi])  # lanes a..b-1
+        end = iv["end_ts"][lo:hi]
+        dur = np.subtract(end, start[lo:hi], dtype=np.float64) if exact else \
+            np.subtract(end, start[lo:hi]).astype(np.float64)
+        key = np.repeat(np.arange(0, (b - a) * width, width, dtype=np.int64),
+                        np.diff(lanes.off[a:b + 1]))
+        key += cat_of[iv["kind"][lo:hi]]
+        sums = np.bincount(key, weights=dur, minlength=(b - a) * width)
+        times[a:b] = np.rint(sums).astype(np.int64).reshape(b - a, width)[:, :GONE]
     if n_lanes:
         first = start[lanes.off[:-1]] if n_rows else np.zeros(0, np.int64)
         last_rows = lanes.off[1:] - 1

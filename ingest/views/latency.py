@@ -34,7 +34,7 @@ from ingest.views.histo import (
     summary_of,
     time_bins,
 )
-from ingest.views.quantiles import GroupQuantiles, buckets_of, chunks
+from ingest.views.quantiles import GroupQuantiles, buckets_of, chunks, lane_chunks
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -152,16 +152,9 @@ def _latency_samples(frames: TraceFrames) -> Samples:
 
 
 def _lane_chunks(off: I64, n: int) -> list[tuple[int, int]]:
-    """Rows 0..n in chunks of about ROW_CHUNK, cut between goroutines
-    (``off``: their first rows, then n): no spell crosses a cut."""
-    size = ROW_CHUNK
-    out: list[tuple[int, int]] = []
-    lo = 0
-    while lo < n:
-        hi = int(off[min(int(np.searchsorted(off, lo + size)), len(off) - 1)])
-        out.append((lo, max(hi, min(lo + size, n))))
-        lo = out[-1][1]
-    return out
+    """Rows 0..n in chunks of about ROW_CHUNK, cut between goroutines: no
+    spell crosses a cut."""
+    return lane_chunks(off, n, ROW_CHUNK)
 
 
 def _ends_and_splits(st: Arr, off: I64, lo: int, hi: int) -> tuple[I64, I64]:

@@ -46,6 +46,18 @@ def chunks(n: int, size: int | None = None) -> list[slice]:
     return [slice(a, min(a + step, n)) for a in range(0, n, step)] or [slice(0, 0)]
 
 
+def lane_chunks(off: I64, n: int, size: int) -> list[tuple[int, int]]:
+    """Rows 0..n in chunks of about ``size``, cut between lanes (``off``:
+    each lane's first row, then n): no lane is split."""
+    out: list[tuple[int, int]] = []
+    lo = 0
+    while lo < n:
+        hi = int(off[min(int(np.searchsorted(off, lo + size)), len(off) - 1)])
+        out.append((lo, max(hi, min(lo + size, n))))
+        lo = out[-1][1]
+    return out
+
+
 class GroupQuantiles:
     """Values of ``n_groups`` groups (codes 0..n-1), all in [lo, lo + span]:
     feed every chunk to :meth:`count`, then :meth:`plan` the ranks wanted,

@@ -201,3 +201,17 @@ def test_latency_in_chunks_equals_whole_arrays(store: Store, name: str,
             chunked = lat_view._report_chunked(cols, edges, worst)
             assert chunked is not None
             assert chunked == lat_view._report_arrays(cols, edges, worst), (t1, t2, worst)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_goroutine_times_in_chunks_equal_one_pass(store: Store, name: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Category times summed a chunk of whole goroutines at a time (chunks
+    made tiny here) = summed over every row at once."""
+    f = store.get(name)
+    whole = gs._goroutine_times(store.engine, f)
+    monkeypatch.setattr(gs, "ROW_CHUNK", 97)
+    small = gs._goroutine_times(store.engine, f)
+    for col in ("goid", "times", "first_ts", "end_ts", "final_state"):
+        assert np.array_equal(getattr(small, col), getattr(whole, col)), col
+    assert len(whole.goid) > 1
