@@ -244,8 +244,12 @@ def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
 def _p_codes(p: Arr) -> tuple[I64, I64]:
     """(P ids present, ascending, -1 for none; code of each p + 1): P ids
     are small, so a table rather than a sort."""
-    present = np.bincount(np.asarray(p, dtype=np.int64) + 1, minlength=1) > 0 if len(p) \
-        else np.zeros(1, bool)
+    present = np.zeros(1, bool)
+    for sl in chunks(len(p)):  # a chunk at a time: no trace-length temporaries
+        seen = np.bincount(np.asarray(p[sl], dtype=np.int64) + 1) > 0
+        if len(seen) > len(present):
+            present = np.concatenate([present, np.zeros(len(seen) - len(present), bool)])
+        present[:len(seen)] |= seen
     return np.flatnonzero(present) - 1, np.cumsum(present) - 1
 
 
