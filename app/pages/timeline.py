@@ -97,6 +97,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
         html.H2(["Timeline · ", html.Span(trace["name"], className="mono")]),
         dcc.Store(id="timeline-params", data=store),
         dcc.Store(id="timeline-trace", data=trace_id),
+        dcc.Store(id="timeline-zoom"),
         html.Div([
             dcc.RadioItems(id="timeline-mode", options=MODE_OPTIONS, value=params.mode,
                            inline=True, className="timeline-modes"),
@@ -151,10 +152,26 @@ def _window_from_relayout(rel: dict[str, Any], params: dict[str, Any]
     return t1, t2
 
 
+#: relayoutData passed on only when the x axis changed: Plotly reports every
+#: relayout (the autosize after each draw, a window resize), each of which
+#: was a server round trip that answered no_update.
+_X_CHANGED_JS = """function(r) {
+    if (r && (r['xaxis.autorange'] || r['xaxis.range[0]'] !== undefined
+              || Array.isArray(r['xaxis.range']))) {
+        return r;
+    }
+    return window.dash_clientside.no_update;
+}"""
+
+
 def register(dash_app: Dash) -> None:
+    dash_app.clientside_callback(  # type: ignore[no-untyped-call]
+        _X_CHANGED_JS, Output("timeline-zoom", "data"),
+        Input("timeline-graph", "relayoutData"), prevent_initial_call=True)
+
     @dash_app.callback(
         Output("timeline-params", "data"),
-        Input("timeline-mode", "value"), Input("timeline-graph", "relayoutData"),
+        Input("timeline-mode", "value"), Input("timeline-zoom", "data"),
         Input("timeline-prev", "n_clicks"), Input("timeline-next", "n_clicks"),
         Input("timeline-reset", "n_clicks"), Input("timeline-group", "value"),
         Input("timeline-goid", "value"), Input({"role": "timeline-zoom", "t1": ALL, "t2": ALL},
@@ -171,7 +188,7 @@ def register(dash_app: Dash) -> None:
             if mode == p.get("mode"):
                 return no_update
             p.update(mode=mode, offset=None)
-        elif trig == "timeline-graph":
+        elif trig == "timeline-zoom":
             win = _window_from_relayout(rel or {}, p)
             if win is None or win == (p.get("t1"), p.get("t2")):
                 return no_update
