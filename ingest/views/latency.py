@@ -274,81 +274,91 @@ def _worst_rows(cols: dict[str, Arr], cand: I64, worst: int) -> list[dict[str, A
             for i in order.tolist()]
 
 
+#: Log-histogram bins from 1 ns to past 2**63 ns, by absolute exponent.
+_LOG_BINS = 80
+
+
 def _report_chunked(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, Any] | None:
-    """The report's body, three passes over chunks of the samples: extremes
-    and Ps; counts per (group, value bucket), sums and the histogram; the
-    values of the buckets holding the wanted ranks. None when the counters
-    would be too many."""
+    """The report's body in two passes over chunks of the samples: counts per
+    (group, value bucket), sums, extremes and the histogram by absolute
+    exponent; then the values of the buckets holding the wanted ranks (and
+    the worst's candidates). None when a latency is negative or the Ps are
+    too many for the counters: then :func:`_report_arrays`."""
     ran, rt, p, cause = cols["ran"], cols["rt"], cols["p"], cols["cause"]
     n = len(ran)
     parts = chunks(n)
-    nb = len(edges) - 1
-    pids, code_of = _p_codes(p)
-    lo = hi = 0
-    pos_min = pos_max = None
+    top = np.iinfo(np.int64).max  # latencies are >= 0: buckets of the latency itself
+    q = {"time": GroupQuantiles(len(edges) - 1, 0, top), "p": GroupQuantiles(1, 0, top),
+         "cause": GroupQuantiles(len(CAUSES), 0, top), "all": GroupQuantiles(1, 0, top)}
+    hist = np.zeros(_LOG_BINS, np.int64)
+    total = np.int64(0)
     zero = 0
-    for sl in parts:
+    pos_min = pos_max = None
+
+    def codes(sl: slice) -> tuple[I64, dict[str, I64 | None]]:
         lat = ran[sl] - rt[sl]
+        return lat, {"time": bin_index(ran[sl], edges),
+                     "p": np.asarray(p[sl], dtype=np.int64) + 1,  # -1: no P
+                     "cause": np.asarray(cause[sl], dtype=np.int64), "all": None}
+
+    for sl in parts:
+        lat, g = codes(sl)
         if not len(lat):
             continue
-        lo, hi = (int(lat.min()), int(lat.max())) if sl.start == 0 else \
-            (min(lo, int(lat.min())), max(hi, int(lat.max())))
+        if int(lat.min()) < 0 or int(g["p"].min()) < 0:  # type: ignore[union-attr]
+            return None
+        q["p"].grow(int(g["p"].max()) + 1)  # type: ignore[union-attr]
+        if not GroupQuantiles.fits(q["p"].n, top):
+            return None
+        b = buckets_of(lat)
+        f = lat.astype(np.float64)
+        for name, qq in q.items():
+            qq.count(g[name], lat, b, f)
+        total += lat.sum()
         pos = lat[lat > 0]
         zero += len(lat) - len(pos)
         if len(pos):
+            hist += log_counts(pos, 0, _LOG_BINS)
             pos_min = pos.min() if pos_min is None else min(pos_min, pos.min())
             pos_max = pos.max() if pos_max is None else max(pos_max, pos.max())
-    groupings = [(nb, "time"), (len(pids), "p"), (len(CAUSES), "cause"), (1, "all")]
-    if not all(GroupQuantiles.fits(k, hi - lo) for k, _ in groupings):
-        return None
-    q = {name: GroupQuantiles(k, lo, hi - lo) for k, name in groupings}
-    hist_lo, hist_edges = log_bins(pos_min, pos_max) if pos_min is not None else \
-        (0, np.zeros(0))
-    hist = np.zeros(max(len(hist_edges) - 1, 0), np.int64)
-
-    def codes(sl: slice) -> tuple[I64, I64, dict[str, I64 | None]]:
-        lat = ran[sl] - rt[sl]
-        w = lat - lo
-        return lat, w, {"time": bin_index(ran[sl], edges),
-                        "p": code_of[np.asarray(p[sl], dtype=np.int64) + 1],
-                        "cause": np.asarray(cause[sl], dtype=np.int64), "all": None}
-
-    for sl in parts:
-        lat, w, g = codes(sl)
-        b = buckets_of(w)
-        f = lat.astype(np.float64)
-        for name, qq in q.items():
-            qq.count(g[name], w, b, f)
-        if len(hist):
-            hist += log_counts(lat[lat > 0], hist_lo, len(hist))
     k = min(n, worst * 4 + 64) if worst > 0 else 0
     for name, qq in q.items():
         ranks = percentile_ranks(qq.counts)
         qq.plan(ranks + [np.array([n - k])] if name == "all" and k else ranks)
+    # The worst: every sample in or above the bucket of the k-th largest.
+    cut_bucket = int(np.count_nonzero(np.cumsum(q["all"].cells) <= n - k)) if k else 0
+    cand_parts = []
     for sl in parts:
-        lat, w, g = codes(sl)
-        b = buckets_of(w)
+        lat, g = codes(sl)
+        b = buckets_of(lat)
         for name, qq in q.items():
-            qq.collect(g[name], w, b)
+            qq.collect(g[name], lat, b)
+        if k:
+            cand_parts.append(np.flatnonzero(b >= cut_bucket) + sl.start)
     picks = {name: qq.picks() for name, qq in q.items()}
     cand = np.zeros(0, np.int64)
     if k:
-        cut = int(picks["all"][4][0])
-        cand = np.concatenate([np.flatnonzero(ran[sl] - rt[sl] >= cut) + sl.start
-                               for sl in parts])
-    total = np.int64(0)
-    for sl in parts:
-        total += (ran[sl] - rt[sl]).sum()
+        cand = np.concatenate(cand_parts)
+        cand = cand[ran[cand] - rt[cand] >= int(picks["all"][4][0])]
+    present = q["p"].counts > 0
+    pids = np.flatnonzero(present) - 1
     over, per_p, by_cause = _finish(
         percentile_dict(q["time"].counts, q["time"].sums, picks["time"]),
-        percentile_dict(q["p"].counts, q["p"].sums, picks["p"]),
+        percentile_dict(q["p"].counts[present], q["p"].sums[present],
+                        [x[present] for x in picks["p"]]),
         percentile_dict(q["cause"].counts, q["cause"].sums, picks["cause"]), edges, pids)
     if n == 0:
         histogram: dict[str, Any] = {"edges": [], "counts": [], "zero": 0}
     elif pos_min is None:
         histogram = {"edges": [0.0, 1.0], "counts": [zero], "zero": zero}
     else:
-        histogram = log_result(hist_edges, hist, zero)
+        lo, hist_edges = log_bins(pos_min, pos_max)
+        nbins = len(hist_edges) - 1
+        # log_histogram clips to its bins: what lies outside joins the end bins.
+        counts = hist[lo:lo + nbins].copy()
+        counts[0] += hist[:lo].sum()
+        counts[-1] += hist[lo + nbins:].sum()
+        histogram = log_result(hist_edges, counts, zero)
     mean = float(q["all"].sums[0] / n) if n else 0.0
     return {"samples": n,
             "summary": summary_of(n, int(total), mean, [int(x[0]) for x in picks["all"][:4]]),
