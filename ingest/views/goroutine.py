@@ -21,6 +21,7 @@ from ingest.views.goroutines import (
     category_of_kinds,
     stack_frames,
 )
+from ingest.views.histo import released
 from ingest.views.intervals import goroutine
 
 #: Merged Gantt segments returned at most (the longest are kept beyond that).
@@ -30,7 +31,14 @@ MAX_CHILDREN = 200
 
 def goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int = 0,
                      limit: int = 200, segments: int = MAX_SEGMENTS) -> dict[str, Any]:
-    """Everything the goroutine page shows; raises LookupError for an unknown goid."""
+    """Everything the goroutine page shows; raises LookupError for an unknown goid.
+    A busy goroutine's rows are hundreds of MB of the frames: handed back after."""
+    return released(frames, lambda: _goroutine_detail(engine, frames, goid, offset, limit,
+                                                      segments))
+
+
+def _goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int,
+                      limit: int, segments: int) -> dict[str, Any]:
     rows = frames.goroutines.rows(goid)
     if rows.stop <= rows.start:
         raise LookupError(f"no goroutine {goid} in trace {frames.trace_id}")

@@ -25,6 +25,7 @@ from ingest.derive.cache import cached, cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
+from ingest.views.histo import released
 from ingest.views.quantiles import lane_chunks
 
 I64 = npt.NDArray[np.int64]
@@ -233,7 +234,8 @@ def _running_in_many_by_lanes(frames: TraceFrames, lane: I64, t1: I64, t2: I64) 
 def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     """Time per category of every goroutine (vectorised over all intervals;
     built once per trace and kept with its frames, ingest.derive.cache)."""
-    return cached(frames, "goroutine_times", lambda: _goroutine_times(engine, frames),
+    return cached(frames, "goroutine_times",
+                  lambda: released(frames, lambda: _goroutine_times(engine, frames)),
                   persist=(GoroutineTimes,))
 
 
@@ -413,7 +415,8 @@ def group_codes(engine: Engine, frames: TraceFrames) -> GroupCodes:
         renumber = np.cumsum(used) - 1
         return GroupCodes(names=[n for n, u in zip(names, used.tolist(), strict=True) if u],
                           code=renumber[code].astype(np.int64), known=known)
-    return cached(frames, "goroutine_groups", build, persist=(GroupCodes,))
+    return cached(frames, "goroutine_groups", lambda: released(frames, build),
+                  persist=(GroupCodes,))
 
 
 def _group_codes_by_name(names: list[str], known: Arr) -> GroupCodes:
@@ -453,8 +456,9 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
     codes = group_codes(engine, frames)
     code = np.asarray(codes.code)
     index = {n: i for i, n in enumerate(codes.names)}
-    out: dict[str, Any] = cached_json(frames, "goroutine_groups_summary",
-                                      lambda: _groups_summary(frames, gt, codes))
+    out: dict[str, Any] = cached_json(
+        frames, "goroutine_groups_summary",
+        lambda: released(frames, lambda: _groups_summary(frames, gt, codes)))
     if group is not None:
         if group not in index:
             raise LookupError(f"no goroutine group {group!r}")

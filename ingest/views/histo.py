@@ -4,12 +4,22 @@ percentiles per group. Pure numpy, no database."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ingest.views.quantiles import distinct, one_pass
+
+T = TypeVar("T")
+
+
+class Releasable(Protocol):
+    """Frames whose mapped pages can be handed back."""
+
+    def release(self) -> None: ...
+
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -22,6 +32,16 @@ TARGET_TIME_BINS = 100
 _NICE = (1, 2, 5)
 #: The percentiles of group_percentiles and summary.
 QS = (0.5, 0.9, 0.99)
+
+
+def released(frames: Releasable, build: Callable[[], T]) -> T:
+    """``build()``, then the pages it mapped of ``frames`` handed back
+    (:meth:`ingest.derive.frames.TraceFrames.release`): an analysis view's
+    build reads whole columns, which a worker would otherwise keep."""
+    try:
+        return build()
+    finally:
+        frames.release()
 
 
 def log_histogram(values: Arr) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from ingest.views.histo import (
     log_result,
     percentile_dict,
     percentile_ranks,
+    released,
     summary,
     summary_of,
     time_bins,
@@ -202,8 +203,9 @@ def latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = 
     """:func:`_latency_report`; the whole trace's is built once and kept."""
     if t1 is None and t2 is None:
         return cached_json(frames, f"latency_report-worst{worst}",  # type: ignore[no-any-return]
-                           lambda: _latency_report(frames, None, None, worst))
-    return _latency_report(frames, t1, t2, worst)
+                           lambda: released(frames, lambda: _latency_report(frames, None, None,
+                                                                            worst)))
+    return released(frames, lambda: _latency_report(frames, t1, t2, worst))
 
 
 def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None = None,

@@ -25,6 +25,7 @@ from ingest.views.histo import (
     count_at_or_before,
     dense_codes,
     log_histogram,
+    released,
     summary,
     time_bins,
     top_indices,
@@ -82,8 +83,9 @@ def syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
     """:func:`_syscall_summary`; the whole trace's is built once and kept (ingest.derive.cache)."""
     if t1 is None and t2 is None:
         return cached_json(frames, f"syscall_summary-top{top}",  # type: ignore[no-any-return]
-                           lambda: _syscall_summary(engine, frames, None, None, top))
-    return _syscall_summary(engine, frames, t1, t2, top)
+                           lambda: released(frames, lambda: _syscall_summary(
+                               engine, frames, None, None, top)))
+    return released(frames, lambda: _syscall_summary(engine, frames, t1, t2, top))
 
 
 def _syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
@@ -178,8 +180,9 @@ def netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
     """:func:`_netpoll_summary`; the whole trace's is built once and kept (ingest.derive.cache)."""
     if t1 is None and t2 is None:
         return cached_json(frames, f"netpoll_summary-top{top}",  # type: ignore[no-any-return]
-                           lambda: _netpoll_summary(engine, frames, None, None, top))
-    return _netpoll_summary(engine, frames, t1, t2, top)
+                           lambda: released(frames, lambda: _netpoll_summary(
+                               engine, frames, None, None, top)))
+    return released(frames, lambda: _netpoll_summary(engine, frames, t1, t2, top))
 
 
 def _netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
