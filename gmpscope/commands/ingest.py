@@ -34,6 +34,9 @@ def add_parser(sub: Any) -> None:
                    help="attach the OS recording(s) given (directories holding poller.parquet, "
                    "from `gmpscope record`) to stored trace ID")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--no-warm", action="store_true",
+                   help="store only: the pages build their whole-trace reports when first "
+                        "opened (default: built before this returns)")
     p.set_defaults(run=run)
 
 
@@ -66,19 +69,39 @@ class _Bar:
             self.bar = None
 
 
+#: Below this many events every whole-trace report builds on its first request
+#: well within a page's 1 s (the slowest, the overview, 0.39 s on the 5.1 M-event
+#: benchmark trace), so building them ahead would only lengthen the ingest (0.8 s
+#: and 40 MB more peak there); above, they take seconds (the 32 M-event busyservice
+#: trace: overview 1.3 s, findings 1.4-1.8 s, goroutine groups and latency ~1 s).
+WARM_MIN_EVENTS = 10_000_000
+
+
 def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
-                progress: Any = None, ahead: Any = None) -> Any:
+                progress: Any = None, ahead: Any = None, warm: bool = True) -> Any:
     """Ingest a raw trace file or a decoded Parquet directory; its IngestResult.
 
-    ``ahead``: the file's DecodeAhead, when one was started. Raises
+    ``ahead``: the file's DecodeAhead, when one was started. With ``warm``, a
+    new trace of WARM_MIN_EVENTS events or more has its whole-trace reports
+    built before this returns (ingest.api.warm), so its pages open without
+    building them. Raises
     ingest.load.pipeline.IngestError for input that is not one.
     """
     from ingest.load.pipeline import ingest_trace_file, load_parquet_dir
 
     if path.is_dir():
-        return load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir)
-    return ingest_trace_file(engine, path, name, data_dir=data_dir, progress=progress,
-                             ahead=ahead)
+        res = load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir)
+    else:
+        res = ingest_trace_file(engine, path, name, data_dir=data_dir, progress=progress,
+                                ahead=ahead)
+    if warm and res.created and res.events >= WARM_MIN_EVENTS:
+        from ingest.api.warm import warm_reports
+        from ingest.timings import Timings
+
+        timings = Timings()
+        warm_reports(engine, data_dir, res.id, timings)
+        res.timings.update(timings.as_dict())
+    return res
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,7 +147,8 @@ def _run(args: argparse.Namespace, ahead: Any) -> int:
                     _recording(engine, path, args, settings.data_dir, name)
                     continue
                 res = ingest_path(engine, path, name, settings.data_dir, bar,
-                                  ahead if path is args.paths[0] else None)
+                                  ahead if path is args.paths[0] else None,
+                                  warm=not args.no_warm)
             except IngestError as e:
                 raise CLIError(str(e), EXIT_BAD_INPUT) from None
             except LookupError as e:

@@ -37,7 +37,7 @@ from ingest.config import Settings
 from ingest.load.pipeline import IngestError, find_by_sha, ingest_trace_file
 from ingest.store import models
 from ingest.store.retries import with_retries
-from ingest.views.warm import warm_reports
+from ingest.api.warm import warm_reports
 
 log = logging.getLogger("gmpscope.ingest.jobs")
 

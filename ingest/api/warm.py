@@ -1,38 +1,62 @@
-"""Warming a trace's views right after the server stored it.
+"""Every whole-trace report of a new trace, built right after it is stored.
 
-The timeline's lane sets are built by the loader itself; the analysis pages'
-whole-trace reports (goroutine groups, scheduler latency, syscalls, netpoll)
-take 0.1-1.6 s each on a 4-million-event trace, so the server builds them in
-the background once an upload is stored, and they are kept with the frames
-(:mod:`ingest.derive.cache`): by the time a user opens those pages they
-answer in milliseconds.
+The pages open on the whole trace: the overview, goroutine groups, scheduler
+latency, syscalls, netpoll, the state graphs and the findings each reduce
+millions of rows, so each is built once and kept with the frames
+(:mod:`ingest.derive.cache`); by the time a user opens a page it answers in
+milliseconds. ``gmpscope ingest`` (and ``gmpscope view``) build them before
+they return, the server after an upload's job. Here, above the views and the
+diagnosis, because it reaches both.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine
 
+from ingest.timings import Timings
+
 log = logging.getLogger("gmpscope.ingest.warm")
 
 
-def warm_reports(engine: Engine, data_dir: Path, trace_id: int) -> None:
+def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
+                 timings: Timings | None = None) -> None:
     """Build and keep every whole-trace report of ``trace_id`` (a cache: a
     failure is logged and the pages build them on first view)."""
     from ingest.derive.frames import FrameStore, TraceNotFound
+    from ingest.diagnose.config import config_from_env
+    from ingest.diagnose.runner import diagnose, rule_defaults
+    from ingest.memory import give_back_free_memory
     from ingest.views.goroutines import goroutine_groups
     from ingest.views.latency import latency_report
+    from ingest.views.overview import overview
+    from ingest.views.states_frames import whole_trace_graph
     from ingest.views.syscalls import netpoll_summary, syscall_summary
 
+    t = timings if timings is not None else Timings()
+    give_back_free_memory()  # what a load just freed, before the reports' peaks
     try:
-        frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
-        goroutine_groups(engine, frames)
-        latency_report(frames)
-        syscall_summary(engine, frames)
-        netpoll_summary(engine, frames)
+        store = FrameStore(engine, data_dir, capacity=1)
+        frames = store.get(trace_id)
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("overview", lambda: overview(engine, frames, trace_id)),
+            ("goroutine groups", lambda: goroutine_groups(engine, frames)),
+            ("latency", lambda: latency_report(frames)),
+            ("syscalls", lambda: (syscall_summary(engine, frames),
+                                  netpoll_summary(engine, frames))),
+            ("states", lambda: whole_trace_graph(engine, frames, "goroutine", True)),
+            ("findings", lambda: diagnose(engine, frames, config_from_env(rule_defaults()))),
+        ]
+        for name, step in steps:
+            with t.phase(f"warm {name}"):
+                step()
+            # What a step mapped of the frames goes back to the page cache
+            # before the next one maps its own: the peak is one step's.
+            frames.release()
     except TraceNotFound:
         pass  # deleted meanwhile
     except Exception:  # a bug: the pages will say so; keep the traceback in the log

@@ -24,6 +24,8 @@ overview keeps the whole trace's default view (:func:`ingest.views.overview.over
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -96,6 +98,12 @@ def _row_codes(frames: TraceFrames, cats: npt.NDArray[np.int8], a: int, b: int
     return code
 
 
+def _release(iv: Any) -> None:
+    # rid and kind were read whole for the wait categories.
+    for col in ("start_ts", "end_ts", "m", "kind", "rid"):
+        release_pages(iv[col])
+
+
 def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str, I64]]:
     """Exact ns per bin of ``edges``: for each of STATE_SERIES, the goroutines'
     time in it; and the threads' time Running and in Syscall (goroutine
@@ -118,10 +126,11 @@ def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str,
         c_e, t_e = _bin_sums(e, code, edges)
         count += c_s - c_e
         total += t_s - t_e
-    for col in ("start_ts", "end_ts", "m", "kind", "rid"):
-        # Read whole (rid and kind for the wait categories): their pages go
-        # back to the page cache rather than count as this worker's memory.
-        release_pages(iv[col])
+        # Each chunk's pages go back to the page cache before the next is
+        # read, rather than count as this process's memory (all of them by
+        # the end: the peak of an ingest that warms this view).
+        _release(iv)
+    _release(iv)
     c = count.reshape(_CODES, nb)[:, :-1]
     t = total.reshape(_CODES, nb)[:, :-1]
     in_progress = np.cumsum(c, axis=1) - c

@@ -1,0 +1,44 @@
+"""`gmpscope ingest` builds a big trace's whole-trace reports before it returns
+(ingest.api.warm): above WARM_MIN_EVENTS (lowered here to take a small real
+trace) they are on disk beside the frames, and the pages' data read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gmpscope.commands import ingest as cli_ingest
+from ingest.config import sqlite_url
+from ingest.derive.frames import FrameStore
+from ingest.store.db import make_engine
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "samples" / "go1.27-httpnet-2MB.trace"
+#: The report caches every page opens with (ingest/derive/cache.py's keys).
+REPORTS = {"goroutine_groups_summary.json", "latency_report-worst50.json",
+           "netpoll_summary-top10.json", "syscall_summary-top10.json",
+           "states_goroutine_split.json"}
+
+
+def _reports(tmp_path: Path, engine: object, tid: int) -> set[str]:
+    frames = FrameStore(engine, tmp_path).get(tid)  # type: ignore[arg-type]
+    derived = next(frames.directory.glob("derived-v*"))
+    return {p.name for p in derived.glob("*.json")}
+
+
+@pytest.mark.parametrize("threshold, warmed", [(0, True), (10**12, False)])
+def test_reports_built_at_ingest_above_the_threshold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threshold: int, warmed: bool) -> None:
+    monkeypatch.setattr(cli_ingest, "WARM_MIN_EVENTS", threshold)
+    engine = make_engine(sqlite_url(tmp_path / "t.db"))
+    res = cli_ingest.ingest_path(engine, SAMPLE, SAMPLE.name, tmp_path)
+    have = _reports(tmp_path, engine, res.id)
+    if warmed:
+        assert REPORTS <= have, REPORTS - have
+        assert any(n.startswith("overview-") for n in have)
+        assert any(n.startswith("findings-") for n in have)
+        assert {f"warm {s}" for s in ("overview", "findings")} <= set(res.timings)
+    else:
+        assert not REPORTS & have
+    engine.dispose()
