@@ -361,31 +361,53 @@ def _pg_binary_ok(table: Table, columns: Sequence[str], cols: Sequence[Col]) -> 
 
 def _pg_copy_columns(conn: Connection, table: Table, columns: Sequence[str],
                      cols: Sequence[Col], n: int, advance: Advance | None) -> int:
-    """Text ``COPY`` of column-wise rows; NULLs go as NULL (no sentinel to fix
-    with an UPDATE afterwards, which rewrote every row of the table)."""
+    """``COPY ... (FORMAT csv)`` of column-wise rows, each chunk written as CSV by
+    Arrow's C++ writer: NULL is an unquoted empty field, an empty string a quoted
+    one, as PostgreSQL's CSV format reads them. (Through psycopg's ``write_row``
+    every value was formatted by Python: on the 200 MB trace the text COPYs of
+    regions, metrics, logs and goroutines took 13 s.)"""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.csv as pacsv  # type: ignore[import-untyped]
+
+    options = pacsv.WriteOptions(include_header=False, quoting_style="needed")
+    names = [str(i) for i in range(len(columns))]
     cur = _dbapi(conn).cursor()
     try:
-        with cur.copy(_copy_sql(table, columns, False)) as cp:
+        with cur.copy(_copy_sql(table, columns, False).replace(
+                "FROM STDIN", "FROM STDIN (FORMAT csv)")) as cp:
             for a in range(0, n, _CHUNK):
                 b = min(n, a + _CHUNK)
-                parts: list[list[Any]] = []
-                for col in cols:
-                    if isinstance(col, Nullable):
-                        part = col.values[a:b].tolist()
-                        for i in np.flatnonzero(col.null[a:b]).tolist():
-                            part[i] = None
-                    else:
-                        chunk = _chunk(col, a, b)
-                        part = (chunk.tolist() if isinstance(chunk, np.ndarray)
-                                else [chunk] * (b - a) if isinstance(chunk, int) else list(chunk))
-                    parts.append(part)
-                for row in zip(*parts, strict=True):
-                    cp.write_row(row)
+                arrays = [_arrow_part(col, a, b) for col in cols]
+                sink = pa.BufferOutputStream()
+                pacsv.write_csv(pa.table(arrays, names=names), sink, options)
+                cp.write(memoryview(sink.getvalue()))
+                del arrays, sink
                 if advance:
                     advance(b - a)
     finally:
         cur.close()
     return n
+
+
+def _arrow_part(col: Col, a: int, b: int) -> Any:
+    """Rows ``[a, b)`` of ``col`` as an Arrow array (NULLs masked)."""
+    import pyarrow as pa
+
+    if isinstance(col, Nullable):
+        return pa.array(col.values[a:b], mask=np.asarray(col.null[a:b], dtype=bool))
+    chunk = _chunk(col, a, b)
+    if isinstance(chunk, int):
+        return pa.array(np.full(b - a, chunk, dtype=np.int64))
+    if isinstance(chunk, np.ndarray) and chunk.dtype != object:
+        return pa.array(chunk)
+    arr = pa.array(chunk.tolist() if isinstance(chunk, np.ndarray) else list(chunk))
+    if pa.types.is_string(arr.type):
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        # PostgreSQL text cannot hold NUL: U+FFFD, as the connection's str
+        # dumper does for every other statement (ingest.store.db).
+        arr = pc.replace_substring(arr, "\x00", "\ufffd")
+    return arr
 
 
 # Most derived first: BigInteger and SmallInteger are subclasses of Integer.
