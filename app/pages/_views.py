@@ -1,4 +1,4 @@
-"""Helpers shared by the overview, states, annotations and compare pages."""
+"""Helpers shared by the overview, timeline, states, annotations and compare pages."""
 
 from __future__ import annotations
 
@@ -20,3 +20,16 @@ def fmt_bytes(n: int | None) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} B"
+
+
+#: A clientside callback passing a graph's relayoutData on only when its x axis
+#: changed: Plotly reports every relayout (the autosize after each draw, a
+#: window resize), and a server round trip for each kept a page busy for most
+#: of a second after it had drawn (the overview and the timeline).
+X_CHANGED_JS = """function(r) {
+    if (r && (r['xaxis.autorange'] || r['xaxis.range[0]'] !== undefined
+              || Array.isArray(r['xaxis.range']))) {
+        return r;
+    }
+    return window.dash_clientside.no_update;
+}"""

@@ -13,7 +13,7 @@ from app.components import fmt_count, fmt_ns, stat_card
 from app.components_findings import findings_panel, register_findings
 from app.context import ui_context
 from app.figures.overview import heap_figure, states_figure, threads_figure
-from app.pages._views import cfg, fmt_bytes
+from app.pages._views import X_CHANGED_JS, cfg, fmt_bytes
 from app.router import PageError
 from ingest.derive.frames import TraceNotFound
 from ingest.store.traces import get_trace
@@ -115,22 +115,11 @@ def zoom_window(relayout: dict[str, Any] | None, first_ts: int
     return first_ts + round(float(x0) * 1e9), first_ts + round(float(x1) * 1e9)
 
 
-#: relayoutData passed on only when the x axis changed: Plotly reports every
-#: relayout (the autosize of the first draw too), and a server round trip for
-#: each kept the page busy for most of a second after it had drawn.
-_X_CHANGED_JS = """function(r) {
-    if (r && (r['xaxis.autorange'] || r['xaxis.range[0]'] !== undefined
-              || Array.isArray(r['xaxis.range']))) {
-        return r;
-    }
-    return window.dash_clientside.no_update;
-}"""
-
 
 def register(dash_app: Dash) -> None:
     register_findings(dash_app)
     dash_app.clientside_callback(  # type: ignore[no-untyped-call]
-        _X_CHANGED_JS, Output("overview-heap-zoom", "data"),
+        X_CHANGED_JS, Output("overview-heap-zoom", "data"),
         Input("overview-heap", "relayoutData"), prevent_initial_call=True)
 
     @dash_app.callback(Output("overview-heap", "figure"),

@@ -18,6 +18,7 @@ from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, n
 from app.components import fmt_ns, graph_config
 from app.context import ui_context
 from app.figures.timeline import figure_dict
+from app.pages._views import X_CHANGED_JS
 from app.router import PageError
 from ingest.derive.frames import TraceNotFound
 from ingest.store.traces import get_trace
@@ -152,21 +153,10 @@ def _window_from_relayout(rel: dict[str, Any], params: dict[str, Any]
     return t1, t2
 
 
-#: relayoutData passed on only when the x axis changed: Plotly reports every
-#: relayout (the autosize after each draw, a window resize), each of which
-#: was a server round trip that answered no_update.
-_X_CHANGED_JS = """function(r) {
-    if (r && (r['xaxis.autorange'] || r['xaxis.range[0]'] !== undefined
-              || Array.isArray(r['xaxis.range']))) {
-        return r;
-    }
-    return window.dash_clientside.no_update;
-}"""
-
 
 def register(dash_app: Dash) -> None:
     dash_app.clientside_callback(  # type: ignore[no-untyped-call]
-        _X_CHANGED_JS, Output("timeline-zoom", "data"),
+        X_CHANGED_JS, Output("timeline-zoom", "data"),
         Input("timeline-graph", "relayoutData"), prevent_initial_call=True)
 
     @dash_app.callback(
