@@ -30,6 +30,7 @@ from werkzeug.exceptions import HTTPException
 
 from ingest.api import uploads
 from ingest.api.chunked import clean_name
+from ingest.api.warm import warm_in_background
 from ingest.config import Settings
 from ingest.derive.frames import FrameStore
 from ingest.load.delete import delete_trace
@@ -37,7 +38,6 @@ from ingest.load.pipeline import IngestError, IngestResult, ingest_trace_file, l
 from ingest.store.retries import with_retries
 from ingest.store.traces import get_trace, list_traces, trace_summary
 from ingest.views.states import render, state_graph
-from ingest.api.warm import warm_in_background
 
 log = logging.getLogger("gmpscope.ingest.api")
 

@@ -33,11 +33,11 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from ingest.api.warm import warm_reports
 from ingest.config import Settings
 from ingest.load.pipeline import IngestError, find_by_sha, ingest_trace_file
 from ingest.store import models
 from ingest.store.retries import with_retries
-from ingest.api.warm import warm_reports
 
 log = logging.getLogger("gmpscope.ingest.jobs")
 
