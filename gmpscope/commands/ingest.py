@@ -57,7 +57,7 @@ class _Bar:
         if stage != self.stage:
             self.close()
             self.stage = stage
-            unit = "rows" if stage == "load" else "step"
+            unit = {"load": "rows", "reports": "report"}.get(stage, "step")
             self.bar = tqdm(total=total, desc=f"{self.label}: {stage}", unit=unit,
                             unit_scale=stage == "load", leave=False, file=sys.stderr)
         if self.bar is not None:
@@ -99,7 +99,7 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
         from ingest.timings import Timings
 
         timings = Timings()
-        warm_reports(engine, data_dir, res.id, timings)
+        warm_reports(engine, data_dir, res.id, timings, progress)
         res.timings.update(timings.as_dict())
     return res
 

@@ -23,10 +23,15 @@ from ingest.timings import Timings
 log = logging.getLogger("gmpscope.ingest.warm")
 
 
+#: progress(stage, done, total), as the load reports it (ingest.load.pipeline.Progress).
+Progress = Callable[[str, int, int], None]
+
+
 def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
-                 timings: Timings | None = None) -> None:
+                 timings: Timings | None = None, progress: Progress | None = None) -> None:
     """Build and keep every whole-trace report of ``trace_id`` (a cache: a
-    failure is logged and the pages build them on first view)."""
+    failure is logged and the pages build them on first view); ``progress``
+    hears of each report done (stage "reports")."""
     from ingest.derive.frames import FrameStore, TraceNotFound
     from ingest.diagnose.config import config_from_env
     from ingest.diagnose.runner import diagnose, rule_defaults
@@ -51,12 +56,16 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
             ("states", lambda: whole_trace_graph(engine, frames, "goroutine", True)),
             ("findings", lambda: diagnose(engine, frames, config_from_env(rule_defaults()))),
         ]
-        for name, step in steps:
+        for i, (name, step) in enumerate(steps):
+            if progress:
+                progress("reports", i, len(steps))
             with t.phase(f"warm {name}"):
                 step()
             # What a step mapped of the frames goes back to the page cache
             # before the next one maps its own: the peak is one step's.
             frames.release()
+        if progress:
+            progress("reports", len(steps), len(steps))
     except TraceNotFound:
         pass  # deleted meanwhile
     except Exception:  # a bug: the pages will say so; keep the traceback in the log

@@ -23,6 +23,7 @@ REPORTS = {"goroutine_groups_summary.json", "latency_report-worst50.json",
 
 def _reports(tmp_path: Path, engine: object, tid: int) -> set[str]:
     frames = FrameStore(engine, tmp_path).get(tid)  # type: ignore[arg-type]
+    assert frames.directory is not None
     derived = next(frames.directory.glob("derived-v*"))
     return {p.name for p in derived.glob("*.json")}
 
@@ -32,13 +33,18 @@ def test_reports_built_at_ingest_above_the_threshold(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threshold: int, warmed: bool) -> None:
     monkeypatch.setattr(cli_ingest, "WARM_MIN_EVENTS", threshold)
     engine = make_engine(sqlite_url(tmp_path / "t.db"))
-    res = cli_ingest.ingest_path(engine, SAMPLE, SAMPLE.name, tmp_path)
+    heard: list[tuple[str, int, int]] = []
+    res = cli_ingest.ingest_path(engine, SAMPLE, SAMPLE.name, tmp_path,
+                                 progress=lambda *a: heard.append(a))
     have = _reports(tmp_path, engine, res.id)
+    reports = [(done, total) for stage, done, total in heard if stage == "reports"]
     if warmed:
+        # One step per report, the last one done: what the terminal's bar shows.
+        assert reports[0] == (0, reports[-1][1]) and reports[-1][0] == reports[-1][1] > 1
         assert REPORTS <= have, REPORTS - have
         assert any(n.startswith("overview-") for n in have)
         assert any(n.startswith("findings-") for n in have)
         assert {f"warm {s}" for s in ("overview", "findings")} <= set(res.timings)
     else:
-        assert not REPORTS & have
+        assert not REPORTS & have and not reports
     engine.dispose()
