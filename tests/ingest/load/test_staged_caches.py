@@ -25,7 +25,8 @@ def test_staged_with_the_frames_and_equal_to_the_database(tmp_path: Path) -> Non
     engine = make_engine(sqlite_url(tmp_path / "t.db"))
     tid = ingest_trace_file(engine, SAMPLE, data_dir=tmp_path).id
     frames = FrameStore(engine, tmp_path).get(tid)
-    derived = next((frames.directory).glob("derived-v*"))
+    assert frames.directory is not None
+    derived = next(frames.directory.glob("derived-v*"))
     assert_same_value(load_value(derived / COUNTERS_KEY, (Counters,)),
                       counters_from_db(engine, tid), "counters")
     for key, read in ((ix.TASKS_KEY, ix.read_task_index), (ix.REGIONS_KEY, ix.read_region_index),
