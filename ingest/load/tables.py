@@ -75,12 +75,15 @@ class DerivedTables:
             # PCs above 2**63 wrap to negative, like task ids.
             "pc": stacks.column("pc").to_numpy().astype(np.int64)}
         del sid, depth, top, funcs
+        # The events' tables that need no pairing first: their events are
+        # gone (stored) by the time the regions' millions are paired, the
+        # load's peak.
+        yield "metrics", eventrows.metrics(events)
+        yield "logs", eventrows.logs(events)
+        yield "other_events", eventrows.other_events(events)
         yield "ranges", eventrows.ranges(events)
         yield "tasks", eventrows.tasks(events)
         yield "regions", eventrows.regions(events)
-        yield "logs", eventrows.logs(events)
-        yield "metrics", eventrows.metrics(events)
-        yield "other_events", eventrows.other_events(events)
         # What the threads' table needs of the events; the rest go.
         ev_m, ev_ts = events.thread_times()
         del events, stacks
