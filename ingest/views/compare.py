@@ -12,9 +12,9 @@ from sqlalchemy import Engine
 
 from ingest.derive.frames import FrameStore
 from ingest.views.latency import latency_report
-from ingest.views.overview import overview
+from ingest.views.overview import DEFAULT_BINS, overview
 from ingest.views.states import to_json
-from ingest.views.states_frames import resource_graph
+from ingest.views.states_frames import whole_trace_graph
 
 #: Key numbers compared (the rest of the overview's key numbers are labels).
 NUMERIC_KEYS = ("duration_ns", "events", "transitions", "goroutines", "procs", "gomaxprocs",
@@ -45,8 +45,12 @@ def sched_latency(frames: FrameStore, trace_id: int) -> dict[str, Any]:
 
 
 def compare(engine: Engine, frames: FrameStore, a: int, b: int,
-            bins: int = 120) -> dict[str, Any]:
-    """Everything the compare page shows; LookupError when a trace is missing."""
+            bins: int = DEFAULT_BINS) -> dict[str, Any]:
+    """Everything the compare page shows; LookupError when a trace is missing.
+
+    At the overview's default bins and with the whole-trace state graph, each
+    side reads the reports kept with its trace (a production-size trace's
+    are seconds to build) instead of computing them again."""
     sides: dict[str, Any] = {}
     for label, tid in (("a", a), ("b", b)):
         fr = frames.get(tid)
@@ -58,7 +62,7 @@ def compare(engine: Engine, frames: FrameStore, a: int, b: int,
             "goroutine_states": ov["goroutine_states"],
             "gc_bands": ov["gc_bands"],
             "gc_coverage": ov["gc_coverage"],
-            "states": to_json(resource_graph(fr, "goroutine", split_reasons=True)),
+            "states": to_json(whole_trace_graph(engine, fr, "goroutine", True)),
             "sched_latency": sched_latency(frames, tid),
         }
     return {"a": sides["a"], "b": sides["b"],
