@@ -154,14 +154,17 @@ class EventParts:
         known = self._dicts.setdefault((tname, cname), {None: 0})
         local = np.array([known.setdefault(v, len(known))
                           for v in col.dictionary.to_pylist()], dtype=np.int32)
+        # The narrowest codes for the values known so far (kinds and names:
+        # 8 bits); parts joined later take the widest of their types.
+        local = local.astype(_code_type(len(known)))
         idx = col.indices
         if idx.null_count:
             null = idx.is_null().to_numpy(zero_copy_only=False)
             out = local[idx.fill_null(0).to_numpy()] if len(local) else \
-                np.zeros(len(idx), np.int32)
+                np.zeros(len(idx), np.int8)
             out[null] = 0
             return out
-        return local[idx.to_numpy()] if len(local) else np.zeros(len(idx), np.int32)
+        return local[idx.to_numpy()] if len(local) else np.zeros(len(idx), np.int8)
 
     def _fold_threads(self, chunk: pa.Table) -> None:
         m = chunk.column("m")
@@ -223,13 +226,31 @@ class EventParts:
         return ms, ts
 
 
+def _code_type(n: int) -> Any:
+    """The narrowest signed type that holds codes below ``n``."""
+    return np.int8 if n <= 2**7 else np.int16 if n <= 2**15 else np.int32
+
+
+#: Go's NoTask, the largest uint64: -1 in a narrowed task id column (and -1
+#: read back as uint64 is NoTask again).
+_NO_TASK = np.uint64(2**64 - 1)
+
+
 def _narrow(values: Arr) -> Arr:
-    """Signed 64-bit values in 32 bits when they fit (goroutine, stack, P and
-    M ids; not times): joined parts take the widest type again if one needs it."""
-    if values.dtype != np.int64 or not len(values):
+    """64-bit values in 32 bits when they fit (goroutine, stack, P and M ids,
+    task ids with NoTask as -1; not times): joined parts take the widest type
+    again if one needs it."""
+    if not len(values):
         return values
-    if -2**31 <= int(values.min()) and int(values.max()) < 2**31:
-        return values.astype(np.int32)
+    if values.dtype == np.int64:
+        if -2**31 <= int(values.min()) and int(values.max()) < 2**31:
+            return values.astype(np.int32)
+    elif values.dtype == np.uint64:
+        rest = values[values != _NO_TASK]
+        if not len(rest) or int(rest.max()) < 2**31:
+            out = values.astype(np.int64)
+            out[values == _NO_TASK] = -1
+            return out.astype(np.int32)
     return values
 
 
@@ -238,6 +259,10 @@ def _join(parts: list[Arr], dtype: Any) -> Arr:
         return np.zeros(0, dtype)
     if len(parts) == 1:
         return parts[0]
+    if any(p.dtype == np.uint64 for p in parts):
+        # A narrowed part (NoTask as -1) beside a whole one: numpy would join
+        # int32 and uint64 as float64; back to uint64 (-1 is NoTask again).
+        parts = [p.astype(np.uint64) for p in parts]
     return np.concatenate(parts)
 
 
