@@ -13,7 +13,7 @@ from typing import Any
 
 import dash
 from dash.resources import Resources
-from flask import Flask
+from flask import Flask, Response, request
 
 from app import export_api
 from app.context import EXTENSION, UIContext
@@ -59,6 +59,16 @@ def assets_folder() -> Path:
     return Path(locations[0])
 
 
+def _api_paths_are_not_pages() -> Response | None:
+    """An unknown ``/api/...`` path is a JSON 404, as it is from ``gmpscope
+    ingest-server``: Dash's catch-all page route (``/<path:path>``) would
+    otherwise answer it with the explorer's HTML and 200."""
+    rule = request.url_rule
+    if request.path.startswith("/api/") and rule is not None and rule.rule.startswith("/<"):
+        return api.error(404, f"no such API endpoint: {request.path}")
+    return None
+
+
 def create_app(settings: Settings | None = None) -> Flask:
     """A Flask app serving the explorer at ``/`` and the ingest API under ``/api``."""
     if settings is None:
@@ -93,6 +103,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     dash_app.layout = shell
     register(dash_app, load_router())
     server.extensions["gmpscope_dash"] = dash_app
+    server.before_request(_api_paths_are_not_pages)
     # Dash registers its JavaScript bundles when it first renders the index
     # page; with several worker processes the bundle requests can reach a
     # worker that never rendered it ("not a registered library"). Render it
