@@ -126,6 +126,16 @@ class Context:
         return frozenset(have)
 
     @cached_property
+    def family(self) -> str:
+        """The trace format's family: "v2" (Go 1.22+) or "v1" (Go 1.11 to 1.21),
+        whose traces cannot show what a syscall already running when tracing
+        began did with its P."""
+        t = models.traces
+        with self.engine.connect() as conn:
+            fam = conn.execute(select(t.c.family).where(t.c.id == self.trace_id)).scalar()
+        return str(fam or "v2")
+
+    @cached_property
     def gomaxprocs(self) -> int | None:
         """The largest GOMAXPROCS the trace's metrics report, None if unknown
         (from the overview's counter columns: the loader stages them; reading

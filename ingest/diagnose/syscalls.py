@@ -134,11 +134,17 @@ class BlockingSyscall:
 def p_held_until(ctx: Context) -> I64:
     """When each syscall's P left its blocked thread: the time another M took
     it (stolen_ts), the syscall's end when it kept it, or its start when it
-    was lost at an unknown time (nothing is blamed on it then)."""
+    was lost at an unknown time (nothing is blamed on it then). Likewise its
+    start for a syscall already running when a pre-1.22 trace began: such a
+    trace does not say whether it held a P (Go 1.22+ traces record the P's
+    status at the start)."""
     sc = ctx.frames.syscalls
     lost = sc["p_lost"] == 1
     until = np.where(lost, sc["stolen_ts"], sc["end_ts"])
-    return np.where(lost & (sc["stolen_ts"] < 0), sc["start_ts"], until)
+    unknown = lost & (sc["stolen_ts"] < 0)
+    if ctx.family == "v1":
+        unknown = unknown | (sc["start_known"] == 0)
+    return np.where(unknown, sc["start_ts"], until)
 
 
 class SlowHandoff:
