@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, dcc, html, no_update
 
 from app.components import error_box
 
@@ -21,12 +21,15 @@ SEVERITY_LABEL = {"critical": "Critical", "warning": "Warning", "info": "Info"}
 STACK_DEPTH = 12
 
 
-def findings_panel(trace_id: int) -> html.Div:
-    """The panel's frame; its content arrives through the registered callback."""
+def findings_panel(trace_id: int, report: dict[str, Any] | None = None) -> html.Div:
+    """The panel: with ``report`` (already kept: ingest.diagnose.kept_report)
+    shown at once; without, its content arrives through the registered
+    callback, behind a loading indicator (a round trip after the page)."""
     return html.Div([
         html.H3("Findings"),
-        dcc.Store(id="findings-trace", data=trace_id),
-        dcc.Loading(html.Div(id="findings-body", className="findings-body")),
+        dcc.Store(id="findings-trace", data=None if report is not None else trace_id),
+        dcc.Loading(html.Div(findings_view(report) if report is not None else None,
+                             id="findings-body", className="findings-body")),
     ], className="card findings-panel", id="findings-panel")
 
 
@@ -35,8 +38,8 @@ def register_findings(dash_app: Dash) -> None:
 
     @dash_app.callback(Output("findings-body", "children"), Input("findings-trace", "data"))
     def _fill(trace_id: int | None) -> Any:
-        if trace_id is None:
-            return None
+        if trace_id is None:  # the page came with the report
+            return no_update
         from app.context import ui_context
         from ingest.derive.frames import TraceNotFound
         from ingest.diagnose import ConfigError, config_from_env, diagnose, rule_defaults

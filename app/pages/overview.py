@@ -56,6 +56,19 @@ def _int(query: dict[str, str], name: str) -> int | None:
         raise PageError(f"{name} must be an integer, not {raw!r}") from None
 
 
+def _kept_findings(trace_id: int) -> dict[str, Any] | None:
+    """The trace's findings when already kept (no round trip for them), else None."""
+    from ingest.diagnose import ConfigError, config_from_env, rule_defaults
+    from ingest.diagnose.runner import kept_report
+
+    ctx = ui_context()
+    try:
+        return kept_report(ctx.engine, ctx.frames.get(trace_id),
+                           config_from_env(rule_defaults()))
+    except (ConfigError, TraceNotFound):
+        return None  # the panel's callback says why
+
+
 def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     ctx = ui_context()
     bins = _int(query, "bins") or DEFAULT_BINS
@@ -71,7 +84,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
     return html.Div([
         html.H2(["Overview · ", html.Span(k["name"], className="mono")]),
         key_cards(k),
-        findings_panel(trace_id),
+        findings_panel(trace_id, _kept_findings(trace_id)),
         html.Div([
             dcc.Graph(id="overview-states", figure=states_figure(data),
                       config=cfg(f"trace{trace_id}-overview-states")),

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, inspect, select
 
-from ingest.derive.cache import cached_json
+from ingest.derive.cache import cached_json, derived_dir
 from ingest.derive.frames import TraceFrames
 from ingest.diagnose.base import SEVERITIES, Context, Rule
 from ingest.diagnose.config import DiagnoseConfig
@@ -86,6 +86,18 @@ def diagnose(engine: Engine, frames: TraceFrames, config: DiagnoseConfig | None 
     config = config or DiagnoseConfig()
     return cached_json(frames, report_key(engine, frames, config, rules),  # type: ignore[no-any-return]
                        lambda: run_rules(engine, frames, config, rules))
+
+
+def kept_report(engine: Engine, frames: TraceFrames,
+                config: DiagnoseConfig | None = None) -> dict[str, Any] | None:
+    """:func:`diagnose`'s report when it is already kept with the frames (built
+    at ingest or by an earlier request), else None: nothing is computed (a
+    page can show it at once, or ask for it behind a loading indicator)."""
+    config = config or DiagnoseConfig()
+    root = derived_dir(frames)
+    if root is None or not (root / f"{report_key(engine, frames, config)}.json").is_file():
+        return None
+    return diagnose(engine, frames, config)
 
 
 def run_rules(engine: Engine, frames: TraceFrames, config: DiagnoseConfig,
