@@ -33,7 +33,7 @@ from ingest.derive.overview_counters import (
 from ingest.load.pipeline import IngestResult
 from ingest.views.overview import DEFAULT_BINS, WHOLE_TRACE_KEY, bin_edges, counters_view, overview
 from ingest.views.overview_series import AVG_DECIMALS, STATE_SERIES, state_ns
-from ingest.views.states_frames import wait_category
+from tests.support.goroutine_series import goroutine_series_rows
 from tests.support.ingest_fixtures import TRACES, loaded
 
 Loaded = tuple[Engine, Path, dict[str, IngestResult]]
@@ -53,27 +53,8 @@ def _overlaps(rows: list[tuple[str, int, int]], edges: np.ndarray) -> dict[str, 
 
 
 def _goroutine_rows(engine: Engine, tid: int) -> list[tuple[str, int, int]]:
-    """(series, start, end) of every goroutine interval in an overview series;
-    a Waiting -> Waiting interval without a reason keeps the category of the
-    wait it continues (same goroutine)."""
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT rid, state, from_state, reason, start_ts, end_ts FROM interval_view "
-            "WHERE trace_id = :t AND resource = 'goroutine' ORDER BY id"), {"t": tid}).all()
-    out = []
-    prev_rid, prev_cat = None, None
-    for rid, state, frm, reason, s, e in rows:
-        cat = None
-        if state == "Waiting":
-            if frm == "Waiting" and not reason and rid == prev_rid and prev_cat:
-                cat = prev_cat
-            else:
-                cat = wait_category(reason)
-        prev_rid, prev_cat = rid, cat
-        name = f"Waiting: {cat}" if cat else state
-        if name in STATE_SERIES:
-            out.append((name, int(s), int(e)))
-    return out
+    """(series, start, end) of every goroutine interval in an overview series."""
+    return [r for r in goroutine_series_rows(engine, tid) if r[0] in STATE_SERIES]
 
 
 def _thread_rows(engine: Engine, tid: int) -> list[tuple[str, int, int]]:

@@ -18,7 +18,7 @@ from ingest.derive.frames import FrameStore
 from ingest.load.pipeline import IngestResult
 from ingest.views.overview import bin_edges, overview, time_weighted
 from ingest.views.overview_series import AVG_DECIMALS, state_ns
-from ingest.views.states_frames import wait_category
+from tests.support.goroutine_series import goroutine_series_rows
 from tests.support.ingest_fixtures import TRACES, loaded
 from tests.support.server import Served
 
@@ -37,28 +37,16 @@ def test_time_weighted_by_hand() -> None:
 
 
 def _state_totals(engine: Engine, trace_id: int) -> dict[str, int]:
-    """Goroutine time per overview series, by plain Python over interval_view:
-    a Waiting interval takes the category of its reason, a Waiting -> Waiting
-    one without a reason that of the wait it continues."""
+    """Goroutine time per overview series, by plain Python over interval_view,
+    clipped to the trace's span."""
     with engine.connect() as conn:
         first, last = conn.execute(text("SELECT first_ts, last_ts FROM traces WHERE id = :t"),
                                    {"t": trace_id}).one()
-        rows = conn.execute(text(
-            "SELECT rid, state, from_state, reason, start_ts, end_ts FROM interval_view "
-            "WHERE trace_id = :t AND resource = 'goroutine' ORDER BY id"), {"t": trace_id}).all()
     totals: dict[str, int] = defaultdict(int)
-    prev_rid, prev_cat = None, None
-    for rid, state, frm, reason, s, e in rows:
-        cat = None
-        if state == "Waiting":
-            if frm == "Waiting" and not reason and rid == prev_rid and prev_cat:
-                cat = prev_cat
-            else:
-                cat = wait_category(reason)
-        prev_rid, prev_cat = rid, cat
+    for name, s, e in goroutine_series_rows(engine, trace_id):
         dur = min(e, last) - max(s, first)
         if dur > 0:
-            totals[f"Waiting: {cat}" if cat else state] += dur
+            totals[name] += dur
     return totals
 
 
