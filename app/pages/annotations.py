@@ -95,19 +95,32 @@ def task_table(trace_id: int, rows: list[dict[str, Any]], first_ts: int) -> Any:
         ("logs", "logs")], data, page_size=TASK_PAGE)
 
 
+#: A statistics column: (heading, key, formatter).
+_Stat = tuple[str, str, Any]
+_TASK_STATS: tuple[_Stat, ...] = (
+    ("count", "count", fmt_count), ("timed", "timed", fmt_count),
+    ("total", "total_ns", fmt_ns), ("mean", "mean_ns", fmt_ns), ("p50", "p50_ns", fmt_ns),
+    ("p90", "p90_ns", fmt_ns), ("p99", "p99_ns", fmt_ns), ("max", "max_ns", fmt_ns))
+_REGION_STATS: tuple[_Stat, ...] = (
+    ("count", "count", fmt_count), ("timed", "timed", fmt_count),
+    ("total", "total_ns", fmt_ns), ("mean", "mean_ns", fmt_ns), ("p50", "p50_ns", fmt_ns),
+    ("p99", "p99_ns", fmt_ns), ("max", "max_ns", fmt_ns),
+    ("goroutines", "goroutines", fmt_count))
+
+
+def _stats_table(label: str, stats: list[dict[str, Any]], columns: tuple[_Stat, ...],
+                 table_id: str) -> html.Table:
+    """One row per name (the first column, ``label``), then ``columns``."""
+    head = html.Tr([html.Th(label), *(html.Th(h, className="num") for h, _, _ in columns)])
+    body = [html.Tr([html.Td(_text(s["name"])),
+                     *(html.Td(fmt(s[key]), className="num") for _, key, fmt in columns)])
+            for s in stats]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="data", id=table_id)
+
+
 def task_types_table(types: list[dict[str, Any]]) -> html.Table:
     """One row per task name: count, timed, total and duration percentiles."""
-    head = html.Tr([html.Th("task type"), *(html.Th(h, className="num") for h in (
-        "count", "timed", "total", "mean", "p50", "p90", "p99", "max"))])
-    body = [html.Tr([html.Td(_text(s["name"])),
-                     html.Td(fmt_count(s["count"]), className="num"),
-                     html.Td(fmt_count(s["timed"]), className="num"),
-                     html.Td(fmt_ns(s["total_ns"]), className="num"),
-                     *(html.Td(fmt_ns(s[k]), className="num") for k in (
-                         "mean_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"))])
-            for s in types]
-    return html.Table([html.Thead(head), html.Tbody(body)], className="data",
-                      id="annotations-task-types-table")
+    return _stats_table("task type", types, _TASK_STATS, "annotations-task-types-table")
 
 
 def _type_value(name: str) -> str:
@@ -128,19 +141,8 @@ def task_section(trace_id: int, page: dict[str, Any], first: int, last: int) -> 
 
 
 def region_table(stats: list[dict[str, Any]]) -> html.Table:
-    head = html.Tr([html.Th("region"), *(html.Th(h, className="num") for h in (
-        "count", "timed", "total", "mean", "p50", "p99", "max", "goroutines"))])
-    body = [html.Tr([html.Td(_text(s["name"])),
-                     html.Td(fmt_count(s["count"]), className="num"),
-                     html.Td(fmt_count(s["timed"]), className="num"),
-                     html.Td(fmt_ns(s["total_ns"]), className="num"),
-                     html.Td(fmt_ns(s["mean_ns"]), className="num"),
-                     html.Td(fmt_ns(s["p50_ns"]), className="num"),
-                     html.Td(fmt_ns(s["p99_ns"]), className="num"),
-                     html.Td(fmt_ns(s["max_ns"]), className="num"),
-                     html.Td(fmt_count(s["goroutines"]), className="num")]) for s in stats]
-    return html.Table([html.Thead(head), html.Tbody(body)], className="data",
-                      id="annotations-regions-table")
+    """One row per region name: count, timed, total, percentiles, goroutines."""
+    return _stats_table("region", stats, _REGION_STATS, "annotations-regions-table")
 
 
 def log_table(trace_id: int, data: dict[str, Any], first_ts: int) -> html.Div:
