@@ -15,6 +15,10 @@ from pathlib import Path
 DEFAULT_MAX_UPLOAD = 2 << 30
 #: How long a writer waits for SQLite's write lock before giving up (ms).
 DEFAULT_BUSY_TIMEOUT_MS = 300_000
+#: How long a query of the SQL page may run before it is stopped (ms).
+DEFAULT_SQL_TIMEOUT_MS = 10_000
+#: Most rows a query of the SQL page answers (its ``limit`` may ask for fewer).
+DEFAULT_SQL_MAX_ROWS = 10_000
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -39,7 +43,8 @@ class Settings:
     - ``db_url``: SQLAlchemy URL (``sqlite:///...`` or ``postgresql+psycopg://...``);
     - ``max_upload``: largest accepted upload in bytes;
     - ``token``: when set, writes need ``Authorization: Bearer <token>``;
-    - ``busy_timeout_ms``: SQLite write-lock wait.
+    - ``busy_timeout_ms``: SQLite write-lock wait;
+    - ``sql_timeout_ms``, ``sql_max_rows``: the SQL page's time limit and row cap.
     """
 
     data_dir: Path
@@ -47,6 +52,8 @@ class Settings:
     max_upload: int = DEFAULT_MAX_UPLOAD
     token: str | None = None
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    sql_timeout_ms: int = DEFAULT_SQL_TIMEOUT_MS
+    sql_max_rows: int = DEFAULT_SQL_MAX_ROWS
 
     @classmethod
     def from_env(
@@ -62,7 +69,8 @@ class Settings:
 
         Variables: ``GMPSCOPE_DATA``, ``GMPSCOPE_DB`` (database URL),
         ``GMPSCOPE_MAX_UPLOAD`` (bytes), ``GMPSCOPE_TOKEN``,
-        ``GMPSCOPE_BUSY_TIMEOUT_MS``.
+        ``GMPSCOPE_BUSY_TIMEOUT_MS``, ``GMPSCOPE_SQL_TIMEOUT_MS``,
+        ``GMPSCOPE_SQL_MAX_ROWS``.
         """
         e = os.environ if env is None else env
         ddir = data_dir if data_dir is not None else default_data_dir(e)
@@ -71,8 +79,12 @@ class Settings:
                                                                 DEFAULT_MAX_UPLOAD)
         tok = token if token is not None else (e.get("GMPSCOPE_TOKEN") or None)
         busy = _int(e, "GMPSCOPE_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
+        sql_ms = _int(e, "GMPSCOPE_SQL_TIMEOUT_MS", DEFAULT_SQL_TIMEOUT_MS)
+        sql_rows = _int(e, "GMPSCOPE_SQL_MAX_ROWS", DEFAULT_SQL_MAX_ROWS)
+        if sql_ms == 0 or sql_rows == 0:
+            raise ValueError("GMPSCOPE_SQL_TIMEOUT_MS and GMPSCOPE_SQL_MAX_ROWS must be positive")
         return cls(data_dir=ddir, db_url=url, max_upload=limit, token=tok,
-                   busy_timeout_ms=busy)
+                   busy_timeout_ms=busy, sql_timeout_ms=sql_ms, sql_max_rows=sql_rows)
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields changed."""

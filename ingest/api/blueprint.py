@@ -66,6 +66,7 @@ VIEW_APIS = (
     "ingest.api.diagnose",
     "ingest.api.live",
     "ingest.api.poller",
+    "ingest.api.sql",
 )
 
 @dataclass
