@@ -6,7 +6,7 @@ from dash import dcc, html
 
 
 def shell() -> html.Div:
-    """The app layout: a header (library, live sessions, API) and a slot the router fills."""
+    """The app layout: a header (library, live sessions, SQL, API) and a slot the router fills."""
     return html.Div([
         dcc.Location(id="url", refresh=False),
         html.Header([
@@ -16,6 +16,7 @@ def shell() -> html.Div:
             html.Nav([
                 dcc.Link("Library", href="/", className="header-link"),
                 dcc.Link("Live", href="/live", className="header-link"),
+                dcc.Link("SQL", href="/sql", className="header-link", id="nav-sql"),
                 html.A("API", href="/api/traces", className="header-link", target="_blank"),
             ], className="header-nav"),
         ], className="app-header"),

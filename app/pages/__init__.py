@@ -27,6 +27,7 @@ PAGE_MODULES = (
     "compare",
     "live",
     "poller",
+    "sql",
 )
 
 #: Per-trace pages, in the order of the trace navigation bar: (module, label, path suffix).
