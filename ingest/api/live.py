@@ -13,6 +13,7 @@
     GET  /api/live/sessions/<name>            -> the session + counts
     GET  /api/live/sessions/<name>/seconds?since_ns=&limit=   -> {seconds: [...]}
     GET  /api/live/sessions/<name>/segments?limit=            -> {segments: [...]}
+    GET  /api/live/demo                       -> {demo: the note of make run's demo, or null}
 
 Writes need the bearer token when one is configured. Mounting this blueprint
 starts the retention job (:mod:`ingest.live.retention`) in the server process.
@@ -27,6 +28,7 @@ from flask.blueprints import BlueprintSetupState
 
 from ingest.api import blueprint as api
 from ingest.api import uploads
+from ingest.live import demo as live_demo
 from ingest.live import retention as live_retention
 from ingest.live import sessions as live
 from ingest.store.retries import with_retries
@@ -158,3 +160,9 @@ def segment_list(name: str) -> Response:
     limit = max(1, min(_int_arg("limit", 100) or 100, 10000))
     rows = live.segments(api.ingest_state(current_app).engine, name, limit)
     return jsonify({"session": name, "segments": api.jsonable(rows)})
+
+
+@bp.get("/api/live/demo")
+def demo() -> Response:
+    """What ``make run``'s live demo runs and how to stop it (ingest/live/demo.py)."""
+    return jsonify({"demo": live_demo.running_demo(api.ingest_state(current_app).config.data_dir)})
