@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "export": "export",
     "diagnose": "diagnose",
     "live": "live",
+    "pprof": "pprof",
 }
 
 
