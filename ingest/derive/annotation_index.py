@@ -40,7 +40,7 @@ I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
 Bool = npt.NDArray[np.bool_]
 
-#: The cache keys (``derived-v2/<key>/``), one per table.
+#: The cache keys (``derived-v<N>/<key>/``), one per table.
 TASKS_KEY = "annotations_tasks"
 REGIONS_KEY = "annotations_regions"
 LOGS_KEY = "annotations_logs"

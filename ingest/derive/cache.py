@@ -41,7 +41,7 @@ import numpy as np
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
-DERIVED_VERSION = 2
+DERIVED_VERSION = 3
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -107,22 +107,118 @@ def category_of(to_state: str, reason: str) -> int:
     return -1
 
 
+class RowTimes:
+    """The start (or end) times of a lane set's rows, read through their
+    ``ref`` from the frames' memory-mapped columns they were taken from: the
+    P and M lane sets keep no copy of them (two int64 columns, 70% of their
+    bytes on disk). Indexed like the array it stands for (an int, a slice,
+    an array of rows of any shape); :func:`lane_search` finds times in it."""
+
+    def __init__(self, ref: npt.NDArray[np.signedinteger[Any]],
+                 by_source: dict[int, npt.NDArray[np.int64]]) -> None:
+        self.ref = ref
+        self.by_source = by_source
+
+    def __len__(self) -> int:
+        return len(self.ref)
+
+    @overload
+    def __getitem__(self, key: int | np.integer[Any]) -> int: ...
+
+    @overload
+    def __getitem__(self, key: slice | npt.NDArray[np.integer[Any]]) -> I64: ...
+
+    def __getitem__(self, key: int | np.integer[Any] | slice | npt.NDArray[np.integer[Any]]
+                    ) -> int | I64:
+        if isinstance(key, int | np.integer):
+            r = int(self.ref[key])
+            return int(self.by_source[r % REF_SOURCES][r // REF_SOURCES])
+        ref = np.asarray(self.ref[key], np.int64)
+        row = ref // REF_SOURCES
+        if len(self.by_source) == 1:
+            (col,) = self.by_source.values()
+            return np.asarray(col[row], np.int64)
+        src = ref % REF_SOURCES
+        out = np.empty(ref.shape, np.int64)
+        for code, col in self.by_source.items():
+            at = src == code
+            out[at] = col[row[at]]
+        return out
+
+
+#: A lane set's times: an array, or its rows' times in the frames (RowTimes).
+Times = I64 | RowTimes
+
+
+def lane_search(col: Times, lo: int, hi: int, values: I64 | int, side: str) -> I64:
+    """``lo + np.searchsorted(col[lo:hi], values, side)`` (rows ``lo:hi`` in
+    time order), without reading the rows of a RowTimes between: a binary
+    search of all the values at once, a gather per step."""
+    v = np.atleast_1d(np.asarray(values, np.int64))
+    if isinstance(col, np.ndarray):
+        found: I64 = np.searchsorted(col[lo:hi], v, side=side)  # type: ignore[call-overload]
+        return lo + found
+    a = np.full(v.shape, lo, np.int64)
+    b = np.full(v.shape, hi, np.int64)
+    live = np.flatnonzero(a < b)
+    while len(live):
+        mid = (a[live] + b[live]) // 2
+        x = col[mid]
+        right = x < v[live] if side == "left" else x <= v[live]
+        a[live[right]] = mid[right] + 1
+        b[live[~right]] = mid[~right]
+        live = live[a[live] < b[live]]
+    return a
+
+
 @dataclass
 class LaneSet:
     """Lanes over flat arrays: lane ``i`` (id ``ids[i]``) owns rows ``lo[i]:hi[i]``.
 
-    ``start``/``end`` are ns, ``cat`` display categories (-1: not drawn),
+    ``start``/``end`` are ns (arrays, or the rows' times in the frames: see
+    :class:`RowTimes`), ``cat`` display categories (-1: not drawn),
     ``ref`` the row's source reference (row * REF_SOURCES + source).
     """
 
     ids: I64
     lo: I64
     hi: I64
-    start: I64
-    end: I64
+    start: Times
+    end: Times
     cat: I8
     ref: npt.NDArray[np.signedinteger[Any]]  # int32 when it fits (ref_dtype)
     index: LaneSetIndex | None = None
+
+
+@dataclass
+class RowLanes:
+    """A lane set as kept on disk when its times are its rows' in the frames
+    (the P and M sets): :class:`LaneSet` without ``start``/``end``."""
+
+    ids: I64
+    lo: I64
+    hi: I64
+    cat: I8
+    ref: npt.NDArray[np.signedinteger[Any]]
+    index: LaneSetIndex | None = None
+
+
+#: Where a lane set's rows come from: ref source -> (start, end) columns of the frames.
+Sources = dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]
+
+
+def without_times(ls: LaneSet) -> RowLanes:
+    """``ls`` as kept: its times are its rows' in the frames (the builders
+    copy them from there, tests/ingest/derive/test_derived_cache.py checks it)."""
+    return RowLanes(ls.ids, ls.lo, ls.hi, ls.cat, ls.ref, ls.index)
+
+
+def with_times(kept: RowLanes, sources: Sources) -> LaneSet:
+    """The lane set ``kept`` stands for, its times read from ``sources``."""
+    return LaneSet(kept.ids, kept.lo, kept.hi,
+                   RowTimes(kept.ref, {s: cols[0] for s, cols in sources.items()}),
+                   RowTimes(kept.ref, {s: cols[1] for s, cols in sources.items()}),
+                   kept.cat, kept.ref, kept.index)
 
 
 @dataclass
@@ -166,6 +262,8 @@ BLOCK = 64
 def build_index(ls: LaneSet) -> LaneSet:
     """``ls`` without empty rows and with its :class:`LaneSetIndex` (none
     when rows of a lane overlap: those are reduced row by row instead)."""
+    if isinstance(ls.start, RowTimes) or isinstance(ls.end, RowTimes):
+        raise TypeError("build_index wants a lane set holding its times")
     keep = (ls.end > ls.start) & (ls.cat >= 0)
     if not keep.all():
         idx = np.flatnonzero(keep)
@@ -201,7 +299,8 @@ def _block_index_numpy(ls: LaneSet) -> LaneSetIndex | None:
     nblocks = -(-n // BLOCK)
     # The durations, padded to whole blocks (the padding lasts 0 ns).
     dur = np.zeros(nblocks * BLOCK, np.int64)
-    np.subtract(ls.end, ls.start, out=dur[:n])
+    dur[:n] = ls.end[:n]
+    dur[:n] -= ls.start[:n]
     blocks = dur.reshape(nblocks, BLOCK)
     block_max = blocks.max(axis=1) if nblocks else np.zeros(0, np.int64)
     cum = np.zeros((nblocks + 1, len(cats)), np.int64)

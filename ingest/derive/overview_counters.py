@@ -4,7 +4,7 @@
 The overview draws three of Go's runtime/metrics counters (heap objects, heap
 goal, GOMAXPROCS). A busy 200 MB trace holds 3.7 M heap samples: reading them
 back from SQL costs 3-8 s a request, so they are kept as memory-mapped int64
-columns beside the frames (``derived-v2/overview_counters/``), read a window
+columns beside the frames (``derived-v<N>/overview_counters/``), read a window
 at a time by the views (:mod:`ingest.views.overview`). The loader can stage
 them from the metrics columns it has at hand (:func:`counters_of`, through
 ``FrameWriter.add_derived(COUNTERS_KEY, ...)``); otherwise the first view builds

@@ -26,9 +26,12 @@ from ingest.derive.lanesets import (
     LaneSet,
     LaneSetIndex,
     LaneSetKey,
+    RowLanes,
     build_index,
     lane_index,
     ref_dtype,
+    with_times,
+    without_times,
 )
 from ingest.extensions import optional_extension
 
@@ -66,10 +69,14 @@ def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
 
 
 def p_lanes(frames: TraceFrames) -> LaneSet:
-    """Per proc: the goroutines it ran (Running) and its Idle intervals (cached)."""
-    def build() -> LaneSet:
-        return _p_lanes_c(frames) or _p_lanes_numpy(frames)
-    return cached(frames, LaneSetKey.P_LANES, build, persist=(LaneSet, LaneSetIndex))
+    """Per proc: the goroutines it ran (Running) and its Idle intervals
+    (cached without their times, which are the proc runs' and intervals')."""
+    def build() -> RowLanes:
+        return without_times(_p_lanes_c(frames) or _p_lanes_numpy(frames))
+    kept = cached(frames, LaneSetKey.P_LANES, build, persist=(RowLanes, LaneSetIndex))
+    runs, iv = frames.proc_runs, frames.intervals
+    return with_times(kept, {SRC_RUN: (runs["start_ts"], runs["end_ts"]),
+                             SRC_INTERVAL: (iv["start_ts"], iv["end_ts"])})
 
 
 def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
@@ -100,10 +107,13 @@ def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
 
 
 def m_lanes(frames: TraceFrames) -> LaneSet:
-    """Per thread: the goroutine Running/Syscall intervals begun on it (cached)."""
-    def build() -> LaneSet:
-        return _m_lanes_c(frames) or _build_m_lanes(frames)
-    return cached(frames, LaneSetKey.M_LANES, build, persist=(LaneSet, LaneSetIndex))
+    """Per thread: the goroutine Running/Syscall intervals begun on it (cached
+    without their times, which are the intervals')."""
+    def build() -> RowLanes:
+        return without_times(_m_lanes_c(frames) or _build_m_lanes(frames))
+    kept = cached(frames, LaneSetKey.M_LANES, build, persist=(RowLanes, LaneSetIndex))
+    iv = frames.intervals
+    return with_times(kept, {SRC_INTERVAL: (iv["start_ts"], iv["end_ts"])})
 
 
 def _m_lanes_c(frames: TraceFrames) -> LaneSet | None:

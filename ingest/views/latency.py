@@ -13,6 +13,7 @@ Running (still runnable at the end, or gone) are counted as ``pending``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -49,23 +50,93 @@ NO_NEXT = len(models.STATE_NAMES)
 #: Interval rows per chunk of the samples' build (its memory: a chunk's).
 ROW_CHUNK = 1 << 21
 
+#: The derived-value key the samples' rows are kept under.
+SAMPLES_KEY = "latency_samples"
+
 #: What made a goroutine Runnable, from the transition into it.
 CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
 
 
 @dataclass
-class Samples:
-    """One latency sample per array element, in (goroutine, time) order
-    (goid, p and m are int32, cause int8: kept on disk)."""
+class SampleRows:
+    """The latency samples as kept on disk: rows of the frames' intervals, not
+    copies of their columns (the samples' times, goroutine, P and M are the
+    rows' own). ``ran`` is each sample's Running row (int32 where the rows
+    fit); its spell's first Runnable row is the row before, except for the
+    few spells of several Runnable rows: samples ``long_at``, from rows
+    ``long_first``."""
 
-    goid: Arr
-    runnable_ts: I64
-    running_ts: I64
-    p: Arr
-    m: Arr
-    cause: Arr  # index into CAUSES
+    ran: Arr
+    long_at: I64
+    long_first: I64
     censored: int
     pending: int
+
+
+class Samples:
+    """One latency sample per element, in (goroutine, time) order: each column
+    (goid, p and m int32, cause int8, times int64) read from the frames
+    through the kept rows (:class:`SampleRows`) when first asked for."""
+
+    def __init__(self, rows: SampleRows, frames: TraceFrames) -> None:
+        self.rows = rows
+        self.frames = frames
+        self.censored = rows.censored
+        self.pending = rows.pending
+
+    def __len__(self) -> int:
+        return len(self.rows.ran)
+
+    def columns(self, at: I64 | None = None) -> dict[str, Arr]:
+        """The columns of samples ``at`` (ascending; all when None), read
+        from the frames."""
+        ran = np.asarray(self.rows.ran if at is None else self.rows.ran[at], np.int64)
+        first = ran - 1
+        long_at, long_first = self.rows.long_at, self.rows.long_first
+        if at is None:
+            first[long_at] = long_first
+        elif len(long_at):
+            pos = np.searchsorted(at, long_at)
+            hit = pos < len(at)
+            hit[hit] = at[pos[hit]] == long_at[hit]
+            first[pos[hit]] = long_first[hit]
+        iv = self.frames.intervals
+        cause_of = _cause_of_kinds(self.frames).astype(np.int8)
+        return {"goid": iv["rid"][first].astype(np.int32, copy=False),
+                "runnable_ts": iv["start_ts"][first].astype(np.int64, copy=False),
+                "running_ts": iv["start_ts"][ran].astype(np.int64, copy=False),
+                "p": iv["p"][ran].astype(np.int32, copy=False),
+                "m": iv["m"][ran].astype(np.int32, copy=False),
+                "cause": cause_of[iv["kind"][first]]}
+
+    @cached_property
+    def _all(self) -> dict[str, Arr]:
+        return self.columns()
+
+    @property
+    def goid(self) -> Arr:
+        return self._all["goid"]
+
+    @property
+    def runnable_ts(self) -> I64:
+        return self._all["runnable_ts"]
+
+    @property
+    def running_ts(self) -> I64:
+        return self._all["running_ts"]
+
+    @property
+    def p(self) -> Arr:
+        return self._all["p"]
+
+    @property
+    def m(self) -> Arr:
+        return self._all["m"]
+
+    @property
+    def cause(self) -> Arr:
+        """Index into CAUSES."""
+        return self._all["cause"]
 
     @property
     def latency(self) -> I64:
@@ -91,26 +162,14 @@ def _cause_of_kinds(frames: TraceFrames) -> I64:
 
 
 def latency_samples(frames: TraceFrames) -> Samples:
-    """Every Runnable->Running latency of the trace (vectorised; built once per
-    trace and kept with its frames, ingest.derive.cache)."""
-    return _samples(frames)[0]
+    """Every Runnable->Running latency of the trace (vectorised; its rows
+    built once per trace and kept with its frames, ingest.derive.cache)."""
+    kept = cached(frames, SAMPLES_KEY, lambda: _latency_samples(frames),
+                  persist=(SampleRows,))
+    return Samples(kept, frames)
 
 
-def _samples(frames: TraceFrames) -> tuple[Samples, Samples | None]:
-    """(the kept samples, the same just built in memory or None): a report
-    built right after them reads the arrays it has rather than paging the
-    kept copy back in."""
-    fresh: list[Samples] = []
-
-    def build() -> Samples:
-        fresh.append(_latency_samples(frames))
-        return fresh[0]
-
-    kept = cached(frames, "latency_samples", build, persist=(Samples,))
-    return kept, (fresh[0] if fresh else None)
-
-
-def _latency_samples(frames: TraceFrames) -> Samples:
+def _latency_samples(frames: TraceFrames) -> SampleRows:
     lanes = frames.goroutines
     n = int(lanes.off[-1]) if len(lanes.ids) else 0
     st = frames.state[:n]
@@ -119,14 +178,12 @@ def _latency_samples(frames: TraceFrames) -> Samples:
     undet = np.zeros(top, dtype=bool)
     for code, k in frames.kinds.items():
         undet[code] = k.from_state == "Undetermined"
-    cause_of = _cause_of_kinds(frames).astype(np.int8)
     # At most one sample per Runnable row: room for them all, of which only
     # the part written is ever touched (and kept).
     runnable = int(np.count_nonzero(st == RUNNABLE))
-    out: dict[str, Arr] = {
-        "goid": np.empty(runnable, np.int32), "runnable_ts": np.empty(runnable, np.int64),
-        "running_ts": np.empty(runnable, np.int64), "p": np.empty(runnable, np.int32),
-        "m": np.empty(runnable, np.int32), "cause": np.empty(runnable, np.int8)}
+    ran = np.empty(runnable, np.int32 if n < 2**31 else np.int64)
+    long_at: list[I64] = []
+    long_first: list[I64] = []
     filled = censored = ends_n = splits_n = 0
     for lo, hi in _lane_chunks(lanes.off, n):
         ends, splits = _ends_and_splits(st[lo:hi], lanes.off, lo, hi)
@@ -136,20 +193,18 @@ def _latency_samples(frames: TraceFrames) -> Samples:
         cens = undet[kind]
         if cens.any():
             censored += int(cens.sum())
-            first, ends, kind = first[~cens], ends[~cens], kind[~cens]
+            first, ends = first[~cens], ends[~cens]
         nxt = ends + (lo + 1)
-        at = slice(filled, filled + len(first))
-        out["goid"][at] = iv["rid"][first]
-        out["runnable_ts"][at] = iv["start_ts"][first]
-        out["running_ts"][at] = iv["start_ts"][nxt]
-        out["p"][at] = iv["p"][nxt]
-        out["m"][at] = iv["m"][nxt]
-        out["cause"][at] = cause_of[kind]
+        ran[filled:filled + len(first)] = nxt
+        longer = np.flatnonzero(first != nxt - 1)
+        long_at.append(longer + filled)
+        long_first.append(first[longer])
         filled += len(first)
     # Runnable rows neither followed by Running nor by Runnable end a spell
     # that never ran: still runnable at the end, or gone.
-    return Samples(**{name: col[:filled] for name, col in out.items()}, censored=censored,
-                   pending=runnable - ends_n - splits_n)
+    return SampleRows(ran[:filled], np.concatenate([np.zeros(0, np.int64), *long_at]),
+                      np.concatenate([np.zeros(0, np.int64), *long_first]),
+                      censored=censored, pending=runnable - ends_n - splits_n)
 
 
 def _lane_chunks(off: I64, n: int) -> list[tuple[int, int]]:
@@ -215,8 +270,8 @@ def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None =
     Linear time, in chunks: percentiles are picked from value buckets
     (:mod:`ingest.views.quantiles`), never by a sort, and no pass allocates
     more than a chunk's worth."""
-    kept, fresh = _samples(frames)
-    cols = _window(fresh if fresh is not None else kept, t1, t2)
+    kept = latency_samples(frames)
+    cols = _window(kept, t1, t2)
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
     body = _report_chunked(cols, edges, worst)
@@ -229,18 +284,20 @@ def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None =
 
 def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
     """The samples' columns (ran: running_ts, rt: runnable_ts), those that
-    started running in [t1, t2) when given (copies), else all (no copy)."""
-    cols = {"ran": s.running_ts, "rt": s.runnable_ts, "p": s.p, "cause": s.cause,
-            "goid": s.goid, "m": s.m}
-    if t1 is None and t2 is None:
-        return {k: np.asarray(v) for k, v in cols.items()}
-    ran = np.asarray(s.running_ts)
-    keep = np.ones(len(ran), dtype=bool)
-    if t1 is not None:
-        keep &= ran >= t1
-    if t2 is not None:
-        keep &= ran < t2
-    return {k: np.asarray(v)[keep] for k, v in cols.items()}
+    started running in [t1, t2) when given, else all."""
+    at = None
+    if t1 is not None or t2 is not None:
+        ran = np.asarray(s.frames.intervals["start_ts"][s.rows.ran])
+        keep = np.ones(len(ran), dtype=bool)
+        if t1 is not None:
+            keep &= ran >= t1
+        if t2 is not None:
+            keep &= ran < t2
+        del ran
+        at = np.flatnonzero(keep)
+    c = s.columns(at)
+    return {"ran": c["running_ts"], "rt": c["runnable_ts"], "p": c["p"], "cause": c["cause"],
+            "goid": c["goid"], "m": c["m"]}
 
 
 def _p_codes(p: Arr) -> tuple[I64, I64]:

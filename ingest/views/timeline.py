@@ -28,8 +28,10 @@ from ingest.derive.lanesets import (
     SRC_RANGE,
     SRC_RUN,
     LaneSet,
+    Times,
     kind_categories,
     lane_index,
+    lane_search,
 )
 from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
 from ingest.derive.range_lanes import range_lanes
@@ -149,12 +151,11 @@ class _Batch:
                 np.concatenate(self.lane))
 
 
-def _window(start: I64, lo: int, hi: int, t1: int, t2: int) -> tuple[int, int]:
+def _window(start: Times, lo: int, hi: int, t1: int, t2: int) -> tuple[int, int]:
     """Rows of one time-ordered, non-overlapping lane that may overlap [t1, t2)."""
-    seg = start[lo:hi]
-    a = max(0, int(np.searchsorted(seg, t1, side="right")) - 1)
-    b = int(np.searchsorted(seg, t2, side="left"))
-    return lo + a, lo + b
+    a = int(lane_search(start, lo, hi, t1, "right")[0])
+    b = int(lane_search(start, lo, hi, t2, "left")[0])
+    return max(lo, a - 1), b
 
 
 def _add_laneset(batch: _Batch, ls: LaneSet, i: int, lane_no: int, t1: int, t2: int,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.lanesets import BLOCK, NCAT, LaneSet, LaneSetIndex
+from ingest.derive.lanesets import BLOCK, NCAT, LaneSet, LaneSetIndex, lane_search
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
@@ -207,11 +207,10 @@ def reduce_indexed(ls: LaneSet, lanes: list[tuple[int, int]], t1: int, t2: int,
     parts: list[Shapes] = []
     for i, lane_no in lanes:
         lo, hi = int(ls.lo[i]), int(ls.hi[i])
-        seg = ls.start[lo:hi]
-        a = lo + max(0, int(np.searchsorted(seg, t1, side="right")) - 1)
+        a = max(lo, int(lane_search(ls.start, lo, hi, t1, "right")[0]) - 1)
         if a < hi and ls.end[a] <= t1:
             a += 1
-        b = lo + int(np.searchsorted(seg, t2, side="left"))
+        b = int(lane_search(ls.start, lo, hi, t2, "left")[0])
         if b <= a:
             continue
         parts.extend(_indexed_lane(ls, idx, a, b, lane_no, t1, t2, nb, edges, cat_col))
@@ -241,7 +240,7 @@ def _indexed_lane(ls: LaneSet, idx: LaneSetIndex, a: int, b: int, lane_no: int, 
         out.append(_singles(np.full(len(big_rows), lane_no, np.int64), s, e,
                             ls.cat[big_rows].astype(np.int64), ls.ref[big_rows], e - s))
     # Rows [r0[k], r1[k]) start in bucket k (the first row's clipped start is t1).
-    bounds = np.r_[a, a + np.searchsorted(start[a:b], edges, side="left"), b].astype(np.int64)
+    bounds = np.r_[a, lane_search(start, a, b, edges, "left"), b].astype(np.int64)
     r0, r1 = bounds[:-1], bounds[1:]
     # A long row is the last of its bucket (the next row starts a bucket later).
     r1 = r1 - is_big_at[np.maximum(r1 - 1, a) - a] * (r1 > r0)

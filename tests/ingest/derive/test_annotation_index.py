@@ -19,7 +19,7 @@ from sqlalchemy import select
 from ingest.columns import Nullable
 from ingest.config import Settings, sqlite_url
 from ingest.derive import annotation_index as ix
-from ingest.derive.cache import load_value
+from ingest.derive.cache import DERIVED_VERSION, load_value
 from ingest.derive.frames import FrameStore
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store import models
@@ -115,8 +115,9 @@ def test_the_loaders_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     frames = FrameStore(engine, tmp_path).get(tid)
     assert frames.directory is not None
     for table, key in ix.TABLE_KEYS.items():
-        assert (frames.directory / "derived-v2" / key / "manifest.json").is_file(), key
-        got = load_value(frames.directory / "derived-v2" / key, ix._CLASSES)
+        d = frames.directory / f"derived-v{DERIVED_VERSION}" / key
+        assert (d / "manifest.json").is_file(), key
+        got = load_value(d, ix._CLASSES)
         assert_same_value(got, seen[table][1], key)  # type: ignore[index]
 
 
@@ -171,7 +172,7 @@ def test_kept_with_the_frames(loaded: tuple[FrameStore, int, Path]) -> None:
                                  (ix.LOGS_KEY, ix.log_index, ix.read_log_index)):
         first = cached_fn(store.engine, frames)
         assert frames.directory is not None
-        assert (frames.directory / "derived-v2" / key / "manifest.json").is_file()
+        assert (frames.directory / f"derived-v{DERIVED_VERSION}" / key / "manifest.json").is_file()
         fresh = FrameStore(store.engine, store.data_dir).get(tid)  # a new process, say
         assert_same_value(cached_fn(store.engine, fresh), read(store.engine, tid), key)
         assert_same_value(first, read(store.engine, tid), key)

@@ -20,7 +20,7 @@ from ingest.derive import range_lanes as range_lanes_module
 from ingest.derive.cache import DERIVED_VERSION
 from ingest.derive.frames import FrameStore, TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
-from ingest.derive.lanesets import LaneSet, LaneSetIndex
+from ingest.derive.lanesets import LaneSetIndex, RowLanes, RowTimes, lane_search, without_times
 from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
 from ingest.derive.range_lanes import range_lanes
 from ingest.load.pipeline import ingest_trace_file
@@ -55,7 +55,11 @@ def assert_same_value(got: Any, want: Any, where: str = "") -> None:
     for f in dataclasses.fields(want):
         a, b = getattr(got, f.name), getattr(want, f.name)
         name = f"{where}.{f.name}"
-        if isinstance(b, np.ndarray):
+        if isinstance(b, RowTimes):
+            assert isinstance(a, RowTimes), name
+            every = np.arange(len(b))
+            np.testing.assert_array_equal(a[every], b[every], err_msg=name)
+        elif isinstance(b, np.ndarray):
             assert np.asarray(a).dtype == b.dtype, name
             np.testing.assert_array_equal(a, b, err_msg=name)
         elif dataclasses.is_dataclass(b):
@@ -110,7 +114,7 @@ def test_the_loader_stores_the_lane_sets_and_they_equal_a_fresh_build(
     frames = store.get(tid)
     got = lane_values(store.engine, frames)
     # Read from disk, not built: the arrays are memory maps of the stored files.
-    assert isinstance(got["m_lanes"].start, np.memmap)
+    assert isinstance(got["m_lanes"].ref, np.memmap)
     assert got["p_lanes"].index is not None and isinstance(got["p_lanes"].index.cum, np.memmap)
     want = fresh_build(store.engine, frames)
     assert len(want["p_lanes"].ids) >= 1 and len(want["m_lanes"].ids) >= 2
@@ -159,7 +163,7 @@ def test_a_torn_copy_is_built_again(loaded: tuple[FrameStore, int], damage: str)
     root = derived_root(store, tid)
     d = root / "m_lanes"
     if damage == "missing array":
-        (d / "start.npy").unlink()
+        (d / "ref.npy").unlink()
     elif damage == "bad manifest":
         (d / "manifest.json").write_text("{not json")
     else:
@@ -168,8 +172,37 @@ def test_a_torn_copy_is_built_again(loaded: tuple[FrameStore, int], damage: str)
     got = m_lanes(FrameStore(store.engine, store.data_dir).get(tid))
     assert_same_value(got, want, "m_lanes")
     # Stored again, whole.
-    assert_same_value(derived_cache.load_value(d, (LaneSet,
-                                                   LaneSetIndex)), want, "disk")
+    assert_same_value(derived_cache.load_value(d, (RowLanes, LaneSetIndex)),
+                      without_times(want), "disk")
+
+
+def test_the_p_and_m_lanes_times_read_through_their_refs_are_the_built_ones(
+        loaded_any: tuple[FrameStore, int]) -> None:
+    """Kept without their times (RowLanes), the P and M lane sets read each
+    row's times from the frames through its ref: the same as the times the
+    builders copied into the lane set they made (C and numpy forms)."""
+    store, tid = loaded_any
+    frames = store.get(tid)
+    built = {"p_lanes": [proc_thread_lanes._p_lanes_c(frames),
+                         proc_thread_lanes._p_lanes_numpy(frames)],
+             "m_lanes": [proc_thread_lanes._m_lanes_c(frames),
+                         proc_thread_lanes._build_m_lanes(frames)]}
+    got = {"p_lanes": p_lanes(frames), "m_lanes": m_lanes(frames)}
+    for key, made in built.items():
+        kept = got[key]
+        assert isinstance(kept.start, RowTimes) and isinstance(kept.end, RowTimes)
+        every = np.arange(len(kept.ref))
+        assert len(every) > 0, key
+        for ls in made:
+            if ls is None:  # no C extension (GMPSCOPE_PURE=1)
+                continue
+            np.testing.assert_array_equal(ls.ref, kept.ref, err_msg=key)
+            np.testing.assert_array_equal(kept.start[every], ls.start, err_msg=key)
+            np.testing.assert_array_equal(kept.end[every], ls.end, err_msg=key)
+            # One row at a time, and a slice, read the same.
+            mid = len(every) // 2
+            assert kept.start[mid] == int(ls.start[mid]), key
+            np.testing.assert_array_equal(kept.end[mid:mid + 5], ls.end[mid:mid + 5])
 
 
 def test_a_failed_write_still_answers_from_memory(
@@ -302,3 +335,25 @@ def test_a_failed_goroutine_table_before_the_commit_is_built_after_it(
     assert lane_dirs(root) == sorted(KEYS)
     want = fresh_build(engine, store.get(res.id))["goroutines"]
     assert_same_value(goroutine_table(engine, store.get(res.id)), want, "g")
+
+
+def test_a_search_through_the_refs_finds_what_searchsorted_finds(
+        loaded: tuple[FrameStore, int]) -> None:
+    """lane_search over the times read through the refs = np.searchsorted over
+    the same times as an array, on each side, at the rows' own starts and ends
+    (ties) and between them, and past either end of each lane."""
+    store, tid = loaded
+    frames = store.get(tid)
+    for ls in (p_lanes(frames), m_lanes(frames)):
+        assert isinstance(ls.start, RowTimes)
+        for i in range(len(ls.ids)):
+            lo, hi = int(ls.lo[i]), int(ls.hi[i])
+            times = ls.start[lo:hi]
+            probe = np.concatenate([times[::7], ls.end[lo:hi][::5], times[::11] + 1,
+                                    [times[0] - 1, int(ls.end[hi - 1]) + 1]])
+            for side in ("left", "right"):
+                want = lo + np.searchsorted(times, probe, side=side)
+                np.testing.assert_array_equal(lane_search(ls.start, lo, hi, probe, side), want)
+                np.testing.assert_array_equal(lane_search(times, 0, hi - lo, probe, side),
+                                              want - lo)
+            assert list(lane_search(ls.start, lo, lo, probe[:3], "left")) == [lo] * 3

@@ -87,9 +87,9 @@ def test_release_hands_back_the_pages_of_columns_and_lane_sets(tmp_path: Path) -
     frames: TraceFrames = store.get(tid)
     ls = p_lanes(frames)  # memory-mapped from the loader's copy
     start = frames.intervals["start_ts"]
-    assert int(np.asarray(start).sum()) and int(np.asarray(ls.start).sum())  # read whole
+    assert int(np.asarray(start).sum()) and int(np.asarray(ls.ref).sum())  # read whole
     start_file = Path(start.filename)
-    lane_file = Path(ls.start.filename)
+    lane_file = Path(ls.ref.filename)  # type: ignore[attr-defined]
     assert _mapped_kb(start_file) > 0 and _mapped_kb(lane_file) > 0
     frames.release()
     assert _mapped_kb(start_file) == 0 and _mapped_kb(lane_file) == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ingest.derive.cache import DERIVED_VERSION
 from ingest.derive.frames import FrameStore
 from ingest.diagnose import diagnose, rule_defaults
 from ingest.diagnose.base import StepCount, TimeInside, nearest_rank, nearest_ranks, top_k
@@ -80,7 +81,7 @@ def test_kept_report_equals_the_rules_and_follows_config_and_recording(
     first = diagnose(engine, frames, default)
     key = report_key(engine, frames, default)
     assert frames.directory is not None
-    assert (frames.directory / "derived-v2" / f"{key}.json").is_file()
+    assert (frames.directory / f"derived-v{DERIVED_VERSION}" / f"{key}.json").is_file()
     assert first == run_rules(engine, frames, default)
     # Read back, by another process say: the same report.
     assert diagnose(engine, FrameStore(engine, data).get(go.id), default) == first

@@ -186,10 +186,10 @@ def test_latency_in_chunks_equals_whole_arrays(store: Store, name: str,
     """The latency report and samples built chunk by chunk (chunks made small
     here, so that every trace spans many) = built over whole arrays."""
     f = store.get(name)
-    whole = lat_view._latency_samples(f)
+    whole = lat_view.Samples(lat_view._latency_samples(f), f)
     monkeypatch.setattr(lat_view, "ROW_CHUNK", 997)
     monkeypatch.setattr(quantiles, "CHUNK", 1009)
-    small = lat_view._latency_samples(f)
+    small = lat_view.Samples(lat_view._latency_samples(f), f)
     for col in ("goid", "runnable_ts", "running_ts", "p", "m", "cause"):
         assert np.array_equal(getattr(small, col), getattr(whole, col)), col
     assert (small.censored, small.pending) == (whole.censored, whole.pending)
