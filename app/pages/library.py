@@ -186,7 +186,8 @@ def demo_card(demo: dict[str, Any]) -> Any:
                 dcc.Link(f"open /live/{session}", href=f"/live/{session}",
                          id="library-demo-link"), "."]),
         html.Ul(procs),
-        html.P(["To stop it: ", str(demo.get("stop", ""))], className="muted"),
+        html.P(["To stop it: ", *_text(str(demo.get("stop", "")))], className="muted",
+               id="library-demo-stop"),
     ], className="card", id="library-demo")
 
 
