@@ -16,8 +16,14 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 from app.figures.text import plotly_text
 
 KINDS = ("bar", "line", "scatter")
+#: The x "column" that is the row's number (1 = first row): the default x when
+#: the first column repeats a value within a series (a goroutine's many
+#: syscalls), where bars by that value would be drawn over each other.
+ROW = "#"
 #: More groups than this in the color column: the rest are drawn as one, "other".
 MAX_GROUPS = 12
+#: A text column is a default color only when its values fit in a legend.
+MAX_LEGEND_CHARS = 40
 #: Column names that say "a measure", best first: preferred as the default y.
 _MEASURE_HINTS = ("_ns", "_ms", "duration", "total", "sum", "bytes", "count", "intervals")
 
@@ -38,9 +44,10 @@ def numeric_columns(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> li
 
 def pick_axes(columns: Sequence[str], rows: Sequence[Sequence[Any]]
               ) -> tuple[str | None, str | None, str | None]:
-    """Default (x, y, color): x the first column; y a numeric column after it,
-    one named like a measure first (``*_ns``, ``count``, ``total``...); color a
-    text column with a few distinct values, if there is one."""
+    """Default (x, y, color): x the first column (:data:`ROW` when it repeats a
+    value within a series); y a numeric column after it, one named like a
+    measure first (``*_ns``, ``count``, ``total``...); color a text column with
+    a few distinct values, if there is one."""
     if not columns:
         return None, None, None
     x = columns[0]
@@ -56,9 +63,14 @@ def pick_axes(columns: Sequence[str], rows: Sequence[Sequence[Any]]
         if c in (x, y) or c in numeric:
             continue
         distinct = {r[i] for r in rows}
-        if all(isinstance(v, str) for v in distinct) and 1 < len(distinct) <= MAX_GROUPS:
+        if (all(isinstance(v, str) and len(v) <= MAX_LEGEND_CHARS for v in distinct)
+                and 1 < len(distinct) <= MAX_GROUPS):
             color = c
             break
+    ci = columns.index(color) if color is not None else None
+    series = [(r[ci] if ci is not None else None, r[0]) for r in rows]
+    if len(set(series)) < len(series):
+        return ROW, y, color
     return x, y, color
 
 
@@ -72,27 +84,29 @@ def result_figure(columns: Sequence[str], rows: Sequence[Sequence[Any]], x: str 
     fig = go.Figure()
     fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 40},
                       legend={"orientation": "h", "y": -0.2})
-    if x not in columns or y not in columns or not rows:
+    if (x not in columns and x != ROW) or y not in columns or not rows:
         fig.add_annotation(text="Pick an x column and a numeric y column to draw a chart."
                            if rows else "No rows.", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
         return fig
-    xi, yi = columns.index(x), columns.index(y)
+    yi = columns.index(y)
     ci = columns.index(color) if color in columns and color not in (x, y) else None
+    # Each row with its x value first.
+    xi = columns.index(x) if x != ROW else None
     groups: dict[Any, list[Sequence[Any]]] = {}
-    for r in rows:
+    for n, r in enumerate(rows, 1):
         key = r[ci] if ci is not None else None
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(key, []).append((n if xi is None else r[xi], *r))
     if len(groups) > MAX_GROUPS:
         kept = sorted(groups, key=lambda k: -len(groups[k]))[:MAX_GROUPS - 1]
         merged: dict[Any, list[Sequence[Any]]] = {k: groups[k] for k in kept}
         merged["other"] = [r for k, g in groups.items() if k not in kept for r in g]
         groups = merged
     for key, members in groups.items():
-        xs = [_label(r[xi]) for r in members]
-        ys = [r[yi] if _is_number(r[yi]) else None for r in members]
+        xs = [_label(r[0]) for r in members]
+        ys = [r[yi + 1] if _is_number(r[yi + 1]) else None for r in members]
         name = _label(str(key)) if ci is not None else y
         if kind == "line":
             fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers",
@@ -102,9 +116,12 @@ def result_figure(columns: Sequence[str], rows: Sequence[Sequence[Any]], x: str 
         else:
             fig.add_trace(go.Bar(x=xs, y=ys, name=name))
     if kind == "bar":
-        # Ids (goroutines, Ps, stacks) are labels, not a scale: one bar each.
-        fig.update_xaxes(type="category")
         fig.update_layout(barmode="group")
-    fig.update_layout(xaxis_title=_label(x), yaxis_title=_label(y),
+        if xi is not None:
+            # Ids (goroutines, Ps, stacks) are labels, not a scale: one bar
+            # each, in the order of the rows.
+            order = list(dict.fromkeys(_label(r[xi]) for r in rows))
+            fig.update_xaxes(type="category", categoryorder="array", categoryarray=order)
+    fig.update_layout(xaxis_title="row" if x == ROW else _label(x), yaxis_title=_label(y),
                       showlegend=ci is not None)
     return fig

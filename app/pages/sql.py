@@ -13,14 +13,15 @@ default). docs/sql.md.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
-from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from app.components import fmt_count
 from app.context import ui_context
-from app.figures.sql import KINDS, numeric_columns, pick_axes, result_figure
+from app.figures.sql import KINDS, ROW, numeric_columns, pick_axes, result_figure
 from app.pages._analysis import data_table, graph_cfg
+from ingest.store.traces import list_traces
 from ingest.views.sql import SQLError, SQLResult, run_query
 from ingest.views.sql_examples import examples, newest_trace_id
 
@@ -40,19 +41,24 @@ def sql_href(sql: str, **extra: str | None) -> str:
     return "/sql?" + urlencode(params)
 
 
-def _examples(trace_id: int | None, dialect: str) -> Any:
+def _examples(trace_id: int | None, dialect: str, traces: list[dict[str, Any]]) -> Any:
     if trace_id is None:
         return html.P("Examples appear once a trace is stored.", className="muted")
-    links = [dcc.Link(ex.title, href=sql_href(ex.sql), className="button secondary",
-                      id=f"sql-example-{ex.name}", title=ex.what)
+    links = [dcc.Link(ex.title, href=sql_href(ex.sql, trace=str(trace_id)),
+                      className="button secondary", id=f"sql-example-{ex.name}",
+                      title=ex.what)
              for ex in examples(dialect, trace_id)]
-    return html.Div([html.Span(f"Examples (trace {trace_id}):", className="muted"), *links],
+    picker = dcc.Dropdown(id="sql-trace", value=trace_id, clearable=False,
+                          style={"width": "300px"},
+                          options=[{"label": f"{t['id']}: {t['name']}", "value": t["id"]}
+                                   for t in traces])
+    return html.Div([html.Span("Examples on trace", className="muted"), picker, *links],
                     className="controls", id="sql-examples")
 
 
 def layout(query: dict[str, str], **_: Any) -> Any:
-    ctx = ui_context()
-    engine = ctx.engine
+    ui = ui_context()
+    engine = ui.engine
     sql = query.get("q", "")
     try:
         trace_id = int(query["trace"]) if "trace" in query else newest_trace_id(engine)
@@ -65,10 +71,10 @@ def layout(query: dict[str, str], **_: Any) -> Any:
                 html.Code("intervals"), ", ", html.Code("interval_view"), ", ",
                 html.Code("goroutines"), ", ", html.Code("syscalls"), ", ",
                 html.Code("stacks"), ", ", html.Code("traces"), ", ...). At most "
-                f"{fmt_count(ctx.settings.sql_max_rows)} rows, stopped after "
-                f"{ctx.settings.sql_timeout_ms / 1000:g} s. Same as ",
+                f"{fmt_count(ui.settings.sql_max_rows)} rows, stopped after "
+                f"{ui.settings.sql_timeout_ms / 1000:g} s. Same as ",
                 html.Code("GET /api/sql?sql=..."), " (docs/sql.md)."], className="muted"),
-        _examples(trace_id, engine.dialect.name),
+        _examples(trace_id, engine.dialect.name, list_traces(engine)),
         dcc.Textarea(id="sql-text", value=sql, className="sql-editor", spellCheck=False,
                      placeholder="SELECT id, name, go_version, events FROM traces"),
         html.Div([html.Button("Run", id="sql-run", n_clicks=0)],
@@ -77,8 +83,8 @@ def layout(query: dict[str, str], **_: Any) -> Any:
     if not sql.strip():
         return html.Div(head)
     try:
-        result = run_query(engine, sql, limit=ctx.settings.sql_max_rows,
-                           timeout_ms=ctx.settings.sql_timeout_ms)
+        result = run_query(engine, sql, limit=ui.settings.sql_max_rows,
+                           timeout_ms=ui.settings.sql_timeout_ms)
     except SQLError as e:
         return html.Div([*head, html.Div(html.P(str(e), className="error-text"),
                                          className="error-box", role="alert",
@@ -88,7 +94,7 @@ def layout(query: dict[str, str], **_: Any) -> Any:
 
 def _result(sql: str, r: SQLResult, query: dict[str, str]) -> Any:
     x, y, color = pick_axes(r.columns, r.rows)
-    x = query.get("x", x) if query.get("x") in r.columns else x
+    x = query["x"] if query.get("x") in (*r.columns, ROW) else x
     y = query.get("y", y) if query.get("y") in r.columns else y
     color = query["color"] if query.get("color") in r.columns else color
     kind = query["kind"] if query.get("kind") in KINDS else "bar"
@@ -106,7 +112,9 @@ def _result(sql: str, r: SQLResult, query: dict[str, str]) -> Any:
                          id="sql-share")], className="controls"),
         dcc.Store(id="sql-result", data={"sql": sql, "columns": r.columns, "rows": r.rows}),
         html.Div([
-            html.Label("x"), dcc.Dropdown(id="sql-x", options=options, value=x,
+            html.Label("x"), dcc.Dropdown(id="sql-x", value=x,
+                                          options=[{"label": "# (row number)", "value": ROW},
+                                                   *options],
                                           clearable=False, style={"width": "180px"}),
             html.Label("y"), dcc.Dropdown(id="sql-y", value=y, style={"width": "180px"},
                                           options=[o for o in options
@@ -145,15 +153,19 @@ def _table(r: SQLResult) -> Any:
 
 def register(app: Dash) -> None:
     @app.callback(Output("url", "search"), Input("sql-run", "n_clicks"),
-                  State("sql-text", "value"), State("url", "search"),
-                  prevent_initial_call=True)
-    def _run(n: int | None, sql: str | None, search: str | None) -> Any:
-        # The query goes into the URL; the router then renders the page, which runs it.
+                  Input("sql-trace", "value"), State("sql-text", "value"),
+                  State("url", "search"), prevent_initial_call=True)
+    def _run(n: int | None, trace: int | None, sql: str | None, search: str | None) -> Any:
+        # The query (and the examples' trace) go into the URL; the router then
+        # renders the page, which runs it.
+        query = dict(parse_qsl((search or "").lstrip("?")))
+        if ctx.triggered_id == "sql-trace":
+            if trace is None or query.get("trace") == str(trace):
+                return no_update
+            return "?" + urlencode({**query, "trace": str(trace)})
         if not n:
             return no_update
-        from urllib.parse import parse_qsl
-
-        keep = {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k == "trace"}
+        keep = {k: v for k, v in query.items() if k == "trace"}
         return "?" + urlencode({"q": sql or "", **keep})
 
     @app.callback(Output("sql-chart", "figure"), Output("sql-share", "href"),
