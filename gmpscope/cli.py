@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "diagnose": "diagnose",
     "live": "live",
     "pprof": "pprof",
+    "sql": "sql",
 }
 
 
