@@ -78,3 +78,18 @@ def table_links(trace_id: int, table: str, t1: int | None = None, t2: int | None
     items = [(fmt, text, table_href(trace_id, table, fmt, t1, t2))
              for fmt, text in TABLE_FORMATS]
     return _links(items, label, id_prefix, "export-links table-links")
+
+
+def perfetto_href(trace_id: int) -> str:
+    """The Perfetto export's URL (ingest.api.perfetto)."""
+    return f"/api/traces/{int(trace_id)}/perfetto"
+
+
+def perfetto_button(trace_id: int, id_: str | None = None) -> html.A:
+    """A button downloading the whole trace for the Perfetto UI (docs/perfetto.md)."""
+    kw: dict[str, Any] = {"id": id_} if id_ else {}
+    return html.A("Export to Perfetto", href=perfetto_href(trace_id), download="",
+                  className="button secondary export-perfetto",
+                  title="Download the trace as a Perfetto protobuf trace (.pftrace) to open "
+                  "in ui.perfetto.dev: a track per P, M and goroutine, wake-up flows, "
+                  "counters", **kw)

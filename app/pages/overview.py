@@ -10,6 +10,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from app.components import fmt_count, fmt_ns, stat_card
+from app.components_export import perfetto_button
 from app.components_findings import findings_panel, register_findings
 from app.context import ui_context
 from app.figures.overview import heap_figure, states_figure, threads_figure
@@ -108,7 +109,8 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
         html.P(["Data: ", html.A(api, href=api, target="_blank"), " · ",
                 dcc.Link("state graphs", href=f"/traces/{trace_id}/states"), " · ",
                 dcc.Link("timeline", href=f"/traces/{trace_id}/timeline"
-                         f"?mode=p&t1={k['first_ts']}&t2={k['last_ts']}")],
+                         f"?mode=p&t1={k['first_ts']}&t2={k['last_ts']}"), " · ",
+                perfetto_button(trace_id, "overview-perfetto")],
                className="muted"),
     ])
 

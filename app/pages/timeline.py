@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from dash import ALL, Dash, Input, Output, State, callback_context, dcc, html, no_update
 
 from app.components import fmt_ns, graph_config
+from app.components_export import perfetto_button
 from app.context import ui_context
 from app.figures.timeline import figure_dict
 from app.pages._views import X_CHANGED_JS
@@ -113,6 +114,7 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
             dcc.Input(id="timeline-goid", type="text", inputMode="numeric",
                       placeholder="goroutine id", debounce=True, className="timeline-goid",
                       value=str(params.g) if params.g is not None else ""),
+            perfetto_button(trace_id, "timeline-perfetto"),
         ], className="controls"),
         html.Div(_status(data), id="timeline-status", className="muted"),
         html.Div(dcc.Loading(dcc.Graph(

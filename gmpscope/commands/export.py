@@ -1,6 +1,7 @@
 """``gmpscope export TRACE_OR_ID (--diagram NAME | --table NAME) --format FMT -o FILE``:
 a figure as SVG/PNG/HTML (state graphs also as Mermaid/DOT text), or a table as
-CSV/Parquet, without a server.
+CSV/Parquet, without a server; ``--format perfetto`` (no diagram or table): the
+whole trace as a Perfetto protobuf trace (docs/perfetto.md).
 
 TRACE_OR_ID is a stored trace id, or the path of a raw trace or decoded Parquet
 directory: found by its content hash when stored, ingested first otherwise.
@@ -24,11 +25,13 @@ TABLE_FORMATS = ("csv", "parquet")
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "export",
-        help="write a figure (SVG, PNG, HTML, Mermaid, DOT) or a table (CSV, Parquet)",
+        help="write a figure (SVG, PNG, HTML, Mermaid, DOT), a table (CSV, Parquet) "
+        "or the trace for Perfetto",
         description="Export one diagram of a trace as SVG, PNG or standalone HTML (state "
         "graphs also as Mermaid or Graphviz DOT text), or one of its tables as CSV or "
-        "Parquet. TRACE_OR_ID is a stored trace id or a trace file (ingested first when "
-        "it is not stored yet). `--list` shows the diagrams and tables.",
+        "Parquet, or (--format perfetto) the whole trace as a Perfetto protobuf trace for "
+        "ui.perfetto.dev. TRACE_OR_ID is a stored trace id or a trace file (ingested first "
+        "when it is not stored yet). `--list` shows the diagrams and tables.",
     )
     p.add_argument("trace", nargs="?", metavar="TRACE_OR_ID",
                    help="stored trace id, or a raw trace / decoded Parquet directory")
@@ -38,7 +41,7 @@ def add_parser(sub: Any) -> None:
     what.add_argument("--list", action="store_true", help="list diagrams and tables, exit")
     p.add_argument("--format", "-f", metavar="FMT",
                    help="svg, png, html, mermaid, dot (diagrams); csv, parquet (tables); "
-                   "default: from the -o file's extension")
+                   "perfetto (the whole trace); default: from the -o file's extension")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="output file ('-' for stdout)")
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
@@ -53,7 +56,8 @@ def add_parser(sub: Any) -> None:
 
 _EXT_FORMATS = {".svg": "svg", ".png": "png", ".html": "html", ".htm": "html",
                 ".mmd": "mermaid", ".mermaid": "mermaid", ".dot": "dot", ".gv": "dot",
-                ".csv": "csv", ".parquet": "parquet"}
+                ".csv": "csv", ".parquet": "parquet", ".pftrace": "perfetto",
+                ".perfetto-trace": "perfetto"}
 
 
 def parse_options(items: list[str]) -> dict[str, str]:
@@ -124,12 +128,16 @@ def run(args: argparse.Namespace) -> int:
         return _list()
     if not args.trace:
         raise CLIError("give TRACE_OR_ID (a stored trace id or a trace file)", EXIT_BAD_INPUT)
-    if not args.diagram and not args.table:
-        raise CLIError("give --diagram NAME or --table NAME (--list shows them)",
-                       EXIT_BAD_INPUT)
     if not args.output:
         raise CLIError("give -o FILE ('-' for stdout)", EXIT_BAD_INPUT)
     fmt = _format(args)
+    if fmt == "perfetto":
+        if args.diagram or args.table or args.option:
+            raise CLIError("--format perfetto exports the whole trace: no --diagram, "
+                           "--table or --option", EXIT_BAD_INPUT)
+    elif not args.diagram and not args.table:
+        raise CLIError("give --diagram NAME or --table NAME (--list shows them), or "
+                       "--format perfetto", EXIT_BAD_INPUT)
     options = parse_options(args.option)
 
     from ingest.config import Settings
@@ -142,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(str(e), EXIT_BAD_INPUT) from None
     try:
         trace_id = resolve_trace(engine, settings, args.trace)
-        if args.table:
+        if fmt == "perfetto":
+            _export_perfetto(engine, settings, trace_id, args.output)
+        elif args.table:
             _export_table(engine, settings, trace_id, args.table, fmt, options, args.output)
         else:
             _export_diagram(engine, settings, trace_id, args.diagram, fmt, options,
@@ -205,6 +215,19 @@ def _export_table(engine: Any, settings: Any, trace_id: int, table: str, fmt: st
 
     if fmt == "parquet" and output == "-":
         raise CLIError("parquet cannot go to stdout: give -o FILE", EXIT_BAD_INPUT)
+    _write(output, write)
+
+
+def _export_perfetto(engine: Any, settings: Any, trace_id: int, output: str) -> None:
+    from ingest.derive.frames import FrameStore
+    from ingest.views import perfetto
+
+    frames = FrameStore(engine, settings.data_dir).get(trace_id)
+
+    def write(f: Any) -> None:
+        for chunk in perfetto.stream(engine, frames):
+            f.write(chunk)
+
     _write(output, write)
 
 

@@ -319,12 +319,14 @@ def metric_unit(name: str) -> str:
     return "bytes" if name.endswith(":bytes") else "count"
 
 
-def _step_counter(name: str, ts: I64, delta: I64, base: int = 0) -> Counter:
-    """A count from +/- steps: one sample per distinct time (its last value)."""
-    order = np.argsort(ts, kind="stable")
-    ts, value = ts[order], np.cumsum(delta[order]) + base
-    last = np.r_[ts[1:] != ts[:-1], True] if len(ts) else np.zeros(0, bool)
-    return Counter(name, "count", ts[last], value[last].astype(np.int64))
+def _step_counter(name: str, ups: I64, downs: I64) -> Counter:
+    """A count that goes up by one at each of ``ups`` and down by one at each
+    of ``downs``: one sample per distinct time, the count just after it
+    (sorted copies and searches: no per-event delta array is sorted)."""
+    ups, downs = np.sort(ups), np.sort(downs)
+    ts = np.unique(np.concatenate([ups, downs]))
+    value = np.searchsorted(ups, ts, "right") - np.searchsorted(downs, ts, "right")
+    return Counter(name, "count", ts, value.astype(np.int64))
 
 
 def goroutine_counter(frames: TraceFrames, chunk: int = 1 << 21) -> Counter:
@@ -335,17 +337,17 @@ def goroutine_counter(frames: TraceFrames, chunk: int = 1 << 21) -> Counter:
         if k.resource == "goroutine":
             delta_of[code] = int(exists[code]) - int(k.from_state not in _NOT_EXISTING)
     iv = frames.intervals
-    ts_parts: list[I64] = []
-    d_parts: list[I64] = []
+    ups: list[I64] = []
+    downs: list[I64] = []
     for a in range(0, n_goroutine_rows(frames), chunk):
         b = min(a + chunk, n_goroutine_rows(frames))
         d = delta_of[np.asarray(iv["kind"][a:b])]
-        at = np.flatnonzero(d)
-        ts_parts.append(np.asarray(iv["start_ts"][a:b], np.int64)[at])
-        d_parts.append(d[at])
-    ts = np.concatenate(ts_parts) if ts_parts else np.zeros(0, np.int64)
-    delta = np.concatenate(d_parts) if d_parts else np.zeros(0, np.int64)
-    return _step_counter("Goroutines", ts, delta)
+        ts = np.asarray(iv["start_ts"][a:b], np.int64)
+        ups.append(ts[d > 0])
+        downs.append(ts[d < 0])
+    empty = np.zeros(0, np.int64)
+    return _step_counter("Goroutines", np.concatenate([empty, *ups]),
+                         np.concatenate([empty, *downs]))
 
 
 def syscall_counter(frames: TraceFrames) -> Counter:
@@ -354,6 +356,4 @@ def syscall_counter(frames: TraceFrames) -> Counter:
     start = np.asarray(sc["start_ts"], np.int64)
     end = np.asarray(sc["end_ts"], np.int64)
     end = np.where(end < 0, frames.last_ts, end)
-    ts = np.concatenate([start, end])
-    delta = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
-    return _step_counter("Threads in syscall", ts, delta)
+    return _step_counter("Threads in syscall", start, end)
