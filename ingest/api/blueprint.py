@@ -62,8 +62,6 @@ VIEW_APIS = (
     "ingest.api.goroutine",
     "ingest.api.syscalls",
     "ingest.api.latency",
-    "ingest.api.pprof",
-    "ingest.api.flame",
     "ingest.api.tables",
     "ingest.api.perfetto",
     "ingest.api.diagnose",
