@@ -7,8 +7,10 @@ the G lanes out. The loader makes the table from the columns it stores
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Engine
 
 from ingest.codes import STATE_CODE
@@ -22,7 +24,6 @@ from ingest.derive.lanesets import (
     LaneSetKey,
     build_index,
     kind_categories,
-    lane_index,
 )
 from ingest.store import models
 
@@ -54,10 +55,20 @@ class Goroutines:
     hi: I64
 
 
+@dataclass
+class GoroutineGroups:
+    """The goroutine table as kept: each goroutine's group (in the order of
+    the frames' goroutine lanes, by goid; int16 where the groups fit), and
+    the groups' names. The rest of :class:`Goroutines` is the frames'."""
+
+    group: npt.NDArray[np.signedinteger[Any]]
+    names: list[str]
+
+
 def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
-    """Goroutines with their start-function group and lifetime (cached)."""
-    def build() -> Goroutines:
-        idx = lane_index(frames)
+    """Goroutines with their start-function group (kept) and lifetime (from
+    the frames' goroutine lanes; cached in memory)."""
+    def build() -> GoroutineGroups:
         g = models.goroutines
         with engine.connect() as conn:
             # Straight through the DB-API cursor: 100k+ rows of SQLAlchemy Row
@@ -70,26 +81,40 @@ def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
             finally:
                 cur.close()
         sql_goid = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        ids = np.asarray(frames.goroutines.ids, np.int64)
+        return goroutines_of(ids, sql_goid, [fn for _, fn in rows])
+
+    kept = cached(frames, LaneSetKey.GOROUTINES, build, persist=(GoroutineGroups,))
+    if len(kept.group) != len(frames.goroutines.ids):  # pragma: no cover - a foreign copy
+        kept = build()
+    return cached(frames, "goroutine_table", lambda: _on_lanes(frames, kept))
+
+
+def _on_lanes(frames: TraceFrames, kept: GoroutineGroups) -> Goroutines:
+    """The table of the goroutines of ``frames``, grouped as ``kept`` says."""
+    lanes = frames.goroutines
+    n = len(lanes.ids)
+    lo = np.asarray(lanes.off[:-1], np.int64) if n else np.zeros(0, np.int64)
+    hi = np.asarray(lanes.off[1:], np.int64) if n else np.zeros(0, np.int64)
+    if n:
         iv = frames.intervals
-        start, end = iv["start_ts"], iv["end_ts"]
-        n = len(idx.g_ids)
-        if n:
-            last = idx.g_hi - 1
-            gone = frames.state[last] == STATE_CODE["NotExist"]
-            alive_lo = start[idx.g_lo].astype(np.int64)
-            alive_hi = np.where(gone, start[last], end[last]).astype(np.int64)
-        else:
-            alive_lo = alive_hi = np.zeros(0, np.int64)
-        return goroutines_of(idx.g_ids, sql_goid, [fn for _, fn in rows], idx.g_lo, idx.g_hi,
-                             alive_lo, alive_hi)
-    return cached(frames, LaneSetKey.GOROUTINES, build, persist=(Goroutines,))
+        last = hi - 1
+        gone = frames.state[last] == STATE_CODE["NotExist"]
+        alive_lo = iv["start_ts"][lo].astype(np.int64)
+        alive_hi = np.where(gone, iv["start_ts"][last], iv["end_ts"][last]).astype(np.int64)
+    else:
+        alive_lo = alive_hi = np.zeros(0, np.int64)
+    return Goroutines(np.asarray(lanes.ids, np.int64), np.asarray(kept.group, np.int64),
+                      list(kept.names), alive_lo, alive_hi, lo, hi)
 
 
-def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None], lo: I64, hi: I64,
-                  alive_lo: I64, alive_hi: I64) -> Goroutines:
-    """The goroutine table of the goroutines ``goids`` (ascending; their rows
-    ``lo:hi`` of the intervals, alive from ``alive_lo`` to ``alive_hi``), given
-    the start function of each goroutine in ``fn_goids`` (ascending)."""
+def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None],
+                  *_frames_columns: I64) -> GoroutineGroups:
+    """The groups of the goroutines ``goids`` (ascending: the frames'
+    goroutine lanes), given the start function of each goroutine in
+    ``fn_goids`` (ascending). Columns passed after those are not kept (the
+    rows and lifetimes are read from the frames): accepted for the loader's
+    call, which passes them."""
     code_of: dict[str, int] = {}
     sql_code = np.fromiter((code_of.setdefault(fn or "", len(code_of)) for fn in functions),
                            dtype=np.int64, count=len(functions))
@@ -108,6 +133,5 @@ def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None], lo: I6
     names = [first_names[c] for c in rank]
     remap = np.empty(len(first_names), np.int64)
     remap[rank] = np.arange(len(rank))
-    return Goroutines(np.asarray(goids, np.int64), remap[raw], names,
-                      np.asarray(alive_lo, np.int64), np.asarray(alive_hi, np.int64),
-                      np.asarray(lo, np.int64), np.asarray(hi, np.int64))
+    group = remap[raw]
+    return GoroutineGroups(group.astype(np.int16 if len(names) < 2**15 else np.int32), names)

@@ -3,9 +3,10 @@
 
 The overview draws three of Go's runtime/metrics counters (heap objects, heap
 goal, GOMAXPROCS). A busy 200 MB trace holds 3.7 M heap samples: reading them
-back from SQL costs 3-8 s a request, so they are kept as memory-mapped int64
-columns beside the frames (``derived-v<N>/overview_counters/``), read a window
-at a time by the views (:mod:`ingest.views.overview`). The loader can stage
+back from SQL costs 3-8 s a request, so they are kept as memory-mapped columns
+(times int64, values int32 where they all fit) beside the frames
+(``derived-v<N>/overview_counters/``), read a window at a time by the views
+(:mod:`ingest.views.overview`). The loader can stage
 them from the metrics columns it has at hand (:func:`counters_of`, through
 ``FrameWriter.add_derived(COUNTERS_KEY, ...)``); otherwise the first view builds
 them from the database (:func:`counters_from_db`, one scan, fetched in
@@ -48,9 +49,9 @@ class Counters:
     names: list[str]
     off: I64
     ts: I64
-    value: I64
+    value: npt.NDArray[np.signedinteger[Any]]  # int32 where every value fits
 
-    def series(self, name: str) -> tuple[I64, I64]:
+    def series(self, name: str) -> tuple[I64, npt.NDArray[np.signedinteger[Any]]]:
         """(ts, value) of one metric (empty when the trace has none)."""
         if name not in self.names:
             z = np.zeros(0, np.int64)
@@ -69,10 +70,19 @@ def _grouped(code: npt.NDArray[np.integer[Any]], ts: I64, value: I64) -> Counter
     # ORDER BY seq then a stable sort by ts would.
     order = np.lexsort((ts, code))
     counts = np.bincount(code, minlength=len(COUNTER_METRICS))
+    value = np.ascontiguousarray(value[order], dtype=np.int64)
     return Counters(list(COUNTER_METRICS),
                     np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-                    np.ascontiguousarray(ts[order], dtype=np.int64),
-                    np.ascontiguousarray(value[order], dtype=np.int64))
+                    np.ascontiguousarray(ts[order], dtype=np.int64), _narrowest(value))
+
+
+def _narrowest(value: I64) -> npt.NDArray[np.signedinteger[Any]]:
+    """``value`` as int32 when every value is one exactly (heap sizes under
+    2 GiB, GOMAXPROCS: half the bytes kept), else as it is."""
+    info = np.iinfo(np.int32)
+    if not len(value) or (int(value.min()) >= info.min and int(value.max()) <= info.max):
+        return value.astype(np.int32)
+    return value
 
 
 def counters_of(cols: Mapping[str, Any]) -> Counters:

@@ -231,15 +231,48 @@ def _running_in_many_by_lanes(frames: TraceFrames, lane: I64, t1: I64, t2: I64) 
     return upto(t2) - upto(t1)
 
 
+@dataclass
+class CategoryTimes:
+    """What is kept of :class:`GoroutineTimes`: the times per category (the
+    goids, lifetimes and final states are the frames' goroutine lanes')."""
+
+    times: I64
+
+
 def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     """Time per category of every goroutine (vectorised over all intervals;
     built once per trace and kept with its frames, ingest.derive.cache)."""
-    return cached(frames, "goroutine_times",
-                  lambda: released(frames, lambda: _goroutine_times(engine, frames)),
-                  persist=(GoroutineTimes,))
+    kept = cached(frames, "goroutine_times",
+                  lambda: CategoryTimes(released(frames, lambda: _category_times(engine, frames))),
+                  persist=(CategoryTimes,))
+    return _with_lifetimes(frames, kept.times)
 
 
 def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
+    """:func:`goroutine_times` built afresh."""
+    return _with_lifetimes(frames, _category_times(engine, frames))
+
+
+def _with_lifetimes(frames: TraceFrames, times: I64) -> GoroutineTimes:
+    """Each goroutine's ``times`` with its goid, lifetime and final state
+    from the frames' goroutine lanes."""
+    lanes = frames.goroutines
+    iv = frames.intervals
+    if len(lanes.ids) and int(lanes.off[-1]):
+        first = iv["start_ts"][lanes.off[:-1]]
+        last_rows = lanes.off[1:] - 1
+        final = frames.state[last_rows]
+        gone = final == models.STATE_CODE["NotExist"]
+        end = np.where(gone, iv["start_ts"][last_rows], frames.last_ts)
+    else:
+        first = end = np.zeros(len(lanes.ids), np.int64)
+        final = np.zeros(len(lanes.ids), np.int8)
+    return GoroutineTimes(goid=lanes.ids.astype(np.int64), times=times,
+                          first_ts=first.astype(np.int64), end_ts=end.astype(np.int64),
+                          final_state=final)
+
+
+def _category_times(engine: Engine, frames: TraceFrames) -> I64:
     lanes = frames.goroutines
     n_lanes = len(lanes.ids)
     n_rows = int(lanes.off[-1]) if n_lanes else 0
@@ -264,15 +297,6 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
         key += cat_of[iv["kind"][lo:hi]]
         sums = np.bincount(key, weights=dur, minlength=(b - a) * width)
         times[a:b] = np.rint(sums).astype(np.int64).reshape(b - a, width)[:, :GONE]
-    if n_lanes:
-        first = start[lanes.off[:-1]] if n_rows else np.zeros(0, np.int64)
-        last_rows = lanes.off[1:] - 1
-        final = frames.state[last_rows]
-        gone = final == models.STATE_CODE["NotExist"]
-        end = np.where(gone, iv["start_ts"][last_rows], frames.last_ts)
-    else:
-        first = end = np.zeros(0, np.int64)
-        final = np.zeros(0, np.int8)
     ranges = assist_ranges(engine, frames)
     if len(ranges.g) and n_lanes:
         rg = np.stack([ranges.g, ranges.start, ranges.end], axis=1)
@@ -281,9 +305,7 @@ def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
         moved = _running_in_many(frames, li[ok], rg[ok, 1], rg[ok, 2])
         np.add.at(times[:, CAT["running"]], li[ok], -moved)
         np.add.at(times[:, CAT["gc_assist"]], li[ok], moved)
-    return GoroutineTimes(goid=lanes.ids.astype(np.int64), times=times,
-                          first_ts=first.astype(np.int64), end_ts=end.astype(np.int64),
-                          final_state=final)
+    return times
 
 
 def _start_functions(engine: Engine, trace_id: int) -> dict[int, str | None]:
