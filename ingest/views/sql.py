@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.pool import StaticPool
 
 from ingest.views.sql_guard import (
     PG_DENIED,
@@ -128,12 +129,14 @@ def _checked_text(sql: str) -> str:
 def _discarded_connection(engine: Engine) -> Iterator[Any]:
     """The driver connection of one of ``engine``'s connections, closed after
     use instead of going back to the pool (whatever the query set on it,
-    guards included, goes with it)."""
+    guards included, goes with it). An in-memory SQLite database lives in its
+    one connection: that one is kept, and the query's guards are undone."""
     conn = engine.connect()
     try:
         yield conn.connection.driver_connection
     finally:
-        conn.invalidate()
+        if not isinstance(engine.pool, StaticPool):
+            conn.invalidate()
         conn.close()
 
 
@@ -144,8 +147,8 @@ def _run_sqlite(engine: Engine, sql: str, limit: int,
     with _discarded_connection(engine) as db:
         guard = SQLiteGuard(deadline=time.monotonic() + timeout_ms / 1000)
         db.execute("PRAGMA query_only=1")
-        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQLITE_MAX_VALUE_BYTES)
-        db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        length = db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQLITE_MAX_VALUE_BYTES)
+        attached = db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         cur = db.cursor()
         try:
             # A deferred read transaction: one snapshot for the whole query
@@ -159,6 +162,7 @@ def _run_sqlite(engine: Engine, sql: str, limit: int,
                 columns = [d[0] for d in cur.description or ()]
             finally:
                 db.set_authorizer(None)
+                db.set_progress_handler(None, 0)
                 db.execute("ROLLBACK")
         except sqlite3.Warning as e:  # Python 3.11's "one statement at a time"
             raise SQLError(_one_statement(str(e))) from None
@@ -168,6 +172,9 @@ def _run_sqlite(engine: Engine, sql: str, limit: int,
             raise guard.explain(e, timeout_ms) from None
         finally:
             cur.close()
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
+            db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, attached)
+            db.execute("PRAGMA query_only=0")
     return columns, rows
 
 
