@@ -119,3 +119,26 @@ def test_example_link_and_refusal(page: Page, samples_server: Served,
     assert parse_qs(urlparse(page.url).query)["trace"] == [str(tid)]
     shot(page, "sql-refused")
     assert len(samples_server.get("/api/traces").json()["traces"]) == len(sample_ids)
+
+
+def test_markup_in_results_stays_text(page: Page, samples_server: Served) -> None:
+    """Strings a query returns (a trace's function names, labels, logs) go into
+    the table, the chart's axis and its legend as text."""
+    payload = '<img src=x onerror="window.__xss=1">'
+    sql = (f"SELECT '{payload}' AS name, 'legend<b onmouseover=window.__xss=2>' AS kind, "
+           "3 AS n UNION ALL SELECT 'other', 'legend2', 4")
+    page.goto(samples_server.url + sql_href(sql, x="name", y="n", color="kind"))
+    wait_for_dash(page, "#sql-table")
+    for plot in page.locator("#sql-chart .nsewdrag").all():
+        box = plot.bounding_box()
+        assert box is not None
+        for fx in (0.25, 0.75):
+            page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * 0.9)
+    assert page.evaluate("() => window.__xss === undefined")
+    assert page.locator("#sql-table").inner_text().count(payload) == 1
+    assert page.locator("[onerror], [onmouseover]").count() == 0
+    ticks = page.locator("#sql-chart .xtick text").all_text_contents()
+    assert payload in ticks
+    legend = page.locator("#sql-chart .legendtext").all_text_contents()
+    assert "legend<b onmouseover=window.__xss=2>" in legend
+    shot(page, "sql-markup")
