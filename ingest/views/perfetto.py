@@ -110,9 +110,9 @@ def write(engine: Engine, frames: TraceFrames, out: BinaryIO) -> int:
 
 
 def _packets(items: list[Any]) -> bytes:
-    trace = pb.Trace()
-    trace.packet.extend(items)
-    return bytes(trace.SerializeToString())
+    # Each packet serialized on its own: copying 10^5 messages into one Trace
+    # (extend) costs ten times more than the encoding.
+    return b"".join(pp.packet_field(p.SerializeToString()) for p in items)
 
 
 def _interned_states(names: list[str], lay: Layout) -> bytes:

@@ -324,9 +324,13 @@ def _step_counter(name: str, ups: I64, downs: I64) -> Counter:
     of ``downs``: one sample per distinct time, the count just after it
     (sorted copies and searches: no per-event delta array is sorted)."""
     ups, downs = np.sort(ups), np.sort(downs)
-    ts = np.unique(np.concatenate([ups, downs]))
-    value = np.searchsorted(ups, ts, "right") - np.searchsorted(downs, ts, "right")
-    return Counter(name, "count", ts, value.astype(np.int64))
+    # Not np.unique: its hashing crawls on these times (multiples of 64 ns:
+    # 19 s for 5.9 M); a stable sort merges the two sorted runs.
+    ts = np.sort(np.concatenate([ups, downs]), kind="stable")
+    ts = ts[np.r_[ts[1:] != ts[:-1], True]] if len(ts) else ts
+    value = np.searchsorted(ups, ts, "right").astype(np.int64)
+    value -= np.searchsorted(downs, ts, "right")
+    return Counter(name, "count", ts, value)
 
 
 def goroutine_counter(frames: TraceFrames, chunk: int = 1 << 21) -> Counter:
