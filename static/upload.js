@@ -6,8 +6,10 @@
  * adds to #library-picker) are sliced with File.slice and PUT in order, with
  * retries that resume from where the server says the upload stands; the ingest
  * job is then followed until it is done, and the trace table is refreshed by
- * bumping the `library-refresh` store. Delete buttons call the JSON API with the
- * token typed in #library-token. Every server or trace string is set with
+ * bumping the `library-refresh` store. Ingest jobs this tab did not start (an
+ * upload from another tab or client, or this tab before a reload) are found with
+ * GET /api/jobs while the library is shown and followed the same way. Delete buttons
+ * call the JSON API with the token typed in #library-token. Every server or trace string is set with
  * textContent, never as HTML.
  */
 (function () {
@@ -16,6 +18,7 @@
   var DEFAULT_CHUNK = 8 * 1024 * 1024;
   var RETRIES = 6;           // consecutive failures of one step before giving up
   var POLL_MS = 500;         // job status polling
+  var JOBS_POLL_MS = 2000;   // looking for ingest jobs this tab did not start
 
   // ---------------------------------------------------------------- helpers
 
@@ -177,10 +180,16 @@
         offset = st.received;
         row.progress("uploading", offset, file.size, fmtBytes(offset) + " of " + fmtBytes(file.size) + " sent");
       }
-      var done = await persist(row, function () {
-        return call("POST", "/api/uploads/" + id + "/complete");
-      }, null);
-      return done.job_id;
+      completing++;  // until its job is known as this tab's (watchJobs must not adopt it)
+      try {
+        var done = await persist(row, function () {
+          return call("POST", "/api/uploads/" + id + "/complete");
+        }, null);
+        seen[done.job_id] = true;
+        return done.job_id;
+      } finally {
+        completing--;
+      }
     } catch (err) {
       // Free the server's spool; ignore a failure (it is swept later anyway).
       call("DELETE", "/api/uploads/" + id).catch(function () {});
@@ -189,6 +198,7 @@
   }
 
   var STAGES = { queued: "queued behind other ingests", hash: "checking", decode: "decoding", load: "storing" };
+  var COUNTED = { hash: " bytes", load: " rows" };  // stages that report done/total
 
   async function follow(jobId, row) {
     for (;;) {
@@ -198,15 +208,54 @@
       if (job.state === "done") { row.done(job); refreshTable(); return; }
       if (job.state === "failed") { throw new ApiError(job.error || "the ingest failed", 400, false); }
       var label = STAGES[job.stage] || job.stage;
-      if (job.stage === "load" && job.total > 0) {
-        label += " rows: " + Math.round(100 * job.done / job.total) + "%";
-        row.progress("ingesting", job.done, job.total, label);
-      } else if (job.stage === "hash" && job.total > 0) {
+      if (COUNTED[job.stage] && job.total > 0) {
+        label += COUNTED[job.stage] + ": " + Math.floor(100 * job.done / job.total) + "%";
         row.progress("ingesting", job.done, job.total, label);
       } else {
         row.progress("ingesting", 0, 0, label);
       }
       await sleep(POLL_MS);
+    }
+  }
+
+  // ------------------------------------------- ingests this tab did not start
+
+  var seen = {};       // job id -> true: followed here, or already over when first listed
+  var completing = 0;  // this tab's uploads waiting for their job id
+  var listed = false;  // the first GET /api/jobs of this tab has answered
+  var watching = false;
+
+  /** While the library is shown: every job of GET /api/jobs this tab did not start,
+   * queued or running when first listed, or new since, gets a row followed as
+   * this tab's own (phase, percent, outcome). */
+  async function watchJobs() {
+    if (watching) return;
+    watching = true;
+    try {
+      while ($("library-progress")) {
+        try {
+          var jobs = (await call("GET", "/api/jobs")).jobs || [];
+          if (completing === 0) {
+            jobs.slice().reverse().forEach(function (job) {  // oldest first: newest row on top
+              if (seen[job.job_id]) return;
+              seen[job.job_id] = true;
+              var live = job.state === "queued" || job.state === "running";
+              if (!listed && !live) return;  // over before this tab looked
+              var row = new Row(job.name, job.size);
+              row.el.classList.add("upload-elsewhere");
+              row.el.setAttribute("data-job-id", job.job_id);
+              row.progress("ingesting", 0, 0, "loading on the server");
+              follow(job.job_id, row).catch(function (err) {
+                row.fail(err && err.message ? err.message : String(err));
+              });
+            });
+            listed = true;
+          }
+        } catch (e) { /* a token-protected or unreachable server: the next round asks again */ }
+        await sleep(JOBS_POLL_MS);
+      }
+    } finally {
+      watching = false;
     }
   }
 
@@ -226,6 +275,7 @@
           row.fail("upload failed: " + (err && err.message ? err.message : err));
           return;
         }
+        row.el.setAttribute("data-job-id", jobId);
         row.progress("ingesting", 0, 0, "queued");
         follow(jobId, row).catch(function (err) {
           row.fail(err && err.message ? err.message : String(err));  // names the file already
@@ -264,6 +314,7 @@
 
   function ensurePicker() {
     reattach();
+    if ($("library-progress")) watchJobs();
     var holder = $("library-picker");
     if (!holder || $("library-file-input")) return;
     var label = document.createElement("label");
