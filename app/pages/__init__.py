@@ -23,6 +23,7 @@ PAGE_MODULES = (
     "goroutine",
     "syscalls",
     "latency",
+    "flame",
     "annotations",
     "compare",
     "live",
@@ -38,6 +39,7 @@ TRACE_NAV = (
     ("goroutines", "Goroutines", "goroutines"),
     ("syscalls", "Syscalls & netpoller", "syscalls"),
     ("latency", "Scheduler latency", "latency"),
+    ("flame", "Flame graphs", "flame"),
     ("annotations", "Tasks, regions & logs", "annotations"),
     ("poller", "OS poller", "poller"),
 )

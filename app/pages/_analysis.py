@@ -155,6 +155,36 @@ def downloads(trace_id: int, names: list[str]) -> html.Div:
     return html.Div(items, className="muted")
 
 
+def flame_href(trace_id: int, kind: str, t1: int | None = None, t2: int | None = None) -> str:
+    """The flame page of one profile kind, with the window when there is one."""
+    args: dict[str, Any] = {"kind": kind}
+    args.update({k: v for k, v in (("t1", t1), ("t2", t2)) if v is not None})
+    return f"/traces/{trace_id}/flame?{urlencode(args)}"
+
+
+def pprof_href(trace_id: int, kind: str, t1: int | None = None, t2: int | None = None) -> str:
+    """The pprof file of one profile kind (``go tool pprof`` reads it)."""
+    args: dict[str, Any] = {"type": kind}
+    args.update({k: v for k, v in (("t1", t1), ("t2", t2)) if v is not None})
+    return f"/api/traces/{trace_id}/pprof?{urlencode(args)}"
+
+
+def profiles(trace_id: int, kinds: list[tuple[str, str]], t1: int | None, t2: int | None,
+             page: str) -> html.Div:
+    """Links to the flame graphs and pprof files of ``kinds`` ((kind, label))
+    for the page's window: ``go tool trace -pprof``'s profiles (docs/pprof.md)."""
+    items: list[Any] = [html.Span("Flame graph: ", className="muted")]
+    for i, (kind, label) in enumerate(kinds):
+        items += [" · " if i else "", dcc.Link(label, href=flame_href(trace_id, kind, t1, t2),
+                                              id=f"{page}-flame-{kind}")]
+    items.append(html.Span("   pprof (go tool pprof): ", className="muted"))
+    for i, (kind, label) in enumerate(kinds):
+        items += [" · " if i else "", html.A(f"{kind}.pb.gz",
+                                              href=pprof_href(trace_id, kind, t1, t2),
+                                              id=f"{page}-pprof-{kind}", title=label)]
+    return html.Div(items, className="profiles", id=f"{page}-profiles")
+
+
 def api_link(href: str) -> html.Div:
     return html.Div(["JSON: ", html.A(href, href=href, className="mono")], className="muted")
 

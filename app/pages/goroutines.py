@@ -20,6 +20,7 @@ from app.pages._analysis import (
     group_href,
     link,
     md_link,
+    profiles,
     rel,
     table,
     timeline_href,
@@ -98,7 +99,10 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
              *[stat_card(CATEGORY_LABELS[c], fmt_ns(total[c]), "summed") for c in CATEGORIES]]
     api = f"/api/traces/{trace_id}/goroutine-groups"
     body: list[Any] = [html.H2("Goroutines by start function"),
-                       html.Div(cards, className="stats", id="goroutines-stats")]
+                       html.Div(cards, className="stats", id="goroutines-stats"),
+                       profiles(trace_id, [("lock", "locks"), ("chan", "channels & select"),
+                                           ("sync", "all sync"), ("net", "network")],
+                                None, None, "goroutines")]
     if group is not None:
         g = next(x for x in data["groups"] if x["name"] == group)
         body += [html.Div([

@@ -17,6 +17,7 @@ from app.pages._analysis import (
     goroutine_href,
     graph_cfg,
     md_link,
+    profiles,
     rel,
     table,
     timeline_href,
@@ -74,6 +75,7 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
         html.P("Time from a goroutine becoming Runnable to it Running, for every such "
                "pair of transitions. Percentiles are nearest-rank.", className="muted"),
         html.Div(cards, className="stats", id="latency-stats"),
+        profiles(trace_id, [("sched", "scheduler wait")], t1, t2, "latency"),
         html.Div([
             html.Div(dcc.Graph(id="latency-hist", figure=hist_figure(d),
                                config=graph_cfg(f"trace{trace_id}-latency")),

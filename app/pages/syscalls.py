@@ -18,6 +18,7 @@ from app.pages._analysis import (
     goroutine_href,
     graph_cfg,
     md_link,
+    profiles,
     rel,
     stack_list,
     stack_summary,
@@ -116,6 +117,8 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
         *window_note(trace_id, "syscalls", t1, t2, f.first_ts),
         html.Div(cards, className="stats", id="syscalls-stats"),
         html.P(note, className="muted"),
+        profiles(trace_id, [("syscall", "syscalls"), ("net", "network waits")], t1, t2,
+                 "syscalls"),
         html.Div([
             _graph_or_note(sc["count"], "No syscalls in this trace window.",
                            "syscalls-hist", histogram_figure(

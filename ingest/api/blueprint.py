@@ -62,6 +62,8 @@ VIEW_APIS = (
     "ingest.api.goroutine",
     "ingest.api.syscalls",
     "ingest.api.latency",
+    "ingest.api.pprof",
+    "ingest.api.flame",
     "ingest.api.tables",
     "ingest.api.perfetto",
     "ingest.api.diagnose",
