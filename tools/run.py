@@ -163,10 +163,14 @@ class Runner:
         log_path = self.data_dir / "demo.log"
         log = self.log = open(log_path, "ab")  # noqa: SIM115 - closed by stop_all
         mark = log_path.stat().st_size
+        # Its scratch files (its /io requests') under the data directory; it removes
+        # them when it is stopped.
+        scratch = self.data_dir / "tmp" / "demo"
+        scratch.mkdir(parents=True, exist_ok=True)
         service = start("demoservice", "the demo Go service (HTTP with net/http/pprof; "
                         "a leaked connection every 2 s)",
                         [str(bindir / "demoservice"), "-addr", "127.0.0.1:0", "-leak-every",
-                         "2s"], log)
+                         "2s"], log, env={**os.environ, "TMPDIR": str(scratch)})
         self.children.append(service)
         found = wait_for_line_after(log_path, mark, r"demoservice: listening on (http://\S+)",
                                     service, self.stop_event)
@@ -246,7 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:  # while the explorer loads the samples
                 bindir = demo_binaries()
             except Exception as e:  # noqa: BLE001 - the explorer runs without the demo
-                say(f"no live demo: could not build it with Go {GO_VERSION}: {e}")
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                say(f"no live demo: could not build it with Go {GO_VERSION}: {why}")
         url = wait_for_server(serve, data_dir / "serve.json", runner.stop_event)
         if url is not None and bindir is not None and not runner.stop_event.is_set():
             runner.start_demo(bindir, url)

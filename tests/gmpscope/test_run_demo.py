@@ -231,8 +231,10 @@ def test_ctrl_c_leaves_no_process(made_run: Run) -> None:
     running = {pid for pid, _ in processes_of(made_run.data)}
     started = {made_run.proc.pid, serve_pid, *(p["pid"] for p in note["processes"])}
     assert started <= running and len(running) > len(started)  # gunicorn's workers too
+    assert [p.name[:12] for p in (made_run.data / "tmp" / "demo").iterdir()] == ["demoservice-"]
     assert ctrl_c(made_run) == 0
     assert processes_of(made_run.data) == []
+    assert list((made_run.data / "tmp" / "demo").iterdir()) == []  # the service's scratch
     assert not (made_run.data / "demo.json").exists()
     assert not (made_run.data / "serve.json").exists()
     assert "SIGINT: stopping the live demo and the explorer" in made_run.output()

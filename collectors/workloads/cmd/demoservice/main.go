@@ -14,7 +14,8 @@
 // it stays parked in the network poller (the odd leaked connection).
 //
 // It prints "demoservice: listening on http://HOST:PORT" once it accepts
-// connections; -addr 127.0.0.1:0 (the default) picks a free port.
+// connections; -addr 127.0.0.1:0 (the default) picks a free port. SIGINT or
+// SIGTERM end it after removing its scratch directory (in $TMPDIR).
 package main
 
 import (
@@ -26,10 +27,12 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -149,6 +152,15 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	// Stopped by a signal (Ctrl-C, `make run` stopping it, docker stop), it removes
+	// its scratch directory before it goes.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-stop
+		os.RemoveAll(dir)
+		os.Exit(0)
+	}()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Fatal(err)
