@@ -19,6 +19,7 @@ from app.components import fmt_ns, graph_config
 from app.components_export import perfetto_button
 from app.context import ui_context
 from app.figures.timeline import figure_dict
+from app.pages._analysis import flame_href
 from app.pages._views import X_CHANGED_JS
 from app.router import PageError
 from ingest.derive.frames import TraceNotFound
@@ -131,7 +132,9 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
         html.P(["This view: ", html.A("link", id="timeline-permalink",
                                       href=_link(trace_id, store)),
                 " · Data: ", html.A(api, id="timeline-api", href=f"{api}?"
-                                    f"{urlencode(_query(store))}", target="_blank")],
+                                    f"{urlencode(_query(store))}", target="_blank"),
+                " · ", dcc.Link("Flame graphs of this window", id="timeline-flame",
+                                href=flame_href(trace_id, "sync", store["t1"], store["t2"]))],
                className="muted"),
     ])
 
@@ -214,7 +217,7 @@ def register(dash_app: Dash) -> None:
         Output("timeline-graph", "figure"), Output("timeline-status", "children"),
         Output("timeline-permalink", "href"), Output("timeline-api", "href"),
         Output("timeline-group", "options"), Output("timeline-group-box", "style"),
-        Output("timeline-mode", "value"),
+        Output("timeline-mode", "value"), Output("timeline-flame", "href"),
         Input("timeline-params", "data"), State("timeline-trace", "data"),
         prevent_initial_call=True)
     def _update(params: dict[str, Any], trace_id: int) -> Any:
@@ -222,12 +225,13 @@ def register(dash_app: Dash) -> None:
             data = _fetch(trace_id, params)
         except (BadRequest, PageError) as e:
             return (no_update, html.Span(str(e), className="error-text"), no_update,
-                    no_update, no_update, no_update, no_update)
+                    no_update, no_update, no_update, no_update, no_update)
         params = {**params, "offset": data["offset"]}
         api = f"/api/traces/{trace_id}/timeline?{urlencode(_query(params))}"
         return (figure_dict(data), _status(data), _link(trace_id, params), api,
                 _groups_options(data),
-                {} if data["mode"] == "g" else {"display": "none"}, data["mode"])
+                {} if data["mode"] == "g" else {"display": "none"}, data["mode"],
+                flame_href(trace_id, "sync", data["t1"], data["t2"]))
 
     @dash_app.callback(
         Output("timeline-details", "children"),

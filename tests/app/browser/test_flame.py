@@ -103,3 +103,29 @@ def test_analysis_pages_link_profiles(page: Page, samples_server: Served,
     page.locator("#goroutines-flame-chan").click()
     wait_for_dash(page, "#flame-kind-chan.active")
     assert "Channels & select" in page.locator("#flame-kinds .active").inner_text()
+
+
+def test_timeline_window_to_flame(page: Page, samples_server: Served,
+                                  sample_ids: dict[str, int]) -> None:
+    """The timeline's current window, after a zoom, opens as the flame page's window."""
+    tid = sample_ids["go1.27-httpnet.trace"]
+    info = _api(samples_server, f"/api/traces/{tid}")
+    page.goto(f"{samples_server.url}/traces/{tid}/timeline?mode=p")
+    wait_for_dash(page, "#timeline-graph")
+    whole = page.locator("#timeline-flame").get_attribute("href") or ""
+    lo, hi = page.evaluate("() => document.querySelector('#timeline-graph .js-plotly-plot')"
+                           ".layout.xaxis.range")
+    page.evaluate("""([a, b]) => Plotly.relayout(
+        document.querySelector('#timeline-graph .js-plotly-plot'),
+        {'xaxis.range[0]': a, 'xaxis.range[1]': b})""", [lo + (hi - lo) * 0.3,
+                                                         lo + (hi - lo) * 0.6])
+    page.wait_for_function("(old) => document.querySelector('#timeline-flame')"
+                           ".getAttribute('href') !== old", arg=whole)
+    wait_for_dash(page)
+    q = parse_qs(urlparse(page.locator("#timeline-flame").get_attribute("href") or "").query)
+    t1, t2 = int(q["t1"][0]), int(q["t2"][0])
+    assert info["first_ts"] < t1 < t2 < info["last_ts"]
+    page.locator("#timeline-flame").click()
+    wait_for_dash(page, "#flame-window")
+    part = _api(samples_server, f"/api/traces/{tid}/flame", kind="sync", t1=t1, t2=t2)
+    assert fmt_count(part["count"]) in page.locator("#flame-stats").inner_text()
