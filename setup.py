@@ -40,6 +40,10 @@ setup(
         # (ingest/store/sqlite_fast.py). Optional: without SQLite's headers the
         # build goes on and the loader binds through Python's sqlite3.
         _ingest_extension("store", "sqlitebulk", libraries=["sqlite3"]),
+        # A trace's intervals read by SQL from the column files they are kept
+        # in (ingest/store/interval_files.py). Optional: without it SQLite
+        # keeps the intervals as rows.
+        _ingest_extension("store", "intervalfiles", libraries=["sqlite3"]),
         # The interval order by counting sort and the intervals' ends
         # (ingest/derive/intervals.py); optional: numpy's sort gives the same order.
         _ingest_extension("derive", "intervalorder"),

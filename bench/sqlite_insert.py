@@ -69,7 +69,7 @@ def insert_rows(conn: Connection, n: int, first_id: int) -> tuple[float, float]:
         bytes_lost=0, generations_lost=0, loss_offset=-1, loss_error="",
         created_at=datetime.now(UTC)))
     start, cpu = time.perf_counter(), time.thread_time()
-    bulk.insert_int_arrays(conn, models.intervals, COLUMNS, [
+    bulk.insert_int_arrays(conn, models.interval_rows, COLUMNS, [
         1, Seq(first_id), Gather(rid, order), Gather(ts, order), order, ts + 500,
         Gather(small, order), Gather(small, order), Gather(small, order),
         Gather(rid, order), Gather(small, order)], n)

@@ -68,17 +68,20 @@ def prepare(settings: Settings) -> None:
 
     from ingest.derive.cache import remove_other_versions
     from ingest.load.pipeline import remove_orphan_raw_files
+    from ingest.store import interval_files
     from ingest.store.db import make_engine
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_uploads(settings.tmp_dir)
     remove_stale_uploads(settings.data_dir / "frames",
                          patterns=(".staging-*", "*/derived-v*/.*.tmp"))
+    remove_stale_uploads(settings.data_dir / "intervals", patterns=(".staging-*",))
     remove_other_versions(settings.data_dir / "frames")
     try:
         engine = make_engine(settings.db_url, busy_timeout_ms=settings.busy_timeout_ms)
         try:
             remove_orphan_raw_files(engine, settings.data_dir)
+            interval_files.remove_orphans(engine, settings.data_dir)
         finally:
             engine.dispose()
     except ValueError as e:  # an unsupported URL

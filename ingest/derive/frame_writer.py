@@ -115,6 +115,15 @@ def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
             f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=dtype).data)
 
 
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a directory's) content to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_facts(d: Path, facts: dict[str, Any]) -> None:
     import json
 
@@ -129,7 +138,8 @@ class FrameWriter:
     Columns go to a staging directory; :meth:`finish` names it after the
     trace once the database transaction has committed, :meth:`abort` removes
     it. Frames are a cache: any failure here only means they are rebuilt from
-    the database on first use.
+    the database on first use; but a table given to :meth:`publish` is its own
+    home (the intervals on SQLite), and a failure there fails the load.
 
     With ``background``, :meth:`add` hands the columns to a writer thread and
     returns at once: the loader's inserts (SQLite steps without the GIL) and
@@ -137,11 +147,15 @@ class FrameWriter:
     not change after they are added.
     """
 
-    def __init__(self, data_dir: Path, background: bool = False) -> None:
+    def __init__(self, data_dir: Path, background: bool = False,
+                 durable: frozenset[str] = frozenset()) -> None:
         import queue
         import uuid
 
         self.data_dir = data_dir
+        #: Tables whose files are flushed to the disk as they are written
+        #: (the ones :meth:`publish` makes a home of).
+        self.durable = durable
         # Made on the first column written: a load that finds its trace
         # already stored leaves nothing behind.
         self.staging = data_dir / "frames" / f".staging-{uuid.uuid4().hex}"
@@ -170,6 +184,60 @@ class FrameWriter:
         self.staging.mkdir(parents=True, exist_ok=True)
         for name in TABLE_COLUMNS[table]:
             write_column(self.staging, table, name, cols[name], n)
+            if table in self.durable:
+                # Here, on the writer's thread, while the loader goes on:
+                # publish() finds the pages already on the disk.
+                _fsync(self.staging / f"{table}.{name}.npy")
+        self.written.add(table)
+
+    def publish(self, table: str, home: Path) -> None:
+        """Keep ``table``'s files, once written, under ``home`` too: flushed
+        to the disk and hard-linked there (a copy where links cannot be
+        made), the directory itself made durable. For a table whose home
+        these files are (ingest.store.interval_files), before the database
+        commits where they are. Raises OSError when they cannot be."""
+        import shutil
+        import uuid
+
+        self._drain()
+        if self.error is not None:
+            raise self.error
+        if table not in self.written:
+            raise OSError(f"{table}: no frame files written")
+        tmp = home.parent / f".staging-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        try:
+            for name in TABLE_COLUMNS[table]:
+                src = self.staging / f"{table}.{name}.npy"
+                if table not in self.durable:
+                    _fsync(src)
+                try:
+                    os.link(src, tmp / src.name)
+                except OSError:
+                    shutil.copyfile(src, tmp / src.name)
+                    _fsync(tmp / src.name)
+            _fsync(tmp)
+            if home.exists():  # a deleted trace's, whose removal failed
+                shutil.rmtree(home)
+            os.replace(tmp, home)
+            _fsync(home.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def link(self, table: str, source: Path) -> None:
+        """Take ``table``'s files from directory ``source`` (hard links; copies
+        where links cannot be made) instead of writing them."""
+        import shutil
+
+        self._drain()
+        self.staging.mkdir(parents=True, exist_ok=True)
+        for name in TABLE_COLUMNS[table]:
+            src = source / f"{table}.{name}.npy"
+            try:
+                os.link(src, self.staging / src.name)
+            except OSError:
+                shutil.copyfile(src, self.staging / src.name)
         self.written.add(table)
 
     def _run(self) -> None:
@@ -260,14 +328,20 @@ def _complete(d: Path) -> bool:
     return read_tables(d) is not None
 
 
-def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table]) -> Path:
-    """Write one trace's tables (already in memory) as a complete frame set."""
+def write_frames(data_dir: Path, facts: dict[str, Any], tables: dict[str, Table],
+                 linked: dict[str, Path] | None = None) -> Path:
+    """Write one trace's tables (already in memory) as a complete frame set;
+    ``linked``: tables whose files are taken from a directory instead
+    (their home: ingest.store.interval_files)."""
     import shutil
 
     w = FrameWriter(data_dir)
     try:
+        for name, source in (linked or {}).items():
+            w.link(name, source)
         for name, table in tables.items():
-            w.add(name, table.columns, len(table))
+            if name not in (linked or {}):
+                w.add(name, table.columns, len(table))
         kinds = kinds_of(facts)
         d = w.finish(int(facts["trace_id"]), str(facts["sha256"]), int(facts["first_ts"]),
                      int(facts["last_ts"]), kinds)

@@ -12,7 +12,9 @@ The loader writes them while it loads (:class:`ingest.derive.frame_writer.FrameW
 
 The files are a cache: built from the database on first use (any database,
 PostgreSQL included, so a team's servers each build their own), rebuilt when
-missing or made by an older layout, and removed with the trace. Which
+missing or made by an older layout, and removed with the trace. The one
+exception: on SQLite the intervals' files are hard links of their home
+(ingest.store.interval_files), linked again when the set is rebuilt. Which
 columns are kept and where a set lies on disk is ingest.derive.frame_layout's;
 writing a set is ingest.derive.frame_writer's (the store calls it to build a
 missing set; it never imports this module).
@@ -43,7 +45,7 @@ from ingest.derive.frame_layout import (
 )
 from ingest.derive.frame_writer import write_frames
 from ingest.memory import libc
-from ingest.store import models
+from ingest.store import interval_files, models
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -185,8 +187,10 @@ def _read_block(conn: Connection, table: Any, cols: tuple[str, ...], lo: int,
     return {c: np.ascontiguousarray(out[:, i]) for i, c in enumerate(cols)}
 
 
-def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[str, Table]]:
-    """(trace facts, tables) read from the database; raises TraceNotFound."""
+def build_arrays(engine: Engine, trace_id: int,
+                 skip: frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, Table]]:
+    """(trace facts, tables) read from the database, but those in ``skip``;
+    raises TraceNotFound."""
     t = models.traces
     rr = models.row_ranges
     tc = models.transition_counts
@@ -205,6 +209,8 @@ def build_arrays(engine: Engine, trace_id: int) -> tuple[dict[str, Any], dict[st
         tables: dict[str, Table] = {}
         for name, cols in TABLE_COLUMNS.items():
             table = models.relation(name)
+            if name in skip:
+                continue
             if name in blocks:
                 lo, hi = blocks[name]
                 tables[name] = Table(_read_block(conn, table, cols, lo, hi))
@@ -300,8 +306,13 @@ class FrameStore:
             d = frame_dir(self.data_dir, trace_id, sha)
             f = read_frames(d)
             if f is None:
-                facts, tables = build_arrays(self.engine, trace_id)
-                write_frames(self.data_dir, facts, tables)
+                # Intervals kept in files are linked, not read and copied.
+                with self.engine.connect() as conn:
+                    home = interval_files.trace_home(
+                        conn, interval_files.db_file(self.engine), trace_id)
+                linked = {"intervals": home} if home is not None else {}
+                facts, tables = build_arrays(self.engine, trace_id, frozenset(linked))
+                write_frames(self.data_dir, facts, tables, linked)
                 f = read_frames(d)
                 if f is None:  # pragma: no cover - we just wrote it
                     raise OSError(f"cannot read back the frames written to {d}")

@@ -1,5 +1,5 @@
-"""Deleting a stored trace: its rows, everything derived from it, its raw file
-and its frames."""
+"""Deleting a stored trace: its rows, everything derived from it, its raw file,
+its interval files and its frames."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from sqlalchemy import Engine, and_, delete, select
 
 from ingest.derive.frames import remove_frames
 from ingest.load.pipeline import raw_path
-from ingest.store import models
+from ingest.store import interval_files, models
 from ingest.store.db import write_tx
 
 
@@ -22,6 +22,7 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
         sha = conn.execute(select(t.c.sha256).where(t.c.id == trace_id)).scalar_one_or_none()
         if sha is None:
             return False
+        home = interval_files.trace_home(conn, interval_files.db_file(engine), trace_id)
         ranges = {r.table_name: (r.first_id, r.last_id) for r in conn.execute(
             select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
             .where(rr.c.trace_id == trace_id))}
@@ -38,6 +39,9 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
                 continue  # this trace has no rows there
             conn.execute(delete(table).where(cond))
         conn.execute(delete(t).where(t.c.id == trace_id))
+    # The intervals' files go with their rows whether or not a data
+    # directory is given: the database says where they are.
+    interval_files.remove_home(home)
     if data_dir is not None:
         raw_path(data_dir, sha).unlink(missing_ok=True)
         remove_frames(data_dir, trace_id)

@@ -46,7 +46,7 @@ from ingest.load.insert_worker import InsertWorker
 from ingest.load.staged_caches import stage_caches
 from ingest.load.tables import DerivedTables, derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
-from ingest.store import models
+from ingest.store import interval_files, models
 from ingest.store.db import checkpoint_meanwhile, write_tx
 from ingest.timings import Timings
 
@@ -324,7 +324,10 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     del events, tstacks, stacks
     total = len(tr) * 2
     advance = _load_progress(progress, total)
-    staged = _Staged(FrameWriter(data_dir, background=True) if data_dir is not None else None)
+    files = data_dir is not None and interval_files.store_in_files(engine)
+    staged = _Staged(FrameWriter(data_dir, background=True,
+                                 durable=frozenset({"intervals"}) if files else frozenset())
+                     if data_dir is not None else None, files=files)
     try:
         stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance)
     except (KeyError, IndexError, ValueError) as e:
@@ -377,14 +380,20 @@ class _Staged:
     sets were staged with the frames before the commit."""
 
     frames: FrameWriter | None
+    #: The intervals kept in files, not rows (ingest.store.interval_files).
+    files: bool = False
     kinds: dict[int, Kind] = field(default_factory=dict)
     goroutine_cols: dict[str, Any] = field(default_factory=dict)
     early: set[LaneSetKey] = field(default_factory=set)
+    #: Where the intervals' files were published (before the commit).
+    home: Path | None = None
 
     def abandon(self) -> None:
-        """The load failed: its staged frames go."""
+        """The load failed: its staged frames go, and its interval files."""
         if self.frames is not None:
             self.frames.abort()
+        interval_files.remove_home(self.home)
+        self.home = None
 
 
 def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: DerivedTables,
@@ -405,12 +414,32 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
                                 .returning(models.traces.c.id)).scalar_one()
         tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
         counts = _insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance)
+        if staged.files and counts.get("intervals"):
+            _publish_intervals(conn, trace_id, sha, tables.bases["intervals"],
+                               counts["intervals"], staged, timings)
         conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
             goroutines=counts["goroutines"], procs=counts["procs"],
             threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
         commit_started = time.perf_counter()
     timings.add("commit", time.perf_counter() - commit_started)
     return trace_id, counts
+
+
+def _publish_intervals(conn: Connection, trace_id: int, sha: str, first: int, n: int,
+                       staged: _Staged, timings: Timings) -> None:
+    """The intervals' files made their home, and the row saying where, in the
+    load's transaction: durable on the disk before the commit that names them."""
+    frames = staged.frames
+    db = interval_files.db_file(conn.engine)
+    if frames is None or db is None:
+        raise OSError("the intervals' files were not written")
+    home = interval_files.home_dir(frames.data_dir, trace_id, sha)
+    with timings.phase("interval files"):
+        staged.home = home
+        frames.publish("intervals", home)
+    conn.execute(models.interval_files.insert().values(
+        trace_id=trace_id, first_id=first, last_id=first + n - 1,
+        directory=interval_files.stored_directory(db, home)))
 
 
 def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: _Staged,
@@ -433,7 +462,8 @@ def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, stage
             with timings.phase("worker wait"):  # the worker still busy
                 worker.submit(partial(timings.timed, f"insert {table_name}",
                                       store_table, conn, trace_id, table_name, cols,
-                                      n, first, tables.bases["intervals"], advance))
+                                      n, first, tables.bases["intervals"], advance,
+                                      not (staged.files and table_name == "intervals")))
             del cols
             give_back_free_memory()  # the derivation's temporaries
         _stage_goroutine_lanes(staged, tables, timings)
@@ -461,6 +491,8 @@ def _stage_table(staged: _Staged, table_name: str, cols: dict[str, Any], n: int,
         try:
             frames.add(table_name, cols, n)
         except OSError:
+            if staged.files:
+                raise  # the intervals' home: the load fails
             # Only a cache: the views rebuild it from the database.
             frames.abort()
             staged.frames = None

@@ -183,15 +183,20 @@ def transition_stacks(tstacks: Any) -> tuple[Any, Any]:
 
 def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
                  n: int, first: int | None, interval_base: int,
-                 advance: Callable[[int], None]) -> None:
-    """Insert one derived table (and, for the ranged ones, its id block)."""
+                 advance: Callable[[int], None], rows: bool = True) -> None:
+    """Insert one derived table (and, for the ranged ones, its id block);
+    without ``rows`` only the id block (the intervals kept in files:
+    ingest.store.interval_files)."""
     if first is not None:
         conn.execute(models.row_ranges.insert().values(
             trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
+    if not rows:
+        advance(n)
+        return
     if table_name == "intervals":
-        for rows, part in interval_parts(cols, n):
-            insert_int_arrays(conn, models.intervals, ["trace_id", *part],
-                              [trace_id, *part.values()], rows, advance)
+        for rows_in, part in interval_parts(cols, n):
+            insert_int_arrays(conn, models.interval_rows, ["trace_id", *part],
+                              [trace_id, *part.values()], rows_in, advance)
             del part
         return
     if table_name in _INTERVAL_VIEWS:
@@ -217,8 +222,11 @@ _INTERVAL_VIEWS: dict[str, tuple[Any, tuple[str, ...]]] = {
 
 def next_id(conn: Connection, table: Any) -> int:
     """The first free row id of a ranged table (ids run in per-trace blocks)."""
-    top = conn.execute(select(func.max(table.c.id))).scalar()
-    return int(top or 0) + 1
+    top = int(conn.execute(select(func.max(table.c.id))).scalar() or 0)
+    if table is models.interval_rows:  # and the ids of the intervals kept in files
+        f = models.interval_files
+        top = max(top, int(conn.execute(select(func.max(f.c.last_id))).scalar() or 0))
+    return top + 1
 
 
 def derived_tables(tr: Transitions, meta: dict[str, Any], events: EventParts, tstacks: Any,

@@ -59,7 +59,35 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                          "use sqlite:///PATH or postgresql+psycopg://...")
     if migrate_to_head:
         migrate(engine)
+        if engine.dialect.name == "sqlite":
+            _ensure_intervals_view(engine)
     return engine
+
+
+def _ensure_intervals_view(engine: Engine) -> None:
+    """Make the view ``intervals`` read the interval files exactly when this
+    process can (ingest.store.interval_files): a database first opened where
+    the extension was not built gets the files' half once it is. Raises
+    IntervalFilesError when traces are kept in files and it is not built."""
+    from ingest.store import interval_files, models
+
+    files = interval_files.register()
+    want = f"CREATE VIEW intervals AS {models.intervals_view(files)}"
+    with engine.connect() as conn:
+        have = conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'intervals'").scalar()
+        in_files = not files and conn.exec_driver_sql(
+            "SELECT 1 FROM interval_files LIMIT 1").scalar() is not None
+    if in_files:
+        raise interval_files.IntervalFilesError(
+            f"{engine.url.database}: traces there keep their intervals in files, read through "
+            f"gmpscope's C extension {interval_files.EXTENSION}, which is not built here "
+            "(pip install -e . with a C compiler and SQLite's headers)")
+    if have is None or have == want:
+        return
+    with write_tx(engine) as conn:
+        conn.exec_driver_sql("DROP VIEW intervals")
+        conn.exec_driver_sql(want)
 
 
 def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -96,8 +124,13 @@ def _sqlite_engine(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
         Path(u.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000,
                                   "check_same_thread": False}
+    from ingest.store import interval_files
     from ingest.store.sqlite_fast import register  # here, not at import: it loads numpy
-    register()  # before the first connection: each one opened gets the loader's C binder
+
+    # Before the first connection: each one opened gets the loader's C binder
+    # and the interval files' virtual table.
+    register()
+    interval_files.register()
     engine = create_engine(u, **kwargs)
 
     @event.listens_for(engine, "connect")

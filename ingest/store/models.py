@@ -110,8 +110,11 @@ def _trace_ref() -> Column[int]:
     return Column("trace_id", Integer, nullable=False)
 
 
-intervals = Table(
-    "intervals",
+# The intervals kept as rows: every trace's on PostgreSQL; on SQLite those
+# loaded without the interval files' extension (ingest.store.interval_files).
+# Users query the view ``intervals`` (below), which adds the ones kept in files.
+interval_rows = Table(
+    "interval_rows",
     metadata,
     _row_id(),
     _trace_ref(),
@@ -127,6 +130,20 @@ intervals = Table(
     Column("p", BigInteger, nullable=False),
     Column("g", BigInteger, nullable=False),
     Column("stack_id", BigInteger, nullable=False),
+)
+
+# The traces whose intervals are kept in column files instead (SQLite only):
+# ids first_id..last_id, files in ``directory`` (relative to the database
+# file's directory unless absolute), read through the virtual table
+# gmpscope_intervals. ingest.store.interval_files.
+interval_files = Table(
+    "interval_files",
+    metadata,
+    trace_key(),
+    traces_fk(),
+    Column("first_id", BigInteger, nullable=False),
+    Column("last_id", BigInteger, nullable=False),
+    Column("directory", Text, nullable=False),
 )
 
 # "Which G ran on P3 at t": every goroutine Running interval, by the P it ran
@@ -405,6 +422,15 @@ jobs = Table(
 # SQLAlchemy's select(); made by the migrations (VIEWS), never by metadata.
 view_metadata = MetaData()
 
+#: One row per decoded state transition, wherever it is kept (the rows of
+#: interval_rows and, on SQLite, the files of interval_files).
+intervals = Table(
+    "intervals",
+    view_metadata,
+    *(Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
+      for c in interval_rows.columns),
+)
+
 proc_runs = Table(
     "proc_runs",
     view_metadata,
@@ -441,7 +467,7 @@ syscalls = Table(
 #: Relations whose rows have consecutive per-trace ids, found through
 #: row_ranges (its table_name), and the table that stores those ids.
 RANGED: dict[str, Table] = {
-    "intervals": intervals, "proc_runs": proc_run_index, "syscalls": syscall_outcomes}
+    "intervals": interval_rows, "proc_runs": proc_run_index, "syscalls": syscall_outcomes}
 #: What users query for them (proc_runs and syscalls are views).
 RANGED_TABLES = (intervals, proc_runs, syscalls)
 #: row_ranges.table_name of a table that stores ranged ids.
@@ -450,7 +476,8 @@ RANGE_NAME = {table.name: name for name, table in RANGED.items()}
 #: uses); the poller tables reference traces only.
 TRACE_TABLES: tuple[Table, ...] = (
     poller_events, poller_recordings,
-    intervals, proc_run_index, syscall_outcomes, row_ranges, transition_stacks,
+    interval_rows, interval_files, proc_run_index, syscall_outcomes, row_ranges,
+    transition_stacks,
     transition_counts, state_edges, goroutines, procs, threads, ranges, tasks, regions, logs,
     metrics, other_events, stacks,
 )
@@ -462,7 +489,21 @@ def relation(name: str) -> Table:
     return table if table is not None else view_metadata.tables[name]
 
 
-#: Views created by the migrations (name -> SELECT), for users writing SQL.
+#: The virtual table of the intervals kept in files (ingest/csrc/intervalfiles.c),
+#: with the columns of interval_rows.
+INTERVAL_FILES_VTAB = "gmpscope_intervals"
+
+
+def intervals_view(files: bool) -> str:
+    """The SELECT of the view ``intervals``: the rows, and with ``files``
+    (SQLite with the extension) the intervals kept in files too."""
+    cols = ", ".join(c.name for c in interval_rows.columns)
+    rows = f"SELECT {cols} FROM interval_rows"
+    return f"{rows} UNION ALL SELECT {cols} FROM {INTERVAL_FILES_VTAB}" if files else rows
+
+
+#: Views created by the migrations (name -> SELECT), for users writing SQL;
+#: ``intervals`` (intervals_view) is made before them.
 VIEWS = {
     "transitions": (
         "SELECT i.trace_id, i.seq, i.start_ts AS ts, k.resource, i.rid AS id, "

@@ -34,7 +34,11 @@ def is_empty(conn: Connection) -> bool:
 def create_newest(conn: Connection, revision: str) -> None:
     """Make every table and view of the newest schema in ``conn``'s (write)
     transaction, and record ``revision`` as the database's Alembic revision."""
+    from ingest.store.interval_files import register
+
     models.metadata.create_all(conn)
+    files = conn.dialect.name == "sqlite" and register()
+    conn.execute(text(f"CREATE VIEW intervals AS {models.intervals_view(files)}"))
     for name, select in models.VIEWS.items():
         conn.execute(text(f"CREATE VIEW {name} AS {select}"))
     if conn.dialect.name == "postgresql":

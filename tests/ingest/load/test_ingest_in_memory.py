@@ -42,12 +42,14 @@ def _content(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
 @pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
 @pytest.mark.parametrize("trace", V2 + SAMPLES[:3], ids=lambda p: p.name)
 def test_in_memory_ingest_equals_the_parquet_path(trace: Path, tmp_path: Path) -> None:
-    direct = make_engine(f"sqlite:///{tmp_path / 'direct.db'}")
-    ingest_trace_file(direct, trace, data_dir=tmp_path / "d1")
+    # Each database beside its data directory, named alike: interval_files
+    # says where the intervals' files are relative to the database.
+    direct = make_engine(f"sqlite:///{tmp_path / 'direct' / 'db.sqlite'}")
+    ingest_trace_file(direct, trace, data_dir=tmp_path / "direct" / "data")
     d = tmp_path / "parquet"
     decode_file_to_dir(trace, d)
-    via = make_engine(f"sqlite:///{tmp_path / 'via.db'}")
-    load_parquet_dir(via, d, trace.name, sha256=_sha(trace), data_dir=tmp_path / "d2")
+    via = make_engine(f"sqlite:///{tmp_path / 'via' / 'db.sqlite'}")
+    load_parquet_dir(via, d, trace.name, sha256=_sha(trace), data_dir=tmp_path / "via" / "data")
     a, b = _content(direct), _content(via)
     assert a.keys() == b.keys()
     for table in a:

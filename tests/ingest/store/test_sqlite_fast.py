@@ -36,7 +36,7 @@ from sqlalchemy import (
 from ingest.columns import Gather, Nullable, Seq
 from ingest.extensions import PURE_ENV
 from ingest.load.pipeline import ingest_trace_file
-from ingest.store import bulk, models, sqlite_fast
+from ingest.store import bulk, interval_files, models, sqlite_fast
 from ingest.store.db import make_engine, migrate, write_tx
 from tests.support.consistency import _WALL_CLOCK
 
@@ -99,6 +99,9 @@ def _load(tmp: Path, trace: Path, python: bool, monkeypatch: pytest.MonkeyPatch)
     with monkeypatch.context() as m:
         if python:
             _python_inserts(m)
+        # The intervals as rows, bound like every other table's (kept in
+        # files they are not bound at all: tests/ingest/store/test_interval_files.py).
+        m.setattr(interval_files, "store_in_files", lambda engine: False)
         engine = make_engine(f"sqlite:///{tmp / name}.db")
         migrate(engine)
         ingest_trace_file(engine, trace, data_dir=tmp / name)
@@ -109,7 +112,7 @@ def _load(tmp: Path, trace: Path, python: bool, monkeypatch: pytest.MonkeyPatch)
                                    "go1.21-mixed.trace"])
 def test_binder_stores_what_python_binding_stores(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, used: list[bool], trace: str) -> None:
-    tables = [*models.TRACE_TABLES, models.traces]
+    tables = [*models.TRACE_TABLES, models.traces, models.intervals]
     fast = _exact(_load(tmp_path, TRACES / trace, False, monkeypatch), tables)
     assert used and all(used), "every bulk insert of the load bound through C"
     python = _exact(_load(tmp_path, TRACES / trace, True, monkeypatch), tables)

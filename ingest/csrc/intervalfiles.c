@@ -1,0 +1,526 @@
+/* ingest.store._intervalfiles: a trace's intervals read by SQL straight from
+ * the column files they are kept in (ingest/store/interval_files.py).
+ *
+ *   register()        every SQLite connection opened from now on, in this
+ *                     process, gets the eponymous virtual table
+ *                     gmpscope_intervals
+ *
+ * Why: on SQLite a trace's intervals (19.5 M rows for a 200 MB trace) were
+ * kept twice, as SQL rows (815 MB) and as the views' memory-mapped column
+ * files. Now the files are their home; this table shows them to SQL with the
+ * columns of the old table, and the view ``intervals`` is the rows still kept
+ * in ``interval_rows`` UNION ALL this table.
+ *
+ * Which files: the table ``interval_files`` of the same database, one row per
+ * trace kept in files: (trace_id, first_id, last_id, directory). Row r of the
+ * trace's files is the interval with id first_id + r; ``directory`` holds one
+ * NumPy ``.npy`` file per column (intervals.<column>.npy: little-endian signed
+ * integers of 1, 2, 4 or 8 bytes, one dimension) and is relative to the
+ * database file's directory unless absolute. The list is read once per
+ * statement (a statement sees one snapshot of the database), each file is
+ * mapped read-only when a statement first reaches its trace and unmapped when
+ * the statement ends.
+ *
+ * Constraints used: id (=, <, <=, >, >=) and trace_id (=); the rows come in
+ * id order, so ORDER BY id costs nothing. Every constraint is checked again
+ * by SQLite (none is omitted): ours only narrows the rows visited.
+ *
+ * Reached through SQLite's public API only: register() adds an automatic
+ * extension (sqlite3_auto_extension) to the SQLite library this module links,
+ * libsqlite3.so.0, the one Python's _sqlite3 links too (as _sqlitebulk does).
+ * The same shared object also loads into the sqlite3 shell:
+ *   .load /path/to/_intervalfiles....so sqlite3_intervalfiles_init */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sqlite3.h>
+
+enum { C_ID, C_TRACE, C_RID, C_START, C_SEQ, C_END, C_KIND, C_M, C_P, C_G, C_STACK, NCOLS };
+
+/* The file of each column (NULL: computed). */
+static const char *const FILE_COLUMN[NCOLS] = {
+    NULL, NULL, "rid", "start_ts", "seq", "end_ts", "kind", "m", "p", "g", "stack_id"};
+
+#define SCHEMA "CREATE TABLE x(id INTEGER, trace_id INTEGER, rid INTEGER, start_ts INTEGER, " \
+               "seq INTEGER, end_ts INTEGER, kind INTEGER, m INTEGER, p INTEGER, g INTEGER, " \
+               "stack_id INTEGER)"
+
+#define SETS_SQL "SELECT trace_id, first_id, last_id, directory FROM main.interval_files " \
+                 "ORDER BY first_id"
+
+/* idxNum bits: which constraints xFilter gets, in this order in argv. */
+enum { F_TRACE = 1, F_ID_EQ = 2, F_ID_LO = 4, F_ID_HI = 8 };
+
+typedef struct {
+    void *map;
+    size_t map_len;
+    const unsigned char *data;
+    int width; /* bytes per value: 1, 2, 4 or 8 */
+} Column;
+
+typedef struct {
+    sqlite3_int64 trace_id, first_id, last_id;
+    char *dir; /* resolved */
+    int mapped;
+    Column cols[NCOLS];
+} Set;
+
+typedef struct {
+    sqlite3_vtab base;
+    sqlite3 *db;
+} FilesVtab;
+
+typedef struct {
+    sqlite3_vtab_cursor base;
+    Set *sets;
+    int nsets, loaded;
+    int cur;                    /* the set being read */
+    sqlite3_int64 id, hi;       /* the current row's id; the last id wanted */
+    int has_trace;
+    sqlite3_int64 trace_id;
+} FilesCursor;
+
+static int files_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                         sqlite3_vtab **out, char **err) {
+    int rc = sqlite3_declare_vtab(db, SCHEMA);
+    if (rc != SQLITE_OK) return rc;
+#ifdef SQLITE_VTAB_INNOCUOUS
+    /* Read-only and without side effects: usable from the schema's views
+     * even where trusted_schema is off. */
+    sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
+#endif
+    FilesVtab *vt = sqlite3_malloc(sizeof *vt);
+    if (!vt) return SQLITE_NOMEM;
+    memset(vt, 0, sizeof *vt);
+    vt->db = db;
+    *out = &vt->base;
+    return SQLITE_OK;
+}
+
+static int files_disconnect(sqlite3_vtab *vt) {
+    sqlite3_free(vt);
+    return SQLITE_OK;
+}
+
+static int files_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+    int use[4] = {-1, -1, -1, -1}; /* constraint index per F_* bit position */
+    for (int i = 0; i < info->nConstraint; i++) {
+        const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+        if (!c->usable) continue;
+        if (c->iColumn == C_TRACE && c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
+            if (use[0] < 0) use[0] = i;
+        } else if (c->iColumn == C_ID || c->iColumn == -1) {
+            if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
+                if (use[1] < 0) use[1] = i;
+            } else if (c->op == SQLITE_INDEX_CONSTRAINT_GT || c->op == SQLITE_INDEX_CONSTRAINT_GE) {
+                if (use[2] < 0) use[2] = i;
+            } else if (c->op == SQLITE_INDEX_CONSTRAINT_LT || c->op == SQLITE_INDEX_CONSTRAINT_LE) {
+                if (use[3] < 0) use[3] = i;
+            }
+        }
+    }
+    int idx = 0, arg = 0;
+    char ops[5] = "----";
+    for (int b = 0; b < 4; b++) {
+        if (use[b] < 0) continue;
+        idx |= 1 << b;
+        info->aConstraintUsage[use[b]].argvIndex = ++arg;
+        info->aConstraintUsage[use[b]].omit = 0; /* SQLite checks it again */
+        ops[b] = (char)info->aConstraint[use[b]].op;
+    }
+    info->idxNum = idx;
+    /* Whether each bound is strict, for xFilter. */
+    info->idxStr = sqlite3_mprintf("%c%c", ops[2] == SQLITE_INDEX_CONSTRAINT_GT ? 'x' : 'i',
+                                   ops[3] == SQLITE_INDEX_CONSTRAINT_LT ? 'x' : 'i');
+    info->needToFreeIdxStr = 1;
+    if (idx & F_ID_EQ) {
+        info->estimatedCost = 1;
+        info->estimatedRows = 1;
+        info->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
+    } else if ((idx & F_ID_LO) && (idx & F_ID_HI)) {
+        info->estimatedCost = 1e3;
+        info->estimatedRows = 1000;
+    } else if (idx & (F_ID_LO | F_ID_HI)) {
+        info->estimatedCost = 1e6;
+        info->estimatedRows = 1000000;
+    } else if (idx & F_TRACE) {
+        info->estimatedCost = 2e6;
+        info->estimatedRows = 2000000;
+    } else {
+        info->estimatedCost = 1e8;
+        info->estimatedRows = 100000000;
+    }
+    if (info->nOrderBy == 1 && (info->aOrderBy[0].iColumn == C_ID ||
+                                info->aOrderBy[0].iColumn == -1) && !info->aOrderBy[0].desc)
+        info->orderByConsumed = 1;
+    return SQLITE_OK;
+}
+
+static void unmap_set(Set *s) {
+    for (int j = 0; j < NCOLS; j++) {
+        if (s->cols[j].map) munmap(s->cols[j].map, s->cols[j].map_len);
+        memset(&s->cols[j], 0, sizeof s->cols[j]);
+    }
+    s->mapped = 0;
+}
+
+static void free_sets(FilesCursor *c) {
+    for (int i = 0; i < c->nsets; i++) {
+        unmap_set(&c->sets[i]);
+        sqlite3_free(c->sets[i].dir);
+    }
+    sqlite3_free(c->sets);
+    c->sets = NULL;
+    c->nsets = c->loaded = 0;
+}
+
+static int files_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+    FilesCursor *c = sqlite3_malloc(sizeof *c);
+    if (!c) return SQLITE_NOMEM;
+    memset(c, 0, sizeof *c);
+    *out = &c->base;
+    return SQLITE_OK;
+}
+
+static int files_close(sqlite3_vtab_cursor *cur) {
+    FilesCursor *c = (FilesCursor *)cur;
+    free_sets(c);
+    sqlite3_free(c);
+    return SQLITE_OK;
+}
+
+/* The directory of the database file (with its slash), or "" in memory. */
+static char *db_dir(sqlite3 *db) {
+    const char *f = sqlite3_db_filename(db, "main");
+    if (!f || !*f) return sqlite3_mprintf("");
+    const char *slash = strrchr(f, '/');
+    return slash ? sqlite3_mprintf("%.*s", (int)(slash - f + 1), f) : sqlite3_mprintf("");
+}
+
+/* Read the list of traces kept in files (once per statement). */
+static int load_sets(FilesCursor *c) {
+    FilesVtab *vt = (FilesVtab *)c->base.pVtab;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(vt->db, SETS_SQL, -1, &st, NULL) != SQLITE_OK) {
+        /* No such table: a database made before interval files. */
+        sqlite3_finalize(st);
+        c->loaded = 1;
+        return SQLITE_OK;
+    }
+    char *base = db_dir(vt->db);
+    if (!base) {
+        sqlite3_finalize(st);
+        return SQLITE_NOMEM;
+    }
+    int cap = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (c->nsets == cap) {
+            cap = cap ? 2 * cap : 8;
+            Set *grown = sqlite3_realloc64(c->sets, (sqlite3_uint64)cap * sizeof *grown);
+            if (!grown) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            c->sets = grown;
+        }
+        Set *s = &c->sets[c->nsets];
+        memset(s, 0, sizeof *s);
+        s->trace_id = sqlite3_column_int64(st, 0);
+        s->first_id = sqlite3_column_int64(st, 1);
+        s->last_id = sqlite3_column_int64(st, 2);
+        const char *d = (const char *)sqlite3_column_text(st, 3);
+        s->dir = d && d[0] == '/' ? sqlite3_mprintf("%s", d) : sqlite3_mprintf("%s%s", base, d ? d : "");
+        if (!s->dir) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        c->nsets++;
+    }
+    sqlite3_free(base);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? SQLITE_ERROR : rc;
+    c->loaded = 1;
+    return SQLITE_OK;
+}
+
+/* Map one column file; NULL on success, else why not. */
+static const char *map_column(const char *path, sqlite3_int64 rows, Column *col) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return strerror(errno);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < 16) {
+        close(fd);
+        return "not a .npy file";
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return strerror(errno);
+    col->map = map;
+    col->map_len = (size_t)st.st_size;
+    const unsigned char *b = map;
+    if (memcmp(b, "\x93NUMPY", 6) != 0) return "not a .npy file";
+    size_t hlen, start;
+    if (b[6] == 1) {
+        hlen = (size_t)b[8] | (size_t)b[9] << 8;
+        start = 10;
+    } else if (b[6] == 2 || b[6] == 3) {
+        hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+        start = 12;
+    } else {
+        return "unknown .npy version";
+    }
+    if (start + hlen > col->map_len) return "truncated header";
+    /* The header is a Python dict literal: {'descr': '<i4', 'fortran_order': False, 'shape': (N,), } */
+    char head[512];
+    size_t n = hlen < sizeof head - 1 ? hlen : sizeof head - 1;
+    memcpy(head, b + start, n);
+    head[n] = 0;
+    const char *d = strstr(head, "'descr': '");
+    if (!d) return "no descr";
+    d += 10;
+    if (!((d[0] == '<' || d[0] == '|') && d[1] == 'i' && (d[2] == '1' || d[2] == '2' ||
+                                                        d[2] == '4' || d[2] == '8') && d[3] == '\''))
+        return "not little-endian signed integers";
+    col->width = d[2] - '0';
+    if (!strstr(head, "'fortran_order': False")) return "Fortran order";
+    const char *sh = strstr(head, "'shape': (");
+    if (!sh) return "no shape";
+    char *end;
+    long long len = strtoll(sh + 10, &end, 10);
+    if (end == sh + 10 || (*end != ',' && *end != ')') || (*end == ',' && end[1] != ')'))
+        return "not one dimension";
+    if (len != rows) return "wrong number of rows";
+    if (start + hlen + (size_t)rows * (size_t)col->width > col->map_len) return "truncated data";
+    col->data = b + start + hlen;
+    return NULL;
+}
+
+static int map_set(FilesCursor *c, Set *s) {
+    sqlite3_int64 rows = s->last_id - s->first_id + 1;
+    for (int j = 0; j < NCOLS; j++) {
+        if (!FILE_COLUMN[j]) continue;
+        char *path = sqlite3_mprintf("%s/intervals.%s.npy", s->dir, FILE_COLUMN[j]);
+        if (!path) return SQLITE_NOMEM;
+        const char *why = map_column(path, rows, &s->cols[j]);
+        if (why) {
+            char tid[32];
+            snprintf(tid, sizeof tid, "%lld", (long long)s->trace_id);
+            sqlite3_free(c->base.pVtab->zErrMsg);
+            c->base.pVtab->zErrMsg = sqlite3_mprintf(
+                "trace %s's intervals cannot be read from %s: %s", tid, path, why);
+            sqlite3_free(path);
+            unmap_set(s);
+            return SQLITE_ERROR;
+        }
+        sqlite3_free(path);
+    }
+    s->mapped = 1;
+    return SQLITE_OK;
+}
+
+/* Move to the first wanted row at or after c->id, from set c->cur on. */
+static int seek(FilesCursor *c) {
+    for (; c->cur < c->nsets; c->cur++) {
+        Set *s = &c->sets[c->cur];
+        if (s->first_id > c->hi) break;
+        if (c->has_trace && s->trace_id != c->trace_id) continue;
+        if (s->last_id < c->id || s->last_id < s->first_id) continue;
+        if (c->id < s->first_id) c->id = s->first_id;
+        if (!s->mapped) {
+            int rc = map_set(c, s);
+            if (rc != SQLITE_OK) return rc;
+        }
+        return SQLITE_OK;
+    }
+    c->cur = c->nsets;
+    return SQLITE_OK;
+}
+
+/* A bound from a constraint's value: *ok = 0 when it is not a number. */
+static sqlite3_int64 bound(sqlite3_value *v, int lower, int strict, int *ok) {
+    *ok = 1;
+    int t = sqlite3_value_numeric_type(v);
+    if (t == SQLITE_INTEGER) {
+        sqlite3_int64 x = sqlite3_value_int64(v);
+        if (!strict) return x;
+        if (lower) return x == INT64_MAX ? x : x + 1;
+        return x == INT64_MIN ? x : x - 1;
+    }
+    if (t == SQLITE_FLOAT) {
+        double x = sqlite3_value_double(v);
+        if (x != x) { *ok = 0; return 0; } /* NaN */
+        if (x >= 9.2e18) return INT64_MAX;
+        if (x <= -9.2e18) return INT64_MIN;
+        sqlite3_int64 f = (sqlite3_int64)x;
+        if ((double)f > x) f--; /* floor */
+        if (lower) return (double)f == x ? (strict ? f + 1 : f) : f + 1;
+        return (double)f == x ? (strict ? f - 1 : f) : f;
+    }
+    *ok = 0; /* text, blob, NULL: no narrowing (SQLite filters) */
+    return 0;
+}
+
+static int files_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, int argc,
+                        sqlite3_value **argv) {
+    FilesCursor *c = (FilesCursor *)cur;
+    if (!c->loaded) {
+        int rc = load_sets(c);
+        if (rc != SQLITE_OK) return rc;
+    }
+    sqlite3_int64 lo = INT64_MIN, hi = INT64_MAX;
+    int a = 0, ok;
+    c->has_trace = 0;
+    if (idx & F_TRACE) {
+        sqlite3_value *v = argv[a++];
+        if (sqlite3_value_numeric_type(v) == SQLITE_INTEGER) {
+            c->has_trace = 1;
+            c->trace_id = sqlite3_value_int64(v);
+        } else if (sqlite3_value_type(v) == SQLITE_NULL) {
+            lo = 1, hi = 0; /* = NULL matches nothing */
+        }
+    }
+    int strict_lo = idx_str && idx_str[0] == 'x', strict_hi = idx_str && idx_str[1] == 'x';
+    if (idx & F_ID_EQ) {
+        sqlite3_value *v = argv[a++];
+        int t = sqlite3_value_numeric_type(v);
+        if (t == SQLITE_INTEGER) {
+            sqlite3_int64 x = sqlite3_value_int64(v);
+            if (x > lo) lo = x;
+            if (x < hi) hi = x;
+        } else if (t == SQLITE_FLOAT) {
+            double x = sqlite3_value_double(v);
+            sqlite3_int64 f = (sqlite3_int64)x;
+            if ((double)f != x) lo = 1, hi = 0; /* no integer id equals it */
+            else {
+                if (f > lo) lo = f;
+                if (f < hi) hi = f;
+            }
+        } else if (sqlite3_value_type(v) == SQLITE_NULL) {
+            lo = 1, hi = 0;
+        }
+    }
+    if (idx & F_ID_LO) {
+        sqlite3_int64 x = bound(argv[a++], 1, strict_lo, &ok);
+        if (ok && x > lo) lo = x;
+    }
+    if (idx & F_ID_HI) {
+        sqlite3_int64 x = bound(argv[a++], 0, strict_hi, &ok);
+        if (ok && x < hi) hi = x;
+    }
+    c->id = lo;
+    c->hi = hi;
+    c->cur = 0;
+    if (lo > hi) {
+        c->cur = c->nsets;
+        return SQLITE_OK;
+    }
+    /* The first set that can hold lo: sets are in first_id order. */
+    int l = 0, h = c->nsets;
+    while (l < h) {
+        int m = l + (h - l) / 2;
+        if (c->sets[m].last_id < lo) l = m + 1;
+        else h = m;
+    }
+    c->cur = l;
+    return seek(c);
+}
+
+static int files_eof(sqlite3_vtab_cursor *cur) {
+    const FilesCursor *c = (const FilesCursor *)cur;
+    return c->cur >= c->nsets || c->id > c->hi;
+}
+
+static int files_next(sqlite3_vtab_cursor *cur) {
+    FilesCursor *c = (FilesCursor *)cur;
+    if (c->id == INT64_MAX) {
+        c->cur = c->nsets;
+        return SQLITE_OK;
+    }
+    c->id++;
+    if (c->id <= c->sets[c->cur].last_id) return SQLITE_OK;
+    c->cur++;
+    return seek(c);
+}
+
+static sqlite3_int64 value_at(const Column *col, sqlite3_int64 r) {
+    const unsigned char *p = col->data + (size_t)r * (size_t)col->width;
+    switch (col->width) {
+    case 1: return (int8_t)p[0];
+    case 2: { int16_t v; memcpy(&v, p, 2); return v; }
+    case 4: { int32_t v; memcpy(&v, p, 4); return v; }
+    default: { int64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+static int files_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int j) {
+    const FilesCursor *c = (const FilesCursor *)cur;
+    const Set *s = &c->sets[c->cur];
+    if (j == C_ID) sqlite3_result_int64(ctx, c->id);
+    else if (j == C_TRACE) sqlite3_result_int64(ctx, s->trace_id);
+    else if (j > 0 && j < NCOLS) sqlite3_result_int64(ctx, value_at(&s->cols[j], c->id - s->first_id));
+    return SQLITE_OK;
+}
+
+static int files_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+    *rowid = ((const FilesCursor *)cur)->id;
+    return SQLITE_OK;
+}
+
+static sqlite3_module files_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = files_connect,
+    .xBestIndex = files_best_index,
+    .xDisconnect = files_disconnect,
+    .xDestroy = NULL,
+    .xOpen = files_open,
+    .xClose = files_close,
+    .xFilter = files_filter,
+    .xNext = files_next,
+    .xEof = files_eof,
+    .xColumn = files_column,
+    .xRowid = files_rowid,
+};
+
+static int files_entry(sqlite3 *db, const char **errmsg, const void *api) {
+    (void)sqlite3_create_module_v2(db, "gmpscope_intervals", &files_module, NULL, NULL);
+    return SQLITE_OK;
+}
+
+/* For the sqlite3 shell's .load (the same library must be loaded there). */
+__attribute__((visibility("default"))) int sqlite3_intervalfiles_init(sqlite3 *db, char **errmsg,
+                                                                      const void *api) {
+    return sqlite3_create_module_v2(db, "gmpscope_intervals", &files_module, NULL, NULL);
+}
+
+static PyObject *register_entry(PyObject *self, PyObject *noargs) {
+    int rc = sqlite3_auto_extension((void (*)(void))files_entry); /* no-op when registered */
+    if (rc != SQLITE_OK) {
+        PyErr_Format(PyExc_RuntimeError, "sqlite3_auto_extension: %s", sqlite3_errstr(rc));
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"register", register_entry, METH_NOARGS,
+     "register(): every SQLite connection opened from now on gets gmpscope_intervals"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_intervalfiles",
+    "Intervals read by SQL from their column files (see ingest/store/interval_files.py).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__intervalfiles(void) { return PyModule_Create(&module); }
