@@ -259,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("no live demo (LIVE_DEMO=0). Ctrl-C stops the explorer.")
         while not runner.stop_event.is_set() and serve.proc.poll() is None:
             runner.stop_event.wait(0.5)
+        if not runner.stop_event.is_set():
+            say(f"the explorer stopped (status {serve.proc.returncode}); stopping the rest")
     finally:
         runner.stop_all()
     code = serve.proc.returncode
