@@ -62,6 +62,10 @@ class _Bar:
                             unit_scale=stage == "load", leave=False, file=sys.stderr)
         if self.bar is not None:
             self.bar.update(done - self.bar.n)
+            if done >= total:
+                # tqdm skips a redraw within mininterval of the last one: the end of a
+                # stage is always drawn, so the bar never stops short of its total.
+                self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:
