@@ -28,7 +28,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from ingest.codes import GOROUTINE
+from ingest.codes import GOROUTINE, STATE_CODE
 from ingest.derive.cache import cached
 from ingest.derive.frames import TraceFrames
 from ingest.extensions import optional_extension
@@ -146,8 +146,46 @@ class RowTimes:
         return out
 
 
+class RowCats:
+    """The display categories of a lane set's rows, from their ``ref``: per
+    ref source, the category of the row's state in the frames (``state``
+    column and a state -> category table), or one category for all its rows
+    (``state`` None: ``table[0]``). Indexed like the array it stands for."""
+
+    def __init__(self, ref: npt.NDArray[np.signedinteger[Any]],
+                 by_source: dict[int, tuple[npt.NDArray[np.int8] | None, I8]]) -> None:
+        self.ref = ref
+        self.by_source = by_source
+
+    def __len__(self) -> int:
+        return len(self.ref)
+
+    @overload
+    def __getitem__(self, key: int | np.integer[Any]) -> int: ...
+
+    @overload
+    def __getitem__(self, key: slice | npt.NDArray[np.integer[Any]]) -> I8: ...
+
+    def __getitem__(self, key: int | np.integer[Any] | slice | npt.NDArray[np.integer[Any]]
+                    ) -> int | I8:
+        if isinstance(key, int | np.integer):
+            r = int(self.ref[key])
+            state, table = self.by_source[r % REF_SOURCES]
+            return int(table[0] if state is None else table[state[r // REF_SOURCES]])
+        ref = np.asarray(self.ref[key], np.int64)
+        row = ref // REF_SOURCES
+        src = ref % REF_SOURCES if len(self.by_source) > 1 else None
+        out = np.empty(ref.shape, np.int8)
+        for code, (state, table) in self.by_source.items():
+            at = np.ones(ref.shape, bool) if src is None else src == code
+            out[at] = table[0] if state is None else table[state[row[at]]]
+        return out
+
+
 #: A lane set's times: an array, or its rows' times in the frames (RowTimes).
 Times = I64 | RowTimes
+#: A lane set's categories: an array, or its rows' in the frames (RowCats).
+Cats = I8 | RowCats
 
 
 def lane_search(col: Times, lo: int, hi: int, values: I64 | int, side: str) -> I64:
@@ -175,8 +213,8 @@ def lane_search(col: Times, lo: int, hi: int, values: I64 | int, side: str) -> I
 class LaneSet:
     """Lanes over flat arrays: lane ``i`` (id ``ids[i]``) owns rows ``lo[i]:hi[i]``.
 
-    ``start``/``end`` are ns (arrays, or the rows' times in the frames: see
-    :class:`RowTimes`), ``cat`` display categories (-1: not drawn),
+    ``start``/``end`` are ns, ``cat`` display categories (-1: not drawn): arrays,
+    or the rows' own in the frames (:class:`RowTimes`, :class:`RowCats`);
     ``ref`` the row's source reference (row * REF_SOURCES + source).
     """
 
@@ -185,40 +223,59 @@ class LaneSet:
     hi: I64
     start: Times
     end: Times
-    cat: I8
+    cat: Cats
     ref: npt.NDArray[np.signedinteger[Any]]  # int32 when it fits (ref_dtype)
     index: LaneSetIndex | None = None
 
 
 @dataclass
 class RowLanes:
-    """A lane set as kept on disk when its times are its rows' in the frames
-    (the P and M sets): :class:`LaneSet` without ``start``/``end``."""
+    """A lane set as kept on disk when its rows' times and categories are
+    theirs in the frames (the P and M sets): :class:`LaneSet` without
+    ``start``, ``end`` and ``cat``."""
 
     ids: I64
     lo: I64
     hi: I64
-    cat: I8
     ref: npt.NDArray[np.signedinteger[Any]]
     index: LaneSetIndex | None = None
 
 
-#: Where a lane set's rows come from: ref source -> (start, end) columns of the frames.
-Sources = dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]
+@dataclass
+class RowSource:
+    """Where the rows of one ref source are in the frames: their start and
+    end columns, and their category: ``cat`` of their ``state`` (a state code
+    -> category table), or ``cat[0]`` for every row when ``state`` is None."""
+
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    state: npt.NDArray[np.int8] | None
+    cat: I8
 
 
-def without_times(ls: LaneSet) -> RowLanes:
-    """``ls`` as kept: its times are its rows' in the frames (the builders
-    copy them from there, tests/ingest/derive/test_derived_cache.py checks it)."""
-    return RowLanes(ls.ids, ls.lo, ls.hi, ls.cat, ls.ref, ls.index)
+def kept_rows(ls: LaneSet) -> RowLanes:
+    """``ls`` as kept: its times and categories are its rows' in the frames
+    (the builders take them from there; tests/ingest/derive/test_derived_cache.py
+    checks it)."""
+    return RowLanes(ls.ids, ls.lo, ls.hi, ls.ref, ls.index)
 
 
-def with_times(kept: RowLanes, sources: Sources) -> LaneSet:
-    """The lane set ``kept`` stands for, its times read from ``sources``."""
+def read_rows(kept: RowLanes, sources: dict[int, RowSource]) -> LaneSet:
+    """The lane set ``kept`` stands for, its rows read from ``sources`` (by ref source)."""
     return LaneSet(kept.ids, kept.lo, kept.hi,
-                   RowTimes(kept.ref, {s: cols[0] for s, cols in sources.items()}),
-                   RowTimes(kept.ref, {s: cols[1] for s, cols in sources.items()}),
-                   kept.cat, kept.ref, kept.index)
+                   RowTimes(kept.ref, {k: s.start for k, s in sources.items()}),
+                   RowTimes(kept.ref, {k: s.end for k, s in sources.items()}),
+                   RowCats(kept.ref, {k: (s.state, s.cat) for k, s in sources.items()}),
+                   kept.ref, kept.index)
+
+
+def state_categories() -> I8:
+    """Display category per state code of the rows the P and M lane sets
+    draw (Running, Syscall, a proc's Idle); -1 for the others."""
+    out = np.full(max(STATE_CODE.values()) + 1, -1, np.int8)
+    for name in ("Running", "Syscall", "Idle"):
+        out[STATE_CODE[name]] = CAT[name]
+    return out
 
 
 @dataclass
@@ -262,8 +319,9 @@ BLOCK = 64
 def build_index(ls: LaneSet) -> LaneSet:
     """``ls`` without empty rows and with its :class:`LaneSetIndex` (none
     when rows of a lane overlap: those are reduced row by row instead)."""
-    if isinstance(ls.start, RowTimes) or isinstance(ls.end, RowTimes):
-        raise TypeError("build_index wants a lane set holding its times")
+    if isinstance(ls.start, RowTimes) or isinstance(ls.end, RowTimes) or \
+            isinstance(ls.cat, RowCats):
+        raise TypeError("build_index wants a lane set holding its rows")
     keep = (ls.end > ls.start) & (ls.cat >= 0)
     if not keep.all():
         idx = np.flatnonzero(keep)
@@ -295,7 +353,7 @@ def _block_index_numpy(ls: LaneSet) -> LaneSetIndex | None:
         if bool(same_lane.any()):
             return None
     del same_lane
-    cats = np.unique(ls.cat).astype(np.int64)
+    cats = np.unique(ls.cat[:n]).astype(np.int64)
     nblocks = -(-n // BLOCK)
     # The durations, padded to whole blocks (the padding lasts 0 ns).
     dur = np.zeros(nblocks * BLOCK, np.int64)
@@ -305,7 +363,7 @@ def _block_index_numpy(ls: LaneSet) -> LaneSetIndex | None:
     block_max = blocks.max(axis=1) if nblocks else np.zeros(0, np.int64)
     cum = np.zeros((nblocks + 1, len(cats)), np.int64)
     cat = np.full(nblocks * BLOCK, -1, np.int8)
-    cat[:n] = ls.cat
+    cat[:n] = ls.cat[:n]
     cat_blocks = cat.reshape(nblocks, BLOCK)
     for j, c in enumerate(cats.tolist()):
         np.cumsum(np.where(cat_blocks == c, blocks, 0).sum(axis=1), out=cum[1:, j])

@@ -27,11 +27,13 @@ from ingest.derive.lanesets import (
     LaneSetIndex,
     LaneSetKey,
     RowLanes,
+    RowSource,
     build_index,
+    kept_rows,
     lane_index,
+    read_rows,
     ref_dtype,
-    with_times,
-    without_times,
+    state_categories,
 )
 from ingest.extensions import optional_extension
 
@@ -70,13 +72,17 @@ def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
 
 def p_lanes(frames: TraceFrames) -> LaneSet:
     """Per proc: the goroutines it ran (Running) and its Idle intervals
-    (cached without their times, which are the proc runs' and intervals')."""
+    (cached without their times and categories, which are the proc runs'
+    and intervals')."""
     def build() -> RowLanes:
-        return without_times(_p_lanes_c(frames) or _p_lanes_numpy(frames))
+        return kept_rows(_p_lanes_c(frames) or _p_lanes_numpy(frames))
     kept = cached(frames, LaneSetKey.P_LANES, build, persist=(RowLanes, LaneSetIndex))
     runs, iv = frames.proc_runs, frames.intervals
-    return with_times(kept, {SRC_RUN: (runs["start_ts"], runs["end_ts"]),
-                             SRC_INTERVAL: (iv["start_ts"], iv["end_ts"])})
+    return read_rows(kept, {
+        SRC_RUN: RowSource(runs["start_ts"], runs["end_ts"], None,
+                           np.array([CAT["Running"]], np.int8)),
+        SRC_INTERVAL: RowSource(iv["start_ts"], iv["end_ts"], frames.state,
+                                state_categories())})
 
 
 def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
@@ -108,12 +114,13 @@ def _p_lanes_numpy(frames: TraceFrames) -> LaneSet:
 
 def m_lanes(frames: TraceFrames) -> LaneSet:
     """Per thread: the goroutine Running/Syscall intervals begun on it (cached
-    without their times, which are the intervals')."""
+    without their times and categories, which are the intervals')."""
     def build() -> RowLanes:
-        return without_times(_m_lanes_c(frames) or _build_m_lanes(frames))
+        return kept_rows(_m_lanes_c(frames) or _build_m_lanes(frames))
     kept = cached(frames, LaneSetKey.M_LANES, build, persist=(RowLanes, LaneSetIndex))
     iv = frames.intervals
-    return with_times(kept, {SRC_INTERVAL: (iv["start_ts"], iv["end_ts"])})
+    return read_rows(kept, {SRC_INTERVAL: RowSource(iv["start_ts"], iv["end_ts"], frames.state,
+                                                    state_categories())})
 
 
 def _m_lanes_c(frames: TraceFrames) -> LaneSet | None:

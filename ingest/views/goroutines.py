@@ -234,18 +234,39 @@ def _running_in_many_by_lanes(frames: TraceFrames, lane: I64, t1: I64, t2: I64) 
 @dataclass
 class CategoryTimes:
     """What is kept of :class:`GoroutineTimes`: the times per category (the
-    goids, lifetimes and final states are the frames' goroutine lanes')."""
+    goids, lifetimes and final states are the frames' goroutine lanes'), as
+    int32 for the goroutines whose times all fit (most: they live less than
+    2.1 s), int64 for the others (rows ``long_at``, zero in ``short``)."""
 
-    times: I64
+    short: npt.NDArray[np.int32]
+    long_at: I64
+    long_times: I64
+
+    @classmethod
+    def of(cls, times: I64) -> CategoryTimes:
+        """``times`` as kept."""
+        long_at = np.flatnonzero((times > np.iinfo(np.int32).max).any(axis=1)
+                                 | (times < np.iinfo(np.int32).min).any(axis=1))
+        long_times = times[long_at]
+        short = times.astype(np.int32)
+        short[long_at] = 0
+        return cls(short, long_at, long_times)
+
+    def times(self) -> I64:
+        """The times as int64 (a copy)."""
+        out = self.short.astype(np.int64)
+        out[self.long_at] = self.long_times
+        return out
 
 
 def goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
     """Time per category of every goroutine (vectorised over all intervals;
     built once per trace and kept with its frames, ingest.derive.cache)."""
     kept = cached(frames, "goroutine_times",
-                  lambda: CategoryTimes(released(frames, lambda: _category_times(engine, frames))),
+                  lambda: CategoryTimes.of(released(frames,
+                                                    lambda: _category_times(engine, frames))),
                   persist=(CategoryTimes,))
-    return _with_lifetimes(frames, kept.times)
+    return _with_lifetimes(frames, kept.times())
 
 
 def _goroutine_times(engine: Engine, frames: TraceFrames) -> GoroutineTimes:
@@ -403,7 +424,7 @@ class GroupCodes:
     """Each goroutine's group (in goroutine_times' goid order), dictionary-coded."""
 
     names: list[str]
-    code: I64  # index into names
+    code: npt.NDArray[np.signedinteger[Any]]  # index into names (int16 where they fit)
     known: npt.NDArray[np.bool_]  # group known from the goroutine's creation
 
 
@@ -436,16 +457,21 @@ def group_codes(engine: Engine, frames: TraceFrames) -> GroupCodes:
         used = np.bincount(code, minlength=len(names)) > 0
         renumber = np.cumsum(used) - 1
         return GroupCodes(names=[n for n, u in zip(names, used.tolist(), strict=True) if u],
-                          code=renumber[code].astype(np.int64), known=known)
+                          code=_narrow_codes(renumber[code]), known=known)
     return cached(frames, "goroutine_groups", lambda: released(frames, build),
                   persist=(GroupCodes,))
+
+
+def _narrow_codes(code: Arr) -> npt.NDArray[np.signedinteger[Any]]:
+    """Group codes as kept: int16 where every code fits (a quarter of int64's bytes)."""
+    return code.astype(np.int16 if not len(code) or int(code.max()) < 2**15 else np.int32)
 
 
 def _group_codes_by_name(names: list[str], known: Arr) -> GroupCodes:
     # Dictionary-encode the names in C (100k+ goroutines on big traces).
     enc = pa.array(names, type=pa.string()).dictionary_encode()
     return GroupCodes(names=[str(n) for n in enc.dictionary.to_pylist()],
-                      code=enc.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                      code=_narrow_codes(enc.indices.to_numpy(zero_copy_only=False)),
                       known=np.asarray(known, dtype=bool))
 
 
@@ -476,7 +502,7 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
         raise ValueError(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
     gt = goroutine_times(engine, frames)
     codes = group_codes(engine, frames)
-    code = np.asarray(codes.code)
+    code = np.asarray(codes.code, np.int64)
     index = {n: i for i, n in enumerate(codes.names)}
     out: dict[str, Any] = cached_json(
         frames, "goroutine_groups_summary",
@@ -498,7 +524,7 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
 def _groups_summary(frames: TraceFrames, gt: GoroutineTimes,
                     codes: GroupCodes) -> dict[str, Any]:
     """The groups table of :func:`goroutine_groups` (no members)."""
-    code = np.asarray(codes.code)
+    code = np.asarray(codes.code, np.int64)
     known = np.asarray(codes.known)
     uniq = codes.names
     k = len(uniq)

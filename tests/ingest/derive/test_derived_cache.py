@@ -20,7 +20,14 @@ from ingest.derive import range_lanes as range_lanes_module
 from ingest.derive.cache import DERIVED_VERSION
 from ingest.derive.frames import FrameStore, TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
-from ingest.derive.lanesets import LaneSetIndex, RowLanes, RowTimes, lane_search, without_times
+from ingest.derive.lanesets import (
+    LaneSetIndex,
+    RowCats,
+    RowLanes,
+    RowTimes,
+    kept_rows,
+    lane_search,
+)
 from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
 from ingest.derive.range_lanes import range_lanes
 from ingest.load.pipeline import ingest_trace_file
@@ -55,8 +62,8 @@ def assert_same_value(got: Any, want: Any, where: str = "") -> None:
     for f in dataclasses.fields(want):
         a, b = getattr(got, f.name), getattr(want, f.name)
         name = f"{where}.{f.name}"
-        if isinstance(b, RowTimes):
-            assert isinstance(a, RowTimes), name
+        if isinstance(b, RowTimes | RowCats):
+            assert type(a) is type(b), name
             every = np.arange(len(b))
             np.testing.assert_array_equal(a[every], b[every], err_msg=name)
         elif isinstance(b, np.ndarray):
@@ -173,14 +180,14 @@ def test_a_torn_copy_is_built_again(loaded: tuple[FrameStore, int], damage: str)
     assert_same_value(got, want, "m_lanes")
     # Stored again, whole.
     assert_same_value(derived_cache.load_value(d, (RowLanes, LaneSetIndex)),
-                      without_times(want), "disk")
+                      kept_rows(want), "disk")
 
 
-def test_the_p_and_m_lanes_times_read_through_their_refs_are_the_built_ones(
+def test_the_p_and_m_lanes_rows_read_through_their_refs_are_the_built_ones(
         loaded_any: tuple[FrameStore, int]) -> None:
-    """Kept without their times (RowLanes), the P and M lane sets read each
-    row's times from the frames through its ref: the same as the times the
-    builders copied into the lane set they made (C and numpy forms)."""
+    """Kept without their times and categories (RowLanes), the P and M lane
+    sets read each row's from the frames through its ref: the same as the
+    builders put into the lane sets they made (C and numpy forms)."""
     store, tid = loaded_any
     frames = store.get(tid)
     built = {"p_lanes": [proc_thread_lanes._p_lanes_c(frames),
@@ -191,6 +198,7 @@ def test_the_p_and_m_lanes_times_read_through_their_refs_are_the_built_ones(
     for key, made in built.items():
         kept = got[key]
         assert isinstance(kept.start, RowTimes) and isinstance(kept.end, RowTimes)
+        assert isinstance(kept.cat, RowCats)
         every = np.arange(len(kept.ref))
         assert len(every) > 0, key
         for ls in made:
@@ -199,9 +207,12 @@ def test_the_p_and_m_lanes_times_read_through_their_refs_are_the_built_ones(
             np.testing.assert_array_equal(ls.ref, kept.ref, err_msg=key)
             np.testing.assert_array_equal(kept.start[every], ls.start, err_msg=key)
             np.testing.assert_array_equal(kept.end[every], ls.end, err_msg=key)
+            np.testing.assert_array_equal(kept.cat[every], ls.cat, err_msg=key)
+            assert kept.cat[every].dtype == np.int8
             # One row at a time, and a slice, read the same.
             mid = len(every) // 2
             assert kept.start[mid] == int(ls.start[mid]), key
+            assert kept.cat[mid] == int(ls.cat[mid]), key
             np.testing.assert_array_equal(kept.end[mid:mid + 5], ls.end[mid:mid + 5])
 
 

@@ -261,3 +261,21 @@ def test_diagrams_build(store: Store, diagram: str) -> None:
             build_figure(src, tid, diagram, {"group": "nope", "g": "987654321"})
     with pytest.raises(LookupError):
         build_figure(src, 987654, diagram, {"g": "1"})
+
+
+def test_category_times_are_kept_exactly_past_int32() -> None:
+    """Kept as int32 where a goroutine's times all fit and int64 for the
+    others, the times read back are the times built, at the int32 edges too."""
+    from ingest.views.goroutines import CategoryTimes
+
+    big = 2**31
+    times = np.array([[0, 1, 2, 3, 4, 5, 6],
+                      [big - 1, 0, 0, 0, 0, 0, -big],
+                      [big, 0, 0, 0, 0, 0, 0],
+                      [5, 20 * 10**9, 0, 0, 0, 0, 7],
+                      [0, 0, 0, 0, 0, 0, -big - 1]], np.int64)
+    kept = CategoryTimes.of(times)
+    assert kept.short.dtype == np.int32
+    assert kept.long_at.tolist() == [2, 3, 4]
+    np.testing.assert_array_equal(kept.times(), times)
+    assert kept.times().dtype == np.int64
