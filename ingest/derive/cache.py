@@ -34,10 +34,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
@@ -128,6 +130,54 @@ def _load_fields(d: Path, type_name: str, fields: dict[str, Any],
     if set(kwargs) != expected:
         raise ValueError(f"{d}: fields {sorted(kwargs)} do not make a {type_name}")
     return cls(**kwargs)
+
+
+@dataclass
+class Steps:
+    """An int64 column kept as its first value and the steps from each value
+    to the next, for columns that mostly climb by small steps (sorted times,
+    ascending rows): each step in the narrowest unsigned type that holds
+    nearly all of them, the others (and any step down) in ``big``, in order,
+    where ``step`` holds the type's largest value. Exact; read whole
+    (:meth:`values`), a cumulative sum."""
+
+    n: int
+    first: int
+    step: npt.NDArray[np.unsignedinteger[Any]]
+    big: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, values: npt.NDArray[np.integer[Any]]) -> Steps:
+        """``values`` as steps (the narrowest of uint8/16/32 by bytes kept)."""
+        v = np.asarray(values, np.int64)
+        if not len(v):
+            return cls(0, 0, np.zeros(0, np.uint8), np.zeros(0, np.int64))
+        d = np.diff(v)
+        best: tuple[int, type[np.unsignedinteger[Any]]] | None = None
+        for t in (np.uint8, np.uint16, np.uint32):
+            top = int(np.iinfo(t).max)
+            size = len(d) * np.dtype(t).itemsize + 8 * int(np.count_nonzero((d < 0) | (d >= top)))
+            if best is None or size < best[0]:
+                best = (size, t)
+        assert best is not None
+        top = int(np.iinfo(best[1]).max)
+        out = (d < 0) | (d >= top)
+        step = np.where(out, top, d).astype(best[1])
+        return cls(len(v), int(v[0]), step, d[out])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def values(self) -> npt.NDArray[np.int64]:
+        """The column (a new int64 array)."""
+        if not self.n:
+            return np.zeros(0, np.int64)
+        d = np.empty(self.n, np.int64)
+        d[0] = self.first
+        d[1:] = self.step
+        if len(self.big):
+            d[1:][self.step == np.iinfo(self.step.dtype).max] = self.big
+        return np.cumsum(d, out=d)
 
 
 class _Memory:

@@ -4,7 +4,8 @@
 The overview draws three of Go's runtime/metrics counters (heap objects, heap
 goal, GOMAXPROCS). A busy 200 MB trace holds 3.7 M heap samples: reading them
 back from SQL costs 3-8 s a request, so they are kept as memory-mapped columns
-(times int64, values int32 where they all fit) beside the frames
+(times as steps from one sample to the next, values int32 where they all
+fit) beside the frames
 (``derived-v<N>/overview_counters/``), read a window at a time by the views
 (:mod:`ingest.views.overview`). The loader can stage
 them from the metrics columns it has at hand (:func:`counters_of`, through
@@ -26,7 +27,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, case, select
 
 from ingest.columns import Nullable
-from ingest.derive.cache import TraceFrames, cached
+from ingest.derive.cache import Steps, TraceFrames, cached
 from ingest.store import models
 
 I64 = npt.NDArray[np.int64]
@@ -48,17 +49,31 @@ class Counters:
 
     names: list[str]
     off: I64
-    ts: I64
+    ts: Steps  # a metric's samples a few us apart: 2 bytes a sample, not 8
     value: npt.NDArray[np.signedinteger[Any]]  # int32 where every value fits
 
     def series(self, name: str) -> tuple[I64, npt.NDArray[np.signedinteger[Any]]]:
         """(ts, value) of one metric (empty when the trace has none)."""
-        if name not in self.names:
-            z = np.zeros(0, np.int64)
-            return z, z
-        i = self.names.index(name)
-        a, b = int(self.off[i]), int(self.off[i + 1])
-        return self.ts[a:b], self.value[a:b]
+        return self.all_series([name])[name]
+
+    def all_series(self, names: Sequence[str]
+                   ) -> dict[str, tuple[I64, npt.NDArray[np.signedinteger[Any]]]]:
+        """:meth:`series` of each of ``names`` (the times read once)."""
+        ts = self.ts.values() if any(n in self.names for n in names) else np.zeros(0, np.int64)
+        out: dict[str, tuple[I64, npt.NDArray[np.signedinteger[Any]]]] = {}
+        for name in names:
+            if name not in self.names:
+                z = np.zeros(0, np.int64)
+                out[name] = z, z
+                continue
+            i = self.names.index(name)
+            a, b = int(self.off[i]), int(self.off[i + 1])
+            out[name] = ts[a:b], self.value[a:b]
+        return out
+
+
+#: The dataclasses the kept counters are made of (ingest.derive.cache.load_value).
+COUNTER_CLASSES = (Counters, Steps)
 
 
 def _grouped(code: npt.NDArray[np.integer[Any]], ts: I64, value: I64) -> Counters:
@@ -73,7 +88,7 @@ def _grouped(code: npt.NDArray[np.integer[Any]], ts: I64, value: I64) -> Counter
     value = np.ascontiguousarray(value[order], dtype=np.int64)
     return Counters(list(COUNTER_METRICS),
                     np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-                    np.ascontiguousarray(ts[order], dtype=np.int64), _narrowest(value))
+                    Steps.of(ts[order]), _narrowest(value))
 
 
 def _narrowest(value: I64) -> npt.NDArray[np.signedinteger[Any]]:
@@ -133,4 +148,4 @@ def trace_counters(engine: Engine, frames: TraceFrames, trace_id: int) -> Counte
     """The counters of the trace of ``frames``: staged by the loader or built
     from the database once, then memory-mapped from the frames' directory."""
     return cached(frames, COUNTERS_KEY, lambda: counters_from_db(engine, trace_id),
-                  persist=(Counters,))
+                  persist=COUNTER_CLASSES)

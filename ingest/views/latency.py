@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.cache import cached, cached_json
+from ingest.derive.cache import Steps, cached, cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
 from ingest.views.histo import (
@@ -61,12 +61,12 @@ CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
 class SampleRows:
     """The latency samples as kept on disk: rows of the frames' intervals, not
     copies of their columns (the samples' times, goroutine, P and M are the
-    rows' own). ``ran`` is each sample's Running row (int32 where the rows
-    fit); its spell's first Runnable row is the row before, except for the
+    rows' own). ``ran`` is each sample's Running row (ascending: kept as
+    steps); its spell's first Runnable row is the row before, except for the
     few spells of several Runnable rows: samples ``long_at``, from rows
     ``long_first``."""
 
-    ran: Arr
+    ran: Steps  # ascending, a few rows apart: a byte a sample
     long_at: I64
     long_first: I64
     censored: int
@@ -87,10 +87,13 @@ class Samples:
     def __len__(self) -> int:
         return len(self.rows.ran)
 
-    def columns(self, at: I64 | None = None) -> dict[str, Arr]:
+    def columns(self, at: I64 | None = None, ran_rows: I64 | None = None) -> dict[str, Arr]:
         """The columns of samples ``at`` (ascending; all when None), read
-        from the frames."""
-        ran = np.asarray(self.rows.ran if at is None else self.rows.ran[at], np.int64)
+        from the frames (``ran_rows``: the samples' Running rows, when read
+        already)."""
+        ran = self.rows.ran.values() if ran_rows is None else ran_rows
+        if at is not None:
+            ran = ran[at]
         first = ran - 1
         long_at, long_first = self.rows.long_at, self.rows.long_first
         if at is None:
@@ -165,7 +168,7 @@ def latency_samples(frames: TraceFrames) -> Samples:
     """Every Runnable->Running latency of the trace (vectorised; its rows
     built once per trace and kept with its frames, ingest.derive.cache)."""
     kept = cached(frames, SAMPLES_KEY, lambda: _latency_samples(frames),
-                  persist=(SampleRows,))
+                  persist=(SampleRows, Steps))
     return Samples(kept, frames)
 
 
@@ -202,7 +205,7 @@ def _latency_samples(frames: TraceFrames) -> SampleRows:
         filled += len(first)
     # Runnable rows neither followed by Running nor by Runnable end a spell
     # that never ran: still runnable at the end, or gone.
-    return SampleRows(ran[:filled], np.concatenate([np.zeros(0, np.int64), *long_at]),
+    return SampleRows(Steps.of(ran[:filled]), np.concatenate([np.zeros(0, np.int64), *long_at]),
                       np.concatenate([np.zeros(0, np.int64), *long_first]),
                       censored=censored, pending=runnable - ends_n - splits_n)
 
@@ -286,8 +289,9 @@ def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
     """The samples' columns (ran: running_ts, rt: runnable_ts), those that
     started running in [t1, t2) when given, else all."""
     at = None
+    rows = s.rows.ran.values()
     if t1 is not None or t2 is not None:
-        ran = np.asarray(s.frames.intervals["start_ts"][s.rows.ran])
+        ran = np.asarray(s.frames.intervals["start_ts"][rows])
         keep = np.ones(len(ran), dtype=bool)
         if t1 is not None:
             keep &= ran >= t1
@@ -295,7 +299,7 @@ def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
             keep &= ran < t2
         del ran
         at = np.flatnonzero(keep)
-    c = s.columns(at)
+    c = s.columns(at, rows)
     return {"ran": c["running_ts"], "rt": c["runnable_ts"], "p": c["p"], "cause": c["cause"],
             "goid": c["goid"], "m": c["m"]}
 

@@ -85,7 +85,7 @@ def metric_arrays(engine: Engine, frames: TraceFrames, trace_id: int
     columns sorted by time (samples without a value left out), memory-mapped
     from the trace's counter cache (:mod:`ingest.derive.overview_counters`)."""
     c = trace_counters(engine, frames, trace_id)
-    return {name: c.series(name) for name in COUNTER_METRICS}
+    return c.all_series(COUNTER_METRICS)
 
 
 def metric_series(arrays: dict[str, tuple[I64, I64]], t1: int, t2: int,

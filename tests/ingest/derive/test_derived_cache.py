@@ -368,3 +368,28 @@ def test_a_search_through_the_refs_finds_what_searchsorted_finds(
                 np.testing.assert_array_equal(lane_search(times, 0, hi - lo, probe, side),
                                               want - lo)
             assert list(lane_search(ls.start, lo, lo, probe[:3], "left")) == [lo] * 3
+
+
+@pytest.mark.parametrize("values", [
+    [], [0], [5], [3, 3, 3], [10, 2**40, 5, 7, -3, 2**62],
+    [0, 254, 509, 509 + 255, 2000],  # steps at and past uint8's largest
+    list(range(0, 70_000 * 3, 70_000)),  # past uint16's
+], ids=lambda v: f"n{len(v)}")
+def test_steps_give_back_the_column_exactly(values: list[int], tmp_path: Path) -> None:
+    """A column kept as steps (derived_cache.Steps) reads back the same
+    int64 values, through a save and a load too, whatever its steps."""
+    want = np.array(values, np.int64)
+    kept = derived_cache.Steps.of(want)
+    assert len(kept) == len(want)
+    np.testing.assert_array_equal(kept.values(), want)
+    assert kept.values().dtype == np.int64
+    derived_cache.save_value(tmp_path / "steps", kept)
+    back = derived_cache.load_value(tmp_path / "steps", (derived_cache.Steps,))
+    np.testing.assert_array_equal(back.values(), want)
+
+
+def test_steps_take_the_narrowest_type_that_holds_them() -> None:
+    steps = derived_cache.Steps.of(np.cumsum(np.full(1000, 300, np.int64)))
+    assert steps.step.dtype == np.uint16 and not len(steps.big)
+    steps = derived_cache.Steps.of(np.cumsum(np.r_[np.full(1000, 3), [10**12]]))
+    assert steps.step.dtype == np.uint8 and steps.big.tolist() == [10**12]

@@ -11,7 +11,7 @@ from ingest.derive import annotation_index as ix
 from ingest.derive.cache import load_value
 from ingest.derive.frames import FrameStore
 from ingest.derive.lanesets import LaneSetKey
-from ingest.derive.overview_counters import COUNTERS_KEY, Counters, counters_from_db
+from ingest.derive.overview_counters import COUNTER_CLASSES, COUNTERS_KEY, counters_from_db
 from ingest.derive.range_lanes import Ranges
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store.db import make_engine
@@ -27,7 +27,7 @@ def test_staged_with_the_frames_and_equal_to_the_database(tmp_path: Path) -> Non
     frames = FrameStore(engine, tmp_path).get(tid)
     assert frames.directory is not None
     derived = next(frames.directory.glob("derived-v*"))
-    assert_same_value(load_value(derived / COUNTERS_KEY, (Counters,)),
+    assert_same_value(load_value(derived / COUNTERS_KEY, COUNTER_CLASSES),
                       counters_from_db(engine, tid), "counters")
     for key, read in ((ix.TASKS_KEY, ix.read_task_index), (ix.REGIONS_KEY, ix.read_region_index),
                       (ix.LOGS_KEY, ix.read_log_index)):
