@@ -184,7 +184,7 @@ def _latency_samples(frames: TraceFrames) -> SampleRows:
     # At most one sample per Runnable row: room for them all, of which only
     # the part written is ever touched (and kept).
     runnable = int(np.count_nonzero(st == RUNNABLE))
-    ran = np.empty(runnable, np.int32 if n < 2**31 else np.int64)
+    ran: npt.NDArray[np.integer[Any]] = np.empty(runnable, np.int32 if n < 2**31 else np.int64)
     long_at: list[I64] = []
     long_first: list[I64] = []
     filled = censored = ends_n = splits_n = 0
