@@ -19,6 +19,7 @@ from app import export_api
 from app.context import EXTENSION, UIContext
 from app.router import load_router, register
 from app.shell import shell
+from ingest.api import auth
 from ingest.api import blueprint as api
 from ingest.api import samples as samples_api
 from ingest.config import Settings
@@ -33,6 +34,19 @@ from ingest.store.db import make_engine
 #: the basic partial bundle in static/vendor/, which the graph finds as
 #: ``window.Plotly`` (static/vendor/README.md).
 EAGER_CHUNKS = ("async-graph.js",)
+
+#: Dash's routes that serve code and the assets folder (static/: scripts, styles,
+#: vendored libraries), no trace data: open without a token, so the login form's
+#: redirect target loads at once. Every other Dash route (the layout, the callbacks'
+#: list and answers, the pages) needs a read.
+DASH_OPEN_ENDPOINTS = (
+    "/_dash-component-suites/<string:package_name>/<path:fingerprinted_path>",
+    "_dash_assets.static",
+    "/_favicon.ico",
+)
+#: Dash's callback endpoint is a POST that only reads (no callback writes:
+#: tests/ingest/api/test_reliability_token.py checks app/ for it).
+DASH_READ_POSTS = ("/_dash-update-component",)
 
 
 class EagerGraphOnly(Resources):
@@ -103,10 +117,12 @@ def create_app(settings: Settings | None = None) -> Flask:
     scripts = EagerGraphOnly("_js_dist", dash_app.scripts.config)
     scripts._resources = dash_app.scripts._resources._resources  # the assets found so far
     dash_app.scripts._resources = scripts
-    dash_app.layout = shell
+    dash_app.layout = shell(logout=settings.token is not None)
     register(dash_app, load_router())
     server.extensions["gmpscope_dash"] = dash_app
     server.before_request(_api_paths_are_not_pages)
+    auth.allow_open(server, DASH_OPEN_ENDPOINTS)
+    auth.allow_read_posts(server, DASH_READ_POSTS)
     # Dash registers its JavaScript bundles when it first renders the index
     # page; with several worker processes the bundle requests can reach a
     # worker that never rendered it ("not a registered library"). Render it

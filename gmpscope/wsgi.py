@@ -58,6 +58,48 @@ def add_server_args(p: Any, *, port: int, threads: int, data_dir_help: str) -> N
     p.add_argument("--threads", type=int, default=threads,
                    help=f"threads per worker ({threads})")
     p.add_argument("--access-log", action="store_true", help="log every request to stderr")
+    p.add_argument("--insecure", action="store_true",
+                   help="listen beyond the loopback address without a token (anyone who "
+                   "reaches the port reads and deletes every trace)")
+
+
+def server_settings(args: Any) -> Settings:
+    """The settings of a server command: the environment, then its options.
+    A bad setting (GMPSCOPE_READ_TOKEN alone, a negative limit) is one line, status 2."""
+    from ingest.config import Settings
+
+    try:
+        return Settings.from_env(db_url=args.db or None, data_dir=args.data_dir,
+                                 max_upload=getattr(args, "max_upload", None))
+    except ValueError as e:
+        raise CLIError(str(e), EXIT_BAD_INPUT) from None
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``.
+    Any other name counts as reachable from elsewhere: what it resolves to can change."""
+    import ipaddress
+
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, settings: Settings, insecure: bool) -> None:
+    """Refuse to listen beyond the loopback address without a token: a trace holds
+    stacks, file paths and log strings, and the API deletes traces."""
+    if is_loopback(host) or settings.token or insecure:
+        return
+    raise CLIError(f"refusing to listen on {host} without a token: set GMPSCOPE_TOKEN "
+                   "(and GMPSCOPE_READ_TOKEN for readers), listen on 127.0.0.1, or pass "
+                   "--insecure to serve every trace to anyone who reaches the port",
+                   EXIT_BAD_INPUT)
 
 
 def prepare(settings: Settings) -> None:

@@ -42,7 +42,10 @@ class Settings:
     - ``data_dir``: raw trace files (named by sha256) and the default database;
     - ``db_url``: SQLAlchemy URL (``sqlite:///...`` or ``postgresql+psycopg://...``);
     - ``max_upload``: largest accepted upload in bytes;
-    - ``token``: when set, writes need ``Authorization: Bearer <token>``;
+    - ``token``: the write token; when set, every request needs a token
+      (``Authorization: Bearer <token>`` or the login form's cookie), see
+      :mod:`ingest.api.auth`;
+    - ``read_token``: a token that grants reads only (needs ``token``);
     - ``busy_timeout_ms``: SQLite write-lock wait;
     - ``sql_timeout_ms``, ``sql_max_rows``: the SQL page's time limit and row cap.
     """
@@ -51,6 +54,7 @@ class Settings:
     db_url: str
     max_upload: int = DEFAULT_MAX_UPLOAD
     token: str | None = None
+    read_token: str | None = None
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
     sql_timeout_ms: int = DEFAULT_SQL_TIMEOUT_MS
     sql_max_rows: int = DEFAULT_SQL_MAX_ROWS
@@ -64,11 +68,12 @@ class Settings:
         data_dir: Path | None = None,
         max_upload: int | None = None,
         token: str | None = None,
+        read_token: str | None = None,
     ) -> Settings:
         """Settings from ``env`` (default ``os.environ``); keyword arguments win.
 
         Variables: ``GMPSCOPE_DATA``, ``GMPSCOPE_DB`` (database URL),
-        ``GMPSCOPE_MAX_UPLOAD`` (bytes), ``GMPSCOPE_TOKEN``,
+        ``GMPSCOPE_MAX_UPLOAD`` (bytes), ``GMPSCOPE_TOKEN``, ``GMPSCOPE_READ_TOKEN``,
         ``GMPSCOPE_BUSY_TIMEOUT_MS``, ``GMPSCOPE_SQL_TIMEOUT_MS``,
         ``GMPSCOPE_SQL_MAX_ROWS``.
         """
@@ -78,12 +83,14 @@ class Settings:
         limit = max_upload if max_upload is not None else _int(e, "GMPSCOPE_MAX_UPLOAD",
                                                                 DEFAULT_MAX_UPLOAD)
         tok = token if token is not None else (e.get("GMPSCOPE_TOKEN") or None)
+        read = read_token if read_token is not None else (e.get("GMPSCOPE_READ_TOKEN") or None)
+        check_tokens(tok, read)
         busy = _int(e, "GMPSCOPE_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
         sql_ms = _int(e, "GMPSCOPE_SQL_TIMEOUT_MS", DEFAULT_SQL_TIMEOUT_MS)
         sql_rows = _int(e, "GMPSCOPE_SQL_MAX_ROWS", DEFAULT_SQL_MAX_ROWS)
         if sql_ms == 0 or sql_rows == 0:
             raise ValueError("GMPSCOPE_SQL_TIMEOUT_MS and GMPSCOPE_SQL_MAX_ROWS must be positive")
-        return cls(data_dir=ddir, db_url=url, max_upload=limit, token=tok,
+        return cls(data_dir=ddir, db_url=url, max_upload=limit, token=tok, read_token=read,
                    busy_timeout_ms=busy, sql_timeout_ms=sql_ms, sql_max_rows=sql_rows)
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -99,6 +106,17 @@ class Settings:
     def tmp_dir(self) -> Path:
         """Scratch space for uploads and decodes (same file system as raw_dir)."""
         return self.data_dir / "tmp"
+
+
+def check_tokens(token: str | None, read_token: str | None) -> None:
+    """Refuse a read token without a write token (writes would be open while reads
+    are not) or equal to it (which role would it grant?)."""
+    if read_token is None:
+        return
+    if token is None:
+        raise ValueError("GMPSCOPE_READ_TOKEN needs GMPSCOPE_TOKEN (the write token) too")
+    if read_token == token:
+        raise ValueError("GMPSCOPE_READ_TOKEN must differ from GMPSCOPE_TOKEN")
 
 
 def _int(env: Mapping[str, str], key: str, default: int) -> int:

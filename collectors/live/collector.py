@@ -100,7 +100,9 @@ class Collector:
             headers["Content-Type"] = "application/json"
         elif data is not None:
             headers["Content-Type"] = "application/octet-stream"
-        if self.cfg.token and method != "GET":
+        # The token goes to the ingest server only (never to the traced service),
+        # on reads too: a server with a token guards them.
+        if self.cfg.token and url.startswith(self._session_url):
             headers["Authorization"] = f"Bearer {self.cfg.token}"
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
@@ -244,7 +246,7 @@ class Collector:
                     self.paused.set()
                     self.log(f"session {self.cfg.session} is paused on the server: "
                              "not pulling until it is resumed")
-            elif status == 401:
+            elif status in (401, 403):  # no token, a wrong one, or a read-only one
                 self.fatal = f"the server refused the token: {_json(body).get('error')}"
                 self.log(self.fatal)
                 self.stop_event.set()

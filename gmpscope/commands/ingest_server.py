@@ -16,18 +16,19 @@ def add_parser(sub: Any) -> None:
         "ingest-server",
         help="serve the ingest HTTP API (uploads, trace list, summaries, state graphs)",
         description="Serve the ingest HTTP API: POST raw traces or decoded Parquet "
-        "archives, list, summarise and delete traces, state graphs. Writes need "
-        "'Authorization: Bearer $GMPSCOPE_TOKEN' when GMPSCOPE_TOKEN is set.",
+        "archives, list, summarise and delete traces, state graphs. With GMPSCOPE_TOKEN "
+        "set every request needs 'Authorization: Bearer <token>' (GMPSCOPE_READ_TOKEN: "
+        "reads only); without one it listens only on the loopback address unless "
+        "--insecure.",
     )
     add_server_args(p, port=8060, threads=4, data_dir_help="where uploads are spooled")
     p.set_defaults(run=run)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from ingest.config import Settings
+    from gmpscope import wsgi
 
-    return Settings.from_env(db_url=args.db or None, data_dir=args.data_dir,
-                             max_upload=args.max_upload)
+    return wsgi.server_settings(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     wsgi.check_server_args(args.port, args.workers, args.threads)
     settings = _settings(args)
+    wsgi.check_exposure(args.host, settings, args.insecure)
     wsgi.prepare(settings)
 
     def factory() -> Any:

@@ -102,11 +102,10 @@ def _ingest_first(settings: Any, paths: list[Path]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gmpscope import wsgi
-    from ingest.config import Settings
 
     wsgi.check_server_args(args.port, args.workers, args.threads)
-    settings = Settings.from_env(db_url=args.db or None, data_dir=args.data_dir,
-                                 max_upload=args.max_upload)
+    settings = wsgi.server_settings(args)
+    wsgi.check_exposure(args.host, settings, args.insecure)
     wsgi.prepare(settings)
     paths = list(args.traces)
     if args.samples is not None:

@@ -46,8 +46,32 @@ def add_parser(sub: Any) -> None:
                    help="address a new server listens on (127.0.0.1)")
     p.add_argument("--port", type=int, default=8050,
                    help="port of a new server (8050; 0 picks a free one; taken: a free one)")
+    p.add_argument("--insecure", action="store_true",
+                   help="let a new server listen beyond the loopback address without a token")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(run=run)
+
+
+def reader_token(env: Any = None) -> str | None:
+    """The token this command reads with: $GMPSCOPE_READ_TOKEN, else $GMPSCOPE_TOKEN."""
+    e = os.environ if env is None else env
+    return e.get("GMPSCOPE_READ_TOKEN") or e.get("GMPSCOPE_TOKEN") or None
+
+
+def can_read(url: str, trace_id: int, token: str | None) -> bool:
+    """Whether the server at ``url`` lets this command read trace ``trace_id``: False
+    only when it refuses the token (401 without the one it needs, or with another;
+    403); any other trouble is the page's to show."""
+    req = urllib.request.Request(f"{url}/api/traces/{trace_id}")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return bool(r.status == 200)
+    except urllib.error.HTTPError as e:
+        return e.code not in (401, 403)
+    except OSError:
+        return True
 
 
 def _healthy(url: str) -> bool:
@@ -95,7 +119,8 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def start_server(settings: Any, db_arg: str | None, host: str, port: int) -> tuple[str, int]:
+def start_server(settings: Any, db_arg: str | None, host: str, port: int,
+                 insecure: bool = False) -> tuple[str, int]:
     """Start ``gmpscope serve`` for this data directory, detached from this
     command (its own session; output in ``DATA/serve.log``); its URL and pid."""
     from gmpscope.commands.serve import announcement_file
@@ -107,6 +132,8 @@ def start_server(settings: Any, db_arg: str | None, host: str, port: int) -> tup
     announce.unlink(missing_ok=True)  # a dead server's; a live one was checked first
     cmd = [sys.executable, "-m", "gmpscope", "serve", "--host", host, "--port", str(port),
            "--data-dir", str(settings.data_dir)]
+    if insecure:
+        cmd.append("--insecure")
     if db_arg:
         cmd += ["--db", db_arg]
     log_path = settings.data_dir / "serve.log"
@@ -131,20 +158,24 @@ def run(args: argparse.Namespace) -> int:
     import webbrowser
 
     from gmpscope import wsgi
-    from ingest.config import Settings
 
     wsgi.check_server_args(args.port, 1, 1)
-    settings = Settings.from_env(db_url=args.db or None, data_dir=args.data_dir)
+    settings = wsgi.server_settings(args)
+    wsgi.check_exposure(args.host, settings, args.insecure)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     from gmpscope.commands.serve import ingest_paths
 
     ((_, trace_id, _),) = ingest_paths(settings, [args.trace], not args.no_progress)
     url = running_server(settings.data_dir, settings.db_url)
     if url is None:
-        url, pid = start_server(settings, args.db, args.host, args.port)
+        url, pid = start_server(settings, args.db, args.host, args.port, args.insecure)
         print(f"gmpscope view: started the explorer at {url} (pid {pid}; stop it with "
               f"`kill {pid}`)", file=sys.stderr)
     page = f"{url}/traces/{trace_id}/overview"
+    if not can_read(url, trace_id, reader_token()):
+        print(f"gmpscope view: the explorer at {url} needs a token: the browser asks for "
+              "it once (its read or write token); set GMPSCOPE_READ_TOKEN or "
+              "GMPSCOPE_TOKEN to that server's to check it from here", file=sys.stderr)
     print(page, flush=True)
     if not args.no_browser:
         webbrowser.open(page)

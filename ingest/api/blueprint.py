@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hmac
 import importlib
 import logging
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException
 
-from ingest.api import uploads
+from ingest.api import auth, uploads
 from ingest.api.chunked import clean_name
 from ingest.api.warm import warm_in_background
 from ingest.config import Settings
@@ -42,7 +41,6 @@ from ingest.views.states import render, state_graph
 log = logging.getLogger("gmpscope.ingest.api")
 
 EXTENSION = "gmpscope_ingest"
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Extracted archives may hold this many times the upload limit (see uploads.MAX_EXPANSION),
 #: and at least this much, so that a small limit still admits a real decoded directory.
 MIN_EXTRACT_BYTES = 64 << 20
@@ -89,6 +87,9 @@ def init_app(app: Flask, config: Settings, engine: Engine) -> None:
     """Mount the API on ``app`` with its settings and database engine."""
     app.extensions[EXTENSION] = IngestState(config=config, engine=engine,
                                             frames=FrameStore(engine, config.data_dir))
+    # Every route of the app, this API's and whatever the host app adds (the Dash
+    # UI), needs a token when one is configured: reads too (ingest/api/auth.py).
+    auth.init_app(app, config)
     app.register_blueprint(bp)
     for module in VIEW_APIS:
         app.register_blueprint(importlib.import_module(module).bp)
@@ -200,29 +201,6 @@ def _internal_error(e: Exception) -> Response:
                      "send it again")
     log.exception("internal error on %s %s", request.method, request.path)
     return error(500, f"internal error: {type(e).__name__}")
-
-
-# --------------------------------------------------------------------------
-# authentication
-
-
-@bp.before_request
-def _require_token() -> Response | None:
-    token = _state().config.token
-    if not token or request.method not in WRITE_METHODS:
-        return None
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    # WSGI hands headers over as latin-1 decoded bytes: encoding back gives the
-    # bytes the client sent (a UTF-8 token stays comparable), and comparing
-    # bytes means a non-ASCII header cannot make compare_digest raise.
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode("latin-1", "replace"), token.encode("utf-8")
-    ):
-        resp = error(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
-        resp.headers["WWW-Authenticate"] = 'Bearer realm="gmpscope"'
-        return resp
-    return None
 
 
 # --------------------------------------------------------------------------

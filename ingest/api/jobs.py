@@ -10,8 +10,8 @@
     GET    /api/jobs/<job_id>                 -> {state, stage, done, total, trace_id, error}
     GET    /api/jobs                          -> {jobs: [...]} (recent, newest first)
 
-Writes need the bearer token when one is configured, exactly as the rest of the
-ingest API. The job runner is created when this blueprint is mounted and kept in
+Reads and writes need a token when one is configured, as everywhere
+(ingest/api/auth.py). The job runner is created when this blueprint is mounted and kept in
 ``app.extensions`` (no module state).
 """
 
@@ -30,7 +30,6 @@ from ingest.api.uploads import BadUpload
 EXTENSION = "gmpscope_jobs"
 
 bp = Blueprint("gmpscope_api_jobs", __name__)
-bp.before_request(api._require_token)
 
 
 def _setup(state: BlueprintSetupState) -> None:

@@ -15,7 +15,7 @@
     GET  /api/live/sessions/<name>/segments?limit=            -> {segments: [...]}
     GET  /api/live/demo                       -> {demo: the note of make run's demo, or null}
 
-Writes need the bearer token when one is configured. Mounting this blueprint
+Reads and writes need a token when one is configured (ingest/api/auth.py). Mounting this blueprint
 starts the retention job (:mod:`ingest.live.retention`) in the server process.
 """
 
@@ -34,7 +34,6 @@ from ingest.live import sessions as live
 from ingest.store.retries import with_retries
 
 bp = Blueprint("gmpscope_api_live", __name__)
-bp.before_request(api._require_token)
 
 
 def _setup(state: BlueprintSetupState) -> None:

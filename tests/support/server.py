@@ -37,25 +37,33 @@ class Served:
     installed wheel). :meth:`kill9` ends it as a crash would and :meth:`start`
     brings it up again on the same database and data directory. The one way
     tests and benchmarks start a server.
+
+    ``token`` and ``read_token`` are the server's GMPSCOPE_TOKEN and
+    GMPSCOPE_READ_TOKEN; :meth:`get` sends the read one (else the write one) unless
+    the caller gives its own ``Authorization``, :meth:`post` sends only what it is given.
     """
 
     def __init__(self, data_dir: Path, traces: list[Path] | None = None, *,
                  db_url: str | None = None, token: str | None = None,
+                 read_token: str | None = None,
                  extra_args: tuple[str, ...] = ("--workers", "1", "--threads", "8"),
                  subcommand: str = "serve", cwd: Path = REPO,
                  env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.token = token
+        self.read_token = read_token
         self.subcommand = subcommand
         self.log = data_dir / f"{subcommand}.log"
         self.url = ""
         self.ingested: list[int] = []
         self._cwd = cwd
         self._env = dict(os.environ if env is None else env)
-        self._env.pop("GMPSCOPE_TOKEN", None)
-        self._env.pop("GMPSCOPE_DB", None)
+        for var in ("GMPSCOPE_TOKEN", "GMPSCOPE_READ_TOKEN", "GMPSCOPE_DB"):
+            self._env.pop(var, None)
         if token is not None:
             self._env["GMPSCOPE_TOKEN"] = token
+        if read_token is not None:
+            self._env["GMPSCOPE_READ_TOKEN"] = read_token
         self._cmd = [sys.executable, "-m", "gmpscope", subcommand, "--port", "0",
                      "--data-dir", str(data_dir), *extra_args]
         if db_url:
@@ -98,8 +106,17 @@ class Served:
         """The URL of ``path`` on this server."""
         return self.url + path
 
+    def reader_headers(self) -> dict[str, str]:
+        """What a reader sends: the read token (else the write token) when the server has one."""
+        tok = self.read_token or self.token
+        return {"Authorization": f"Bearer {tok}"} if tok else {}
+
     def get(self, path: str, **kw: object) -> requests.Response:
-        return requests.get(self.url + path, timeout=120, **kw)  # type: ignore[arg-type]
+        headers = dict(kw.pop("headers", None) or {})  # type: ignore[call-overload]
+        if "Authorization" not in headers:
+            headers.update(self.reader_headers())
+        return requests.get(self.url + path, timeout=120, headers=headers,
+                            **kw)  # type: ignore[arg-type]
 
     def post(self, path: str, **kw: object) -> requests.Response:
         return requests.post(self.url + path, timeout=120, **kw)  # type: ignore[arg-type]

@@ -269,7 +269,8 @@ def test_token_guards_every_write(tmp_path: Path) -> None:
         upload_id = open_upload(srv, "sys", len(data), token)
         assert put(srv, upload_id, 0, data).status_code == 401
         assert put(srv, upload_id, 0, data, "wrong").status_code == 401
-        assert received(srv, upload_id) == 0  # reads need no token
+        assert received(srv, upload_id) == 0  # srv.get sends the token: reads need it too
+        assert requests.get(f"{srv.url}/api/uploads/{upload_id}", timeout=60).status_code == 401
         assert put(srv, upload_id, 0, data, token).status_code == 200
         assert srv.post(f"/api/uploads/{upload_id}/complete").status_code == 401
         assert requests.delete(f"{srv.url}/api/uploads/{upload_id}",

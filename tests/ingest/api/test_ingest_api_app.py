@@ -28,7 +28,9 @@ def test_factory_keeps_state_on_the_app(tmp_path: Path) -> None:
     ca, cb = a.test_client(), b.test_client()
     assert ca.post("/api/traces", data=TRACE.read_bytes()).status_code == 201
     assert cb.post("/api/traces", data=TRACE.read_bytes()).status_code == 401
-    assert [t["sha256"] for t in cb.get("/api/traces").get_json()["traces"]] == []
+    assert cb.get("/api/traces").status_code == 401  # reads need the token too
+    listed = cb.get("/api/traces", headers={"Authorization": "Bearer t"}).get_json()
+    assert [t["sha256"] for t in listed["traces"]] == []
 
 
 def test_json_errors_only_on_api_paths_of_a_host_app(tmp_path: Path) -> None:

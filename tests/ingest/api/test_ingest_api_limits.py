@@ -86,8 +86,11 @@ def test_token_for_writes(own_db: Database, tmp_path: Path) -> None:
                            headers={"Authorization": "Bearer s3cret-tök".encode()})
         assert ok.status_code == 201, ok.text
         tid = ok.json()["id"]
-        assert requests.get(server.api("/api/traces")).status_code == 200
-        assert requests.get(server.api(f"/api/traces/{tid}")).status_code == 200
+        # Reads need the token too (ingest/api/auth.py), sent in UTF-8 like the writes'.
+        assert requests.get(server.api("/api/traces")).status_code == 401
+        assert requests.get(server.api(f"/api/traces/{tid}"),
+                            headers={"Authorization": "Bearer s3cret-tök".encode()}
+                            ).status_code == 200
         assert requests.delete(server.api(f"/api/traces/{tid}")).status_code == 401
         assert requests.delete(server.api(f"/api/traces/{tid}"),
                                headers={"Authorization": "Bearer s3cret-tök".encode()}

@@ -5,11 +5,12 @@ url_map (every rule taking POST, PUT, PATCH or DELETE), so a write route added
 later without the token check makes this test fail. Each one answers 401
 without the token or with a wrong one, and gets past the check with it.
 
-The one exemption is Dash's callback endpoint (``/_dash-update-component``):
-the token cannot guard it without breaking every page for readers, so no Dash
-callback may write. That is checked from the source: no module of app/ names a
-function of ingest/ that writes (found by following calls from the functions
-that open a write transaction or insert, update or delete rows).
+The one exemption is Dash's callback endpoint (``/_dash-update-component``): a
+POST every page sends, so the read token (or a read login) must reach it, and no
+Dash callback may write (tests/ingest/api/test_auth_routes.py checks reads). That
+is checked from the source: no module of app/ names a function of ingest/ that
+writes (found by following calls from the functions that open a write transaction
+or insert, update or delete rows).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from flask import Flask
 from werkzeug.routing import Rule
 
 from app.server import create_app
+from ingest.api import auth as auth_module
 from ingest.config import Settings
 from tests.support.consistency import row_counts
 
@@ -31,6 +33,8 @@ TOKEN = "rel-s3cret-token"
 WRITE = {"POST", "PUT", "PATCH", "DELETE"}
 #: Dash's callback endpoint: readers need it; callbacks are checked to be read-only.
 DASH_CALLBACKS = "/_dash-update-component"
+#: The login form's POST: it takes the token in its body (ingest/api/auth.py).
+LOGIN = "/login"
 SMALL = REPO / "samples" / "go1.27-syscallblock.trace"
 
 
@@ -70,7 +74,7 @@ def unprotected(app: Flask) -> list[str]:
     client = app.test_client()
     bad = []
     for method, url in write_rules(app):
-        if url == DASH_CALLBACKS:
+        if url in (DASH_CALLBACKS, LOGIN):
             continue
         for headers in ({}, auth("wrong"), {"Authorization": TOKEN}):
             r = client.open(url, method=method, headers=headers, data=b"x")
@@ -92,7 +96,7 @@ def test_every_write_route_accepts_the_token(app: Flask) -> None:
     404 for the made-up ids, 400 for the empty bodies; never 401)."""
     client = app.test_client()
     for method, url in write_rules(app):
-        if url == DASH_CALLBACKS:
+        if url in (DASH_CALLBACKS, LOGIN):
             continue
         r = client.open(url, method=method, headers=auth(TOKEN), data=b"x")
         assert r.status_code not in (401, 403, 405, 500), (method, url, r.status_code, r.text)
@@ -107,7 +111,8 @@ def test_writes_do_their_work_with_the_token(app: Flask) -> None:
     assert r.status_code == 201, r.text
     tid = r.json["id"]
     assert client.delete(f"/api/traces/{tid}").status_code == 401
-    assert client.get(f"/api/traces/{tid}").status_code == 200  # reads need no token
+    assert client.get(f"/api/traces/{tid}").status_code == 401  # reads need a token too
+    assert client.get(f"/api/traces/{tid}", headers=auth(TOKEN)).status_code == 200
     r = client.post(f"/api/uploads?name=b&size={len(blob)}", headers=auth(TOKEN))
     assert r.status_code == 201, r.text
     up = r.json["upload_id"]
@@ -122,14 +127,16 @@ def test_writes_do_their_work_with_the_token(app: Flask) -> None:
 
 
 def test_a_new_unguarded_write_route_is_caught(tmp_path: Path) -> None:
-    """The check is not a fixed list: a route added outside the guarded
-    blueprints shows up as unprotected."""
+    """The check is not a fixed list: a route added later is guarded by the app-wide
+    check on its own, and one declared open by mistake shows up as unprotected."""
     a = create_app(Settings.from_env({}, data_dir=tmp_path, token=TOKEN))
 
     @a.post("/api/evil/<int:trace_id>")
     def evil(trace_id: int) -> str:
         return "deleted"
 
+    assert unprotected(a) == []
+    auth_module.allow_open(a, {"evil"})
     assert unprotected(a) == [
         f"POST /api/evil/999999 {h} -> 200"
         for h in ("no token", auth("wrong"), {"Authorization": TOKEN})]

@@ -80,7 +80,7 @@ def render(served: Served, path: str, search: str = "") -> str:
             "inputs": [{"id": "url", "property": "pathname", "value": path},
                        {"id": "url", "property": "search", "value": search}],
             "changedPropIds": ["url.pathname"], "state": []}
-    r = served.post("/_dash-update-component", json=body)
+    r = served.post("/_dash-update-component", json=body, headers=AUTH)
     assert r.status_code == 200, r.text[:500]
     return r.text
 
