@@ -4,8 +4,8 @@
 The overview draws three of Go's runtime/metrics counters (heap objects, heap
 goal, GOMAXPROCS). A busy 200 MB trace holds 3.7 M heap samples: reading them
 back from SQL costs 3-8 s a request, so they are kept as memory-mapped columns
-(times as steps from one sample to the next, values int32 where they all
-fit) beside the frames
+(times and values as steps from one sample to the next, mostly 2 bytes
+each) beside the frames
 (``derived-v<N>/overview_counters/``), read a window at a time by the views
 (:mod:`ingest.views.overview`). The loader can stage
 them from the metrics columns it has at hand (:func:`counters_of`, through
@@ -50,25 +50,26 @@ class Counters:
     names: list[str]
     off: I64
     ts: Steps  # a metric's samples a few us apart: 2 bytes a sample, not 8
-    value: npt.NDArray[np.signedinteger[Any]]  # int32 where every value fits
+    value: Steps  # the heap grows by small steps between collections: likewise
 
-    def series(self, name: str) -> tuple[I64, npt.NDArray[np.signedinteger[Any]]]:
+    def series(self, name: str) -> tuple[I64, I64]:
         """(ts, value) of one metric (empty when the trace has none)."""
         return self.all_series([name])[name]
 
-    def all_series(self, names: Sequence[str]
-                   ) -> dict[str, tuple[I64, npt.NDArray[np.signedinteger[Any]]]]:
-        """:meth:`series` of each of ``names`` (the times read once)."""
-        ts = self.ts.values() if any(n in self.names for n in names) else np.zeros(0, np.int64)
-        out: dict[str, tuple[I64, npt.NDArray[np.signedinteger[Any]]]] = {}
+    def all_series(self, names: Sequence[str]) -> dict[str, tuple[I64, I64]]:
+        """:meth:`series` of each of ``names`` (the columns read once)."""
+        z = np.zeros(0, np.int64)
+        known = any(n in self.names for n in names)
+        ts = self.ts.values() if known else z
+        value = self.value.values() if known else z
+        out: dict[str, tuple[I64, I64]] = {}
         for name in names:
             if name not in self.names:
-                z = np.zeros(0, np.int64)
                 out[name] = z, z
                 continue
             i = self.names.index(name)
             a, b = int(self.off[i]), int(self.off[i + 1])
-            out[name] = ts[a:b], self.value[a:b]
+            out[name] = ts[a:b], value[a:b]
         return out
 
 
@@ -85,19 +86,10 @@ def _grouped(code: npt.NDArray[np.integer[Any]], ts: I64, value: I64) -> Counter
     # ORDER BY seq then a stable sort by ts would.
     order = np.lexsort((ts, code))
     counts = np.bincount(code, minlength=len(COUNTER_METRICS))
-    value = np.ascontiguousarray(value[order], dtype=np.int64)
+    value = value[order]
     return Counters(list(COUNTER_METRICS),
                     np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-                    Steps.of(ts[order]), _narrowest(value))
-
-
-def _narrowest(value: I64) -> npt.NDArray[np.signedinteger[Any]]:
-    """``value`` as int32 when every value is one exactly (heap sizes under
-    2 GiB, GOMAXPROCS: half the bytes kept), else as it is."""
-    info = np.iinfo(np.int32)
-    if not len(value) or (int(value.min()) >= info.min and int(value.max()) <= info.max):
-        return value.astype(np.int32)
-    return value
+                    Steps.of(ts[order]), Steps.of(value))
 
 
 def counters_of(cols: Mapping[str, Any]) -> Counters:

@@ -79,16 +79,16 @@ def reduce_counter(ts: npt.ArrayLike, values: npt.ArrayLike, t1: int, t2: int,
     reduced to at most ``buckets`` points (see the module's doc)."""
     buckets = max(1, min(int(buckets), MAX_BUCKETS))
     t = np.asarray(ts, dtype=np.int64)
-    v = np.asarray(values)  # int64 a window at a time: the kept column may be int32
+    v = np.asarray(values, dtype=np.int64)
     if t.shape != v.shape:
         raise ValueError(f"ts and values differ in length: {t.shape} != {v.shape}")
     lo = int(np.searchsorted(t, t1, "left"))
     hi = int(np.searchsorted(t, t2, "left"))
-    tw, vw = t[lo:hi], v[lo:hi].astype(np.int64)
+    tw, vw = t[lo:hi], v[lo:hi]
     n = len(tw)
     if lo > 0 and (n == 0 or tw[0] > t1):  # the value carried into the window
         tw = np.concatenate([np.array([t1], np.int64), tw])
-        vw = np.concatenate([v[lo - 1:lo].astype(np.int64), vw])
+        vw = np.concatenate([v[lo - 1:lo], vw])
     if len(tw) <= buckets:
         return Reduced(tw, vw, vw.copy(), vw.copy(), n, False)
     edges = bucket_edges(t1, t2, buckets)
