@@ -27,4 +27,6 @@ RUN pip install --no-cache-dir . \
 USER gmpscope
 ENV GMPSCOPE_DATA=/data
 EXPOSE 8050 8060
+# Listening on every address, the servers need a token (docs/security.md): without
+# GMPSCOPE_TOKEN they stop with one line. docker run -e GMPSCOPE_TOKEN=... gmpscope
 CMD ["gmpscope", "serve", "--host", "0.0.0.0", "--port", "8050"]

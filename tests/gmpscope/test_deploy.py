@@ -8,7 +8,10 @@ environment name is a setting gmpscope reads, and each service is started for
 real as a subprocess with its compose arguments and environment (only the host,
 port and paths moved to the test's own): the servers answer /healthz, the demo
 service answers, the load generator keeps running and the collector delivers a
-window to the ingest service.
+window to the ingest service. The servers listen on every address of their
+containers, so the file requires a token (``${GMPSCOPE_TOKEN:?...}``: compose stops
+until .env or the environment sets it); the services are started with one, as .env
+would give it, and the compose commands without one are refused.
 """
 
 from __future__ import annotations
@@ -28,17 +31,23 @@ import requests
 import yaml
 
 from gmpscope.cli import build_parser
+from gmpscope.errors import CLIError
+from gmpscope.wsgi import check_exposure
+from ingest.config import Settings
 from tests.support.demo import demo_binaries, free_port
 from tests.support.server import Served
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "go1.27-syscallblock.trace"
 #: The settings gmpscope reads (ingest.config.Settings, ingest.live.retention).
-KNOWN_ENV = {"GMPSCOPE_DB", "GMPSCOPE_DATA", "GMPSCOPE_TOKEN", "GMPSCOPE_MAX_UPLOAD",
+KNOWN_ENV = {"GMPSCOPE_DB", "GMPSCOPE_DATA", "GMPSCOPE_TOKEN", "GMPSCOPE_READ_TOKEN",
+             "GMPSCOPE_MAX_UPLOAD",
              "GMPSCOPE_BUSY_TIMEOUT_MS", "GMPSCOPE_LIVE_DETAIL_S", "GMPSCOPE_LIVE_KEEP_S",
              "GMPSCOPE_LIVE_RETENTION_EVERY_S"}
 GUARD_S = 180.0
-_VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::-([^}]*))?\}")
+_VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::([-?])([^}]*))?\}")
+#: The token the services get in the test, as .env would set it.
+TOKEN = "compose-test-5ecret"
 
 
 def compose() -> dict[str, Any]:
@@ -46,18 +55,31 @@ def compose() -> dict[str, Any]:
     return data
 
 
-def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with nothing set: the default."""
-    return _VAR.sub(lambda m: m.group(2) or "", value)
+def interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    """Compose's ``${VAR:-default}`` and ``${VAR:?message}`` with ``env`` set (default:
+    nothing): the value, else the default; a required variable left unset raises, as
+    compose stops."""
+    env = env or {}
+
+    def one(m: re.Match[str]) -> str:
+        name, kind, rest = m.group(1), m.group(2), m.group(3) or ""
+        if env.get(name):
+            return env[name]
+        if kind == "?":
+            raise KeyError(f"{name}: {rest}")
+        return rest
+    return _VAR.sub(one, value)
 
 
 def command(service: str) -> list[str]:
     return [interpolate(a) for a in compose()["services"][service]["command"]]
 
 
-def environment(service: str) -> dict[str, str]:
+def environment(service: str, dotenv: dict[str, str] | None = None) -> dict[str, str]:
+    """A service's environment with ``dotenv`` set (default: the token .env would hold)."""
     env = compose()["services"][service].get("environment") or {}
-    return {k: interpolate(str(v)) for k, v in env.items()}
+    given = {"GMPSCOPE_TOKEN": TOKEN} if dotenv is None else dotenv
+    return {k: interpolate(str(v), given) for k, v in env.items()}
 
 
 def test_compose_services_and_profiles() -> None:
@@ -104,6 +126,25 @@ def test_compose_database_settings() -> None:
     assert f"postgresql+psycopg://{url}" in (REPO / "docs" / "deploy.md").read_text()
     documented = set(re.findall(r"`(GMPSCOPE_[A-Z_]+)`", (REPO / "docs" / "deploy.md").read_text()))
     assert KNOWN_ENV <= documented
+
+
+def test_compose_requires_a_token() -> None:
+    """Without GMPSCOPE_TOKEN compose stops (``:?``) rather than serve every trace to
+    anyone who reaches the ports; the servers' commands do not pass --insecure and,
+    run without a token, refuse to listen on 0.0.0.0."""
+    for service in ("ingest", "app", "collector"):
+        with pytest.raises(KeyError, match="GMPSCOPE_TOKEN: set GMPSCOPE_TOKEN in .env"):
+            environment(service, dotenv={})
+        assert environment(service)["GMPSCOPE_TOKEN"] == TOKEN
+    assert environment("app", {"GMPSCOPE_TOKEN": TOKEN})["GMPSCOPE_READ_TOKEN"] == ""
+    assert "docs/security.md" in (REPO / "docker-compose.yml").read_text()
+    for service in ("ingest", "app"):
+        args = build_parser().parse_args(command(service)[1:])
+        assert args.host == "0.0.0.0" and args.insecure is False
+        with pytest.raises(CLIError, match="refusing to listen on 0.0.0.0 without a token"):
+            check_exposure(args.host, Settings.from_env({}), args.insecure)
+        check_exposure(args.host, Settings.from_env(environment(service)), args.insecure)
+    assert "GMPSCOPE_TOKEN" in (REPO / "Dockerfile").read_text()
 
 
 def test_demo_dockerfile_builds_the_demo_binaries() -> None:
@@ -194,7 +235,9 @@ def test_every_service_starts_outside_docker(tmp_path: Path, procs: list[Proc]) 
         urls[service] = f"http://127.0.0.1:{port}"
     for service in ("ingest", "app"):
         _wait_ok(urls[service] + "/healthz", procs[("ingest", "app").index(service)])
-    assert "react-entry-point" in requests.get(urls["app"] + "/", timeout=60).text
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert "react-entry-point" in requests.get(urls["app"] + "/", headers=auth, timeout=60).text
+    assert "/login?next=/" in requests.get(urls["app"] + "/", timeout=60).url
 
     port = free_port()
     demo_cmd = _moved(command("demo"), port)
@@ -214,7 +257,8 @@ def test_every_service_starts_outside_docker(tmp_path: Path, procs: list[Proc]) 
     procs.append(Proc(python_cmd(col), env_of("collector"), tmp_path / "collector.log"))
 
     def delivered() -> int:
-        r = requests.get(f"{urls['app']}/api/live/sessions/{session}", timeout=30)
+        r = requests.get(f"{urls['app']}/api/live/sessions/{session}", headers=auth,
+                         timeout=30)
         return int(r.json()["segments"]) if r.status_code == 200 else 0
 
     deadline = time.monotonic() + GUARD_S
@@ -224,7 +268,11 @@ def test_every_service_starts_outside_docker(tmp_path: Path, procs: list[Proc]) 
     # The load generator is still sending; the collector still running.
     assert procs[-2].p.poll() is None and procs[-1].p.poll() is None
     # The app reads what the ingest service stored: one shared database.
-    assert requests.get(f"{urls['app']}/live/{session}", timeout=60).status_code == 200
+    assert requests.get(f"{urls['app']}/live/{session}", headers=auth,
+                        timeout=60).status_code == 200
+    # Without the token the data stays behind the login form and a JSON 401.
+    assert requests.get(f"{urls['app']}/api/live/sessions/{session}",
+                        timeout=30).status_code == 401
 
 
 @pytest.mark.slow
