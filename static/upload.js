@@ -7,10 +7,10 @@
  * retries that resume from where the server says the upload stands; the ingest
  * job is then followed until it is done, and the trace table is refreshed by
  * bumping the `library-refresh` store. Ingest jobs this tab did not start (an
- * upload from another tab or client, or this tab before a reload) are found with
- * GET /api/jobs while the library is shown and followed the same way. Delete buttons
- * call the JSON API with the token typed in #library-token. Every server or trace string is set with
- * textContent, never as HTML.
+ * upload from another tab or client, or this tab before a reload) that are queued or
+ * running when the library is shown are found with GET /api/jobs and followed the
+ * same way. Delete buttons call the JSON API with the token typed in #library-token.
+ * Every server or trace string is set with textContent, never as HTML.
  */
 (function () {
   "use strict";
@@ -18,7 +18,6 @@
   var DEFAULT_CHUNK = 8 * 1024 * 1024;
   var RETRIES = 6;           // consecutive failures of one step before giving up
   var POLL_MS = 500;         // job status polling
-  var JOBS_POLL_MS = 2000;   // looking for ingest jobs this tab did not start
 
   // ---------------------------------------------------------------- helpers
 
@@ -181,7 +180,7 @@
         offset = st.received;
         row.progress("uploading", offset, file.size, fmtBytes(offset) + " of " + fmtBytes(file.size) + " sent");
       }
-      completing++;  // until its job is known as this tab's (watchJobs must not adopt it)
+      completing++;  // until its job is known as this tab's (listJobs must not adopt it)
       try {
         var done = await persist(row, function () {
           return call("POST", "/api/uploads/" + id + "/complete");
@@ -221,43 +220,32 @@
 
   // ------------------------------------------- ingests this tab did not start
 
-  var seen = {};       // job id -> true: followed here, or already over when first listed
+  var seen = {};       // job id -> true: this tab's own, or already shown
   var completing = 0;  // this tab's uploads waiting for their job id
-  var listed = false;  // the first GET /api/jobs of this tab has answered
-  var watching = false;
 
-  /** While the library is shown: every job of GET /api/jobs this tab did not start,
-   * queued or running when first listed, or new since, gets a row followed as
-   * this tab's own (phase, percent, outcome). */
-  async function watchJobs() {
-    if (watching) return;
-    watching = true;
+  /** Each time the library is shown: every job GET /api/jobs lists as queued or
+   * running that this tab is not following gets a row followed as this tab's own
+   * (phase, percent, outcome). Asked once per showing, not polled: a server that
+   * goes away leaves the page quiet. */
+  async function listJobs() {
+    if (completing > 0) return;  // its own job is about to be known: the next showing
+    var jobs;
     try {
-      while ($("library-progress")) {
-        try {
-          var jobs = (await call("GET", "/api/jobs")).jobs || [];
-          if (completing === 0) {
-            jobs.slice().reverse().forEach(function (job) {  // oldest first: newest row on top
-              if (seen[job.job_id]) return;
-              seen[job.job_id] = true;
-              var live = job.state === "queued" || job.state === "running";
-              if (!listed && !live) return;  // over before this tab looked
-              var row = new Row(job.name, job.size);
-              row.el.classList.add("upload-elsewhere");
-              row.el.setAttribute("data-job-id", job.job_id);
-              row.progress("ingesting", 0, 0, "loading on the server");
-              follow(job.job_id, row).catch(function (err) {
-                row.fail(err && err.message ? err.message : String(err));
-              });
-            });
-            listed = true;
-          }
-        } catch (e) { /* a token-protected or unreachable server: the next round asks again */ }
-        await sleep(JOBS_POLL_MS);
-      }
-    } finally {
-      watching = false;
+      jobs = (await call("GET", "/api/jobs")).jobs || [];
+    } catch (e) {
+      return;  // a token-protected or unreachable server: shown again, asked again
     }
+    jobs.slice().reverse().forEach(function (job) {  // oldest first: the newest row on top
+      if (seen[job.job_id] || (job.state !== "queued" && job.state !== "running")) return;
+      seen[job.job_id] = true;
+      var row = new Row(job.name, job.size);
+      row.el.classList.add("upload-elsewhere");
+      row.el.setAttribute("data-job-id", job.job_id);
+      row.progress("ingesting", 0, 0, "loading on the server");
+      follow(job.job_id, row).catch(function (err) {
+        row.fail(err && err.message ? err.message : String(err));
+      });
+    });
   }
 
   // Uploads go one at a time (they share the connection); ingests follow in parallel.
@@ -315,7 +303,11 @@
 
   function ensurePicker() {
     reattach();
-    if ($("library-progress")) watchJobs();
+    var list = $("library-progress");
+    if (list && !list.hasAttribute("data-jobs-listed")) {  // a new showing of the library
+      list.setAttribute("data-jobs-listed", "");
+      listJobs();
+    }
     var holder = $("library-picker");
     if (!holder || $("library-file-input")) return;
     var label = document.createElement("label");

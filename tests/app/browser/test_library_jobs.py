@@ -1,14 +1,19 @@
 """The library follows the server-side load of uploads it did not send (another tab or
-client, or itself before a reload: static/upload.js watchJobs): a row per job with its
-phase and percent, then its outcome, as for its own uploads; its own are not shown twice.
+client, or itself before a reload: static/upload.js listJobs): a row per job still
+loading when the page is shown, with its phase and percent, then its outcome, as for
+its own uploads; its own are not shown twice.
 
 Real Chromium, a real server (its own: these tests add traces), uploads through the
-chunked API as any client sends them.
+chunked API as any client sends them. The job is kept loading while the page opens by
+holding the SQLite database's write lock, as another writer would (its load waits for
+it, GMPSCOPE_BUSY_TIMEOUT_MS), then letting it go.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,9 +81,21 @@ def open_library(page: Page, srv: Served) -> None:
 
 def test_a_job_sent_elsewhere_shows_its_phases_then_its_trace(page: Page,
                                                                server: Served) -> None:
-    open_library(page, server)
-    job = upload(server, ELSEWHERE)
-    row = page.locator(f'.upload-row[data-job-id="{job}"]')
+    lock = sqlite3.connect(server.data_dir / "gmpscope.db", timeout=60, isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")  # the job's load waits for this writer
+        job = upload(server, ELSEWHERE)
+        deadline = time.monotonic() + GUARD / 1000
+        while server.get(f"/api/jobs/{job}").json()["state"] != "running":
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.1)
+        open_library(page, server)
+        row = page.locator(f'.upload-row[data-job-id="{job}"]')
+        expect(row).to_have_attribute("data-state", "ingesting")
+        shot(page, "library-job-sent-elsewhere-loading")
+    finally:
+        lock.rollback()
+        lock.close()
     expect(row).to_have_attribute("data-state", "done", timeout=GUARD)
     shot(page, "library-job-sent-elsewhere")
     status = server.get(f"/api/jobs/{job}").json()
@@ -90,6 +107,7 @@ def test_a_job_sent_elsewhere_shows_its_phases_then_its_trace(page: Page,
     expect(page.locator(f'.upload-row[data-job-id="{job}"]')).to_have_count(1)
     seen = page.evaluate("id => window.__statuses[id]", job)
     assert seen and seen[-1].startswith(f"stored as trace {status['trace_id']} ")
+    assert len(seen) >= 2  # at least one status while it was loading
     last = {"hash": -1, "load": -1}
     for text in seen:
         m = STATUS.match(text)
@@ -108,9 +126,13 @@ def test_own_upload_is_one_row(page: Page, server: Served) -> None:
     page.set_input_files("#library-file-input", str(OWN))
     row = page.locator(".upload-row").filter(has_text=OWN.name)
     expect(row).to_have_attribute("data-state", "done", timeout=GUARD)
-    # A round of the job watcher after the job ended: still one row, this tab's own.
+    # Shown again (in-app navigation: Open, then back): the jobs are listed again;
+    # still one row, its own.
+    row.locator("a.upload-open").click()
+    wait_for_dash(page, ".trace-nav")
     with page.expect_response(lambda r: r.url.endswith("/api/jobs")):
-        pass
+        page.locator("a.brand").click()
+        wait_for_dash(page, "#library-dropzone")
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(null)))")
     expect(row).to_have_count(1)
     assert "upload-elsewhere" not in (row.get_attribute("class") or "")
