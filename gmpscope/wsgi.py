@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,13 +63,14 @@ def add_server_args(p: Any, *, port: int, threads: int, data_dir_help: str) -> N
                    "reaches the port reads and deletes every trace)")
 
 
-def server_settings(args: Any) -> Settings:
-    """The settings of a server command: the environment, then its options.
-    A bad setting (GMPSCOPE_READ_TOKEN alone, a negative limit) is one line, status 2."""
+def server_settings(args: Any, env: Mapping[str, str] | None = None) -> Settings:
+    """The settings of a server command: the environment (``env``, default
+    ``os.environ``), then its options. A bad setting (GMPSCOPE_READ_TOKEN alone, a
+    negative limit) is one line, status 2."""
     from ingest.config import Settings
 
     try:
-        return Settings.from_env(db_url=args.db or None, data_dir=args.data_dir,
+        return Settings.from_env(env, db_url=args.db or None, data_dir=args.data_dir,
                                  max_upload=getattr(args, "max_upload", None))
     except ValueError as e:
         raise CLIError(str(e), EXIT_BAD_INPUT) from None
@@ -109,7 +110,7 @@ def prepare(settings: Settings) -> None:
     from sqlalchemy.exc import SQLAlchemyError
 
     from ingest.derive.cache import remove_other_versions
-    from ingest.load.pipeline import remove_orphan_raw_files
+    from ingest.load.raw_copy import remove_orphan_raw_files
     from ingest.store import interval_files
     from ingest.store.db import make_engine
 

@@ -160,7 +160,10 @@ def run(args: argparse.Namespace) -> int:
     from gmpscope import wsgi
 
     wsgi.check_server_args(args.port, 1, 1)
-    settings = wsgi.server_settings(args)
+    # GMPSCOPE_READ_TOKEN alone is a reader's setting here (what can_read sends), not
+    # this command's server's: a server it starts checks its own environment.
+    own_env = {k: v for k, v in os.environ.items() if k != "GMPSCOPE_READ_TOKEN"}
+    settings = wsgi.server_settings(args, own_env)
     wsgi.check_exposure(args.host, settings, args.insecure)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     from gmpscope.commands.serve import ingest_paths

@@ -85,3 +85,27 @@ def test_with_a_token_serves_guarded(tmp_path: Path) -> None:
         assert requests.get(srv.url + "/api/traces", timeout=60).status_code == 401
         assert srv.get("/api/traces").json() == {"traces": []}  # srv.get sends the token
         assert requests.get(srv.url + "/healthz", timeout=60).status_code == 200
+
+
+def test_view_reusing_a_server_with_a_token(tmp_path: Path) -> None:
+    """``gmpscope view`` reuses the running server and checks it can read the trace
+    there with $GMPSCOPE_READ_TOKEN (or $GMPSCOPE_TOKEN): without it, it says the
+    browser will ask for the token; with it, nothing more."""
+    data = tmp_path / "d"
+    mutex = REPO / "samples" / "go1.27-mutex.trace"
+    with Served(data, [SAMPLE], token="w-view", read_token="r-view") as srv:
+        args = ["view", str(mutex), "--no-browser", "--no-progress", "--data-dir", str(data)]
+        r = run(args)
+        assert r.returncode == 0, r.stderr
+        page = r.stdout.strip()
+        assert page.startswith(srv.url + "/traces/") and page.endswith("/overview")
+        assert "started" not in r.stderr
+        assert f"the explorer at {srv.url} needs a token" in r.stderr
+        again = run(args, {"GMPSCOPE_READ_TOKEN": "r-view"})
+        assert again.returncode == 0 and again.stdout.strip() == page, again.stderr
+        assert again.stderr == ""
+        wrong = run(args, {"GMPSCOPE_TOKEN": "not-it"})
+        assert "needs a token" in wrong.stderr
+        # The page itself sends a browser to the login form first.
+        r2 = requests.get(page, allow_redirects=False, timeout=60)
+        assert r2.status_code == 302 and r2.headers["Location"].startswith("/login?next=")
