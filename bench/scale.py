@@ -83,30 +83,49 @@ def make_busyservice_trace(size_mb: float) -> Path:
 # --- disk and memory -----------------------------------------------------------
 
 def disk_bytes(path: Path) -> int:
-    """Bytes allocated on disk under path (a file or a directory)."""
+    """Bytes allocated on disk under path (a file or a directory), each file
+    counted once however many hard links it has (as du does)."""
     if path.is_file():
         return path.stat().st_blocks * 512
     total = 0
+    seen: set[tuple[int, int]] = set()
     for dirpath, _, names in os.walk(path):
         for n in names:
             try:
-                total += os.lstat(os.path.join(dirpath, n)).st_blocks * 512
+                st = os.lstat(os.path.join(dirpath, n))
             except FileNotFoundError:
-                pass
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
     return total
 
 
 def data_dir_breakdown(data: Path) -> dict[str, int]:
-    """The data directory by kind: database, frames, derived caches, raw copy, other."""
-    out = {"database": 0, "frames": 0, "caches": 0, "raw copy": 0, "other": 0}
-    for dirpath, _, names in os.walk(data):
+    """The data directory by kind: database, the intervals' files (their home
+    on SQLite), frames, derived caches, raw copy, other. A file hard-linked
+    in two places (the intervals' files are, into the frames) counts once,
+    where it is first met: under intervals/."""
+    out = {"database": 0, "intervals": 0, "frames": 0, "caches": 0, "raw copy": 0,
+           "other": 0}
+    seen: set[tuple[int, int]] = set()
+    # intervals/ first: a file linked into the frames counts as the intervals'.
+    walk = [*os.walk(data / "intervals"), *(w for w in os.walk(data)
+                                          if not Path(w[0]).is_relative_to(data / "intervals"))]
+    for dirpath, _, names in walk:
         rel = Path(dirpath).relative_to(data).parts
         for n in names:
             try:
-                size = os.lstat(os.path.join(dirpath, n)).st_blocks * 512
+                st = os.lstat(os.path.join(dirpath, n))
             except FileNotFoundError:
                 continue
-            if not rel and n.startswith("gmpscope.db"):
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            size = st.st_blocks * 512
+            if rel[:1] == ("intervals",):
+                kind = "intervals"
+            elif not rel and n.startswith("gmpscope.db"):
                 kind = "database"
             elif rel[:1] == ("traces",):
                 kind = "raw copy"

@@ -64,6 +64,7 @@ VIEW_APIS = (
     "ingest.api.flame",
     "ingest.api.tables",
     "ingest.api.perfetto",
+    "ingest.api.raw",
     "ingest.api.diagnose",
     "ingest.api.live",
     "ingest.api.poller",

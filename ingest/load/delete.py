@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import Engine, and_, delete, select
 
 from ingest.derive.frames import remove_frames
-from ingest.load.pipeline import raw_path
+from ingest.load.raw_copy import remove_raw
 from ingest.store import interval_files, models
 from ingest.store.db import write_tx
 
@@ -43,6 +43,6 @@ def delete_trace(engine: Engine, trace_id: int, data_dir: Path | None = None) ->
     # directory is given: the database says where they are.
     interval_files.remove_home(home)
     if data_dir is not None:
-        raw_path(data_dir, sha).unlink(missing_ok=True)
+        remove_raw(data_dir, sha)
         remove_frames(data_dir, trace_id)
     return True

@@ -43,6 +43,7 @@ from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.event_split import split_events
 from ingest.load.insert_worker import InsertWorker
+from ingest.load.raw_copy import RawCopy, kept_path, raw_path
 from ingest.load.staged_caches import stage_caches
 from ingest.load.tables import DerivedTables, derived_tables, next_id, nrows, store_table
 from ingest.memory import give_back_free_memory
@@ -118,33 +119,6 @@ def find_by_sha(engine: Engine | Connection, sha256: str) -> IngestResult | None
                         events=row.events, goroutines=row.goroutines, created=False)
 
 
-def raw_path(data_dir: Path, sha256: str) -> Path:
-    """Where the raw trace with this hash is kept."""
-    return data_dir / "traces" / f"{sha256}.trace"
-
-
-def remove_orphan_raw_files(engine: Engine, data_dir: Path, min_age_s: float = 3600.0) -> int:
-    """Delete kept raw traces that no stored trace owns: a load killed after
-    the raw copy was kept and before its commit leaves one. Only files older
-    than ``min_age_s`` (another server may be loading one right now). Returns
-    how many went."""
-    root = data_dir / "traces"
-    if not root.is_dir():
-        return 0
-    with engine.connect() as conn:
-        owned = {str(s) for s in conn.execute(select(models.traces.c.sha256)).scalars()}
-    cutoff = time.time() - min_age_s
-    removed = 0
-    for f in root.glob("*.trace"):
-        try:
-            if f.stem not in owned and f.stat().st_mtime < cutoff:
-                f.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed
-
-
 def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                       data_dir: Path | None = None, sha256: str | None = None,
                       progress: Progress | None = None,
@@ -176,6 +150,10 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
     tmp_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ingest-", dir=tmp_root))
     timings = Timings()
+    keep = raw_path(ddir, sha)
+    # Compressed on a thread while the trace is decoded (the decoder is C
+    # without the GIL): on two cores it costs the load nothing.
+    copying = RawCopy(path, work / "raw.part") if kept_path(ddir, sha) is None else None
     try:
         if progress:
             progress("decode", 0, 1)
@@ -199,13 +177,12 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         if progress:
             progress("decode", 1, 1)
         give_back_free_memory()  # the decoder's buffers, before the load's peak
-        keep = raw_path(ddir, sha)
         made_copy = False
-        if not keep.exists():
+        if copying is not None:
+            with timings.phase("raw copy wait"):
+                copying.wait()
             keep.parent.mkdir(parents=True, exist_ok=True)
-            part = work / "raw.part"
-            _link_or_copy(path, part, ddir)
-            os.replace(part, keep)
+            os.replace(copying.dest, keep)
             made_copy = True
         try:
             if decoded is not None:
@@ -221,24 +198,12 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                 keep.unlink(missing_ok=True)
             raise
     finally:
+        if copying is not None:
+            try:
+                copying.wait()  # before its file's directory goes
+            except OSError:
+                pass  # raised above already, or the load failed first
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _link_or_copy(src: Path, dest: Path, data_dir: Path) -> None:
-    """Keep ``src`` as ``dest``: a hard link for our own spools (an uploaded
-    1 GB trace is not copied again), a copy for anybody else's file (which its
-    owner may change later)."""
-    try:
-        ours = src.resolve().is_relative_to(data_dir.resolve())
-    except OSError:
-        ours = False
-    if ours:
-        try:
-            os.link(src, dest)
-            return
-        except OSError:
-            pass  # another file system, or no hard links there
-    shutil.copyfile(src, dest)
 
 
 def dir_sha256(directory: Path, meta: dict[str, Any]) -> str:

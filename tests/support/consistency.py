@@ -83,10 +83,12 @@ def trace_problems(engine: Engine, trace_id: int, data_dir: Path | None = None) 
         if tiled != intervals:
             out.append(f"goroutine+proc interval ranges cover {tiled} of {intervals}")
     if data_dir is not None:
-        raw = data_dir / "traces" / f"{tr.sha256}.trace"
-        if not raw.is_file():
-            out.append(f"raw file {raw.name} missing")
-        elif hashlib.sha256(raw.read_bytes()).hexdigest() != tr.sha256:
+        from ingest.load.raw_copy import kept_path, raw_path, read_raw
+
+        raw = kept_path(data_dir, tr.sha256)
+        if raw is None:
+            out.append(f"raw file {raw_path(data_dir, tr.sha256).name} missing")
+        elif hashlib.sha256(b"".join(read_raw(raw))).hexdigest() != tr.sha256:
             out.append(f"raw file {raw.name} does not hash to its name")
     return out
 

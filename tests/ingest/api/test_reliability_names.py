@@ -141,7 +141,7 @@ def test_hostile_names(served: tuple[Served, Path], how: str) -> None:
         outside = [p for p in added if not p.is_relative_to(parent / "data")]
         assert outside == [], (name[:80], outside)
         raws = sorted(p.name for p in (parent / "data" / "traces").iterdir())
-        assert raws == [f"{sha}.trace"], raws
+        assert raws == [f"{sha}.trace.zst"], raws
         # Nothing in the data directory is named after the upload.
         stem = clean_name(name).strip("./\\")[:40]
         if len(stem) > 3:

@@ -116,7 +116,7 @@ def test_server_start_removes_raw_traces_no_stored_trace_owns(store: FrameStore)
     import time
 
     from gmpscope.wsgi import prepare
-    from ingest.load.pipeline import raw_path
+    from ingest.load.raw_copy import raw_path
 
     copy = store.data_dir / "upload.trace"  # the kept file may be a hard link of it
     shutil.copyfile(SAMPLE, copy)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from ingest.derive.frames import FrameStore
 from ingest.live import sessions as live
 from ingest.live.retention import Retention, apply_retention
 from ingest.live.stats import bin_edges
-from ingest.load.pipeline import ingest_trace_file, raw_path
+from ingest.load.pipeline import ingest_trace_file
+from ingest.load.raw_copy import raw_path, read_raw
 from ingest.store.db import make_engine
 from tests.support.demo import Demo, LoadGen, demo_binaries, free_port, start_collector
 from tests.support.server import SAMPLES, Served
@@ -197,7 +197,7 @@ def test_session_fills_and_agrees_with_offline_ingest(tmp_path: Path, bindir: Pa
         rows = sorted((s for s in secs if s["segment_id"] == seg["id"]), key=lambda s: s["bin"])
         assert rows, "every window has per-second rows"
         copy = tmp_path / f"window-{seg['seq']}.trace"
-        shutil.copyfile(raw[seg["id"]], copy)
+        copy.write_bytes(b"".join(read_raw(raw[seg["id"]])))
         res = ingest_trace_file(offline, copy, copy.name, data_dir=tmp_path / "offline")
         with offline.connect() as conn:
             first, last = conn.execute(text("SELECT first_ts, last_ts FROM traces WHERE id=:t"),
@@ -317,7 +317,7 @@ def test_retention_job_removes_old_detail_and_keeps_aggregates(
         demo.stop()
     assert set(gone) == {404}
     # The raw windows went with their traces (this server holds nothing else).
-    assert not list((tmp_path / "data" / "traces").glob("*.trace"))
+    assert not list((tmp_path / "data" / "traces").glob("*.trace*"))
     assert session["seconds"] == len(left) >= 2
     assert {r["trace_id"] for r in left} == {None}
     assert page.status_code == 200

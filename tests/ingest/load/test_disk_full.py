@@ -47,7 +47,7 @@ def test_disk_full_during_ingest(small_disk: Path) -> None:
         after = server.get("/api/traces").json()["traces"]
         assert after == before
         data = small_disk / "data"
-        assert not list((data / "traces").glob("*.trace"))[1:], "only the first raw trace kept"
+        assert not list((data / "traces").glob("*.trace.zst"))[1:], "only the first raw trace kept"
         assert not list((data / "frames").glob(".staging-*"))
         subprocess.run(["mount", "-o", "remount,size=400m", str(small_disk)], check=True)
         r = server.post("/api/traces?name=big", data=BIG.read_bytes(),

@@ -121,8 +121,11 @@ def test_parquet_dir_is_the_same_trace(loaded: Loaded, decoded: dict[str, Path])
 def test_raw_file_kept_by_sha(loaded: Loaded) -> None:
     _, data_dir, results = loaded
     for t in TRACES:
-        kept = data_dir / "traces" / f"{results[t.name].sha256}.trace"
-        assert kept.read_bytes() == t.read_bytes()
+        from ingest.load.raw_copy import raw_path, read_raw
+
+        kept = raw_path(data_dir, results[t.name].sha256)
+        assert kept.stat().st_size < t.stat().st_size, "kept compressed"
+        assert b"".join(read_raw(kept)) == t.read_bytes()
 
 
 def test_goroutine_summary_from_creation(loaded: Loaded, decoded: dict[str, Path]) -> None:

@@ -92,7 +92,9 @@ def work_dirs(data_dir: Path) -> set[Path]:
 def killed_in(data_dir: Path, sha: str, work_before: set[Path]) -> str:
     """Where the kill hit, from what it left: an ingest's work directory (decode
     or load under way) or the kept raw file (the load transaction under way)."""
-    raw = (data_dir / "traces" / f"{sha}.trace").exists()
+    from ingest.load.raw_copy import raw_path
+
+    raw = raw_path(data_dir, sha).exists()
     work = work_dirs(data_dir) - work_before
     if raw:
         return "killed in the load transaction"

@@ -242,7 +242,7 @@ def test_bad_file_leaves_db_unchanged(engine: Engine, tmp_path: Path, content: b
     assert "\n" not in str(e.value) and "bad.trace" in str(e.value)
     assert _snapshot(engine) == before
     kept = sorted(p.name for p in (tmp_path / "data" / "traces").iterdir())
-    assert kept == [f"{ok.sha256}.trace"]
+    assert kept == [f"{ok.sha256}.trace.zst"]
     assert not any((tmp_path / "data" / "tmp").iterdir())
 
 
@@ -285,7 +285,7 @@ def test_failure_mid_load_rolls_back(engine: Engine, tmp_path: Path,
         ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
     assert _snapshot(engine) == before
     assert not (tmp_path / "data" / "traces" /
-                f"{load.file_sha256(TRACES[-1])}.trace").exists()
+                f"{load.file_sha256(TRACES[-1])}.trace.zst").exists()
     homes = tmp_path / "data" / "intervals"
     if engine.dialect.name == "sqlite":
         assert [p.name for p in homes.iterdir()] == [f"{first.id}-{first.sha256[:16]}"]
@@ -299,7 +299,7 @@ def test_delete_removes_everything(engine: Engine, tmp_path: Path) -> None:
     b = ingest_trace_file(engine, TRACES[-1], data_dir=tmp_path / "data")
     assert delete_trace(engine, b.id, data_dir=tmp_path / "data")
     assert _snapshot(engine) == only_a
-    assert not (tmp_path / "data" / "traces" / f"{b.sha256}.trace").exists()
+    assert not (tmp_path / "data" / "traces" / f"{b.sha256}.trace.zst").exists()
     assert not delete_trace(engine, b.id)
     assert delete_trace(engine, a.id)
     with engine.connect() as conn:
@@ -350,7 +350,7 @@ def test_cli_json_reports_the_load_phases(tmp_path: Path) -> None:
     # The CLI decodes ahead while it opens the database: only the wait is
     # on the load's path; this old-format trace then goes through Parquet.
     # The tables made from events come first, the sort of the transitions after.
-    assert list(timings)[:4] == ["decode wait", "decode", "read", "derive"]
+    assert list(timings)[:5] == ["decode wait", "decode", "raw copy wait", "read", "derive"]
     assert {"order", "insert intervals", "insert goroutines", "commit", "frames", "lanes",
             "load"} <= set(timings)
     assert all(v >= 0 for v in timings.values())
