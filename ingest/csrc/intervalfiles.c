@@ -27,9 +27,7 @@
  *
  * Reached through SQLite's public API only: register() adds an automatic
  * extension (sqlite3_auto_extension) to the SQLite library this module links,
- * libsqlite3.so.0, the one Python's _sqlite3 links too (as _sqlitebulk does).
- * The same shared object also loads into the sqlite3 shell:
- *   .load /path/to/_intervalfiles....so sqlite3_intervalfiles_init */
+ * libsqlite3.so.0, the one Python's _sqlite3 links too (as _sqlitebulk does). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -494,12 +492,6 @@ static sqlite3_module files_module = {
 static int files_entry(sqlite3 *db, const char **errmsg, const void *api) {
     (void)sqlite3_create_module_v2(db, "gmpscope_intervals", &files_module, NULL, NULL);
     return SQLITE_OK;
-}
-
-/* For the sqlite3 shell's .load (the same library must be loaded there). */
-__attribute__((visibility("default"))) int sqlite3_intervalfiles_init(sqlite3 *db, char **errmsg,
-                                                                      const void *api) {
-    return sqlite3_create_module_v2(db, "gmpscope_intervals", &files_module, NULL, NULL);
 }
 
 static PyObject *register_entry(PyObject *self, PyObject *noargs) {
