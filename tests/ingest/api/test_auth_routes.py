@@ -1,4 +1,5 @@
-"""Who may read: every route of both servers, through real servers with both tokens set.
+"""Who may read: every route of both servers, through real servers with both tokens set
+(on SQLite, and on PostgreSQL when GMPSCOPE_TEST_PG_URL is set).
 
 The routes are not listed here: they are read from each Flask app's url_map
 (the ingest API, the figure downloads, SQL, pprof, flame, Perfetto, Dash's own
@@ -27,6 +28,7 @@ from app.server import create_app as create_ui_app
 from ingest.api import auth
 from ingest.api.server import create_app as create_ingest_app
 from ingest.config import Settings
+from tests.support.ingest_fixtures import backends, make_db_url
 from tests.support.server import Served
 
 REPO = Path(__file__).resolve().parents[3]
@@ -148,27 +150,31 @@ def check_route(srv: Served, method: str, rule: Rule, trace_id: int) -> list[str
     return bad
 
 
-@pytest.fixture(scope="module", params=["serve", "ingest-server"])
+@pytest.fixture(scope="module", params=[(kind, backend) for kind in ("serve", "ingest-server")
+                                        for backend in backends()],
+                ids=lambda p: f"{p[0]}-{p[1]}")
 def server(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, Flask]]:
-    """A real server with both tokens and one stored trace, and an app of the same
-    kind built in-process for its url_map."""
-    kind: str = request.param
+    """A real server (on SQLite, and PostgreSQL when configured) with both tokens and
+    one stored trace, and an app of the same kind built in-process for its url_map."""
+    kind, backend = request.param
     data = tmp_path_factory.mktemp(f"auth-{kind}")
     settings = Settings.from_env({}, data_dir=data / "map", token=WRITE_TOKEN,
                                  read_token=READ_TOKEN)
     app = create_ui_app(settings) if kind == "serve" else create_ingest_app(settings)
-    srv = Served(data / "data", [SAMPLE] if kind == "serve" else [], token=WRITE_TOKEN,
-                 read_token=READ_TOKEN, subcommand=kind)
-    try:
-        if kind == "ingest-server":
-            r = requests.post(srv.url + "/api/traces?name=" + SAMPLE.name,
-                              data=SAMPLE.read_bytes(), headers=bearer(WRITE_TOKEN), timeout=300)
-            assert r.status_code == 201, r.text
-            srv.ingested.append(int(r.json()["id"]))
-        yield srv, app
-    finally:
-        srv.stop()
+    for url in make_db_url(backend, data):
+        srv = Served(data / "data", [SAMPLE] if kind == "serve" else [], db_url=url,
+                     token=WRITE_TOKEN, read_token=READ_TOKEN, subcommand=kind)
+        try:
+            if kind == "ingest-server":
+                r = requests.post(srv.url + "/api/traces?name=" + SAMPLE.name,
+                                  data=SAMPLE.read_bytes(), headers=bearer(WRITE_TOKEN),
+                                  timeout=300)
+                assert r.status_code == 201, r.text
+                srv.ingested.append(int(r.json()["id"]))
+            yield srv, app
+        finally:
+            srv.stop()
 
 
 def test_every_route_needs_its_token(server: tuple[Served, Flask]) -> None:
