@@ -25,6 +25,7 @@ from collectors.gotrace.model import NO_TASK
 from ingest.columns import Nullable
 from ingest.load.event_split import OTHER_KINDS, EventParts, EventTable, Texts
 from ingest.load.pairing import pair_nested
+from ingest.store.coded_insert import CodedText, coded_text
 
 Arr = npt.NDArray[Any]
 Columns = dict[str, Any]
@@ -65,6 +66,12 @@ def _canon(t: Texts, null_as: str) -> Arr:
     return first[inverse].astype(np.int32)[t.codes]
 
 
+def _coded(t: Texts, null: str | None = None, rows: Arr | None = None) -> CodedText:
+    """The column as objects (NULL as ``null``) that keep their codes: the
+    store codes them without hashing a string a row."""
+    return coded_text(t.codes if rows is None else t.codes[rows], [null, *t.values[1:]])
+
+
 def _kinds(t: EventTable) -> list[str | None]:
     return t.text("kind").values
 
@@ -93,20 +100,21 @@ def ranges(parts: EventParts) -> Columns:
     ts = t.num("ts").values
     closed = e >= 0
     end_idx = np.where(closed, e, np.where(begun, -1, r))
-    names = t.text("name").objects("")[r]
-    kind_of = {v: range_kind(v) for v in set(names.tolist())}
-    attrs = t.text("attrs").objects()
-    end_attrs = attrs[np.maximum(end_idx, 0)]
-    end_attrs[end_idx < 0] = None
+    names = _coded(t.text("name"), "", r)
+    attrs = t.text("attrs")
+    attr_codes = attrs.codes[np.maximum(end_idx, 0)]
+    attr_codes[end_idx < 0] = 0  # NULL
     return {
         "id": np.arange(len(r), dtype=np.int64), "name": names,
-        "kind": np.array([kind_of[v] for v in names.tolist()], dtype=object),
-        "scope": t.text("scope").objects("global")[r], "scope_id": scope_id[r],
+        "kind": coded_text(t.text("name").codes[r],
+                           [range_kind(v or "") for v in names.values]),
+        "scope": _coded(t.text("scope"), "global", r), "scope_id": scope_id[r],
         "start_ts": Nullable(np.where(begun, ts[r], 0), ~begun),
         "end_ts": _at(ts, end_idx, end_idx < 0),
         "active_at_start": _is(t, "RangeActive")[r].tolist(),
         "m": t.num("m").values[r], "p": t.num("p").values[r], "g": t.num("g").values[r],
-        "stack_id": t.num("stack_id").values[r], "end_attrs": end_attrs}
+        "stack_id": t.num("stack_id").values[r],
+        "end_attrs": coded_text(attr_codes, [None, *attrs.values[1:]])}
 
 
 def regions(parts: EventParts) -> Columns:
@@ -122,7 +130,7 @@ def regions(parts: EventParts) -> Columns:
     return {
         "id": np.arange(len(r), dtype=np.int64),
         "task_id": task_ids(tid.values[r], tid.nulls()[r]),
-        "name": t.text("name").objects("")[r], "g": g[r],
+        "name": _coded(t.text("name"), "", r), "g": g[r],
         "start_ts": Nullable(np.where(begun, ts[r], 0), ~begun),
         "end_ts": _at(ts, end_idx, end_idx < 0), "stack_id": t.num("stack_id").values[r]}
 
@@ -194,8 +202,8 @@ def logs(parts: EventParts) -> Columns:
     tid = t.num("task_id")
     return {"seq": t.num("seq").values, "ts": t.num("ts").values, "g": t.num("g").values,
             "task_id": task_ids(tid.values, tid.nulls()),
-            "category": t.text("category").objects(""),
-            "message": t.text("message").objects(""), "stack_id": t.num("stack_id").values}
+            "category": _coded(t.text("category"), ""),
+            "message": _coded(t.text("message"), ""), "stack_id": t.num("stack_id").values}
 
 
 def metrics(parts: EventParts) -> Columns:
@@ -204,7 +212,7 @@ def metrics(parts: EventParts) -> Columns:
     value = t.num("value")
     return {
         "seq": t.num("seq").values, "ts": t.num("ts").values,
-        "name": t.text("name").objects(""),
+        "name": _coded(t.text("name"), ""),
         # Go's uint64 values as signed 64-bit SQL integers (above 2**63 they wrap).
         "value": Nullable(value.values.astype(np.uint64).view(np.int64), value.nulls()),
         "value_str": t.text("value_str").objects()}

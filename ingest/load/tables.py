@@ -22,6 +22,8 @@ from ingest.load.event_split import EventParts
 from ingest.memory import give_back_free_memory
 from ingest.store import models
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
+from ingest.store.coded_insert import store_coded
+from ingest.store.coded_models import CODED
 from ingest.timings import Timings
 
 
@@ -206,6 +208,9 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
                 "interval_id": np.asarray(cols["interval_row"], np.int64) + interval_base,
                 **{c: cols[c] for c in keep}}
         insert_columns(conn, table, cols, {"trace_id": trace_id}, advance)
+        return
+    if table_name in CODED:  # kept coded, behind a view of these columns
+        store_coded(conn, trace_id, table_name, cols, advance)
         return
     insert_columns(conn, models.metadata.tables[table_name], cols, {"trace_id": trace_id},
                    advance)

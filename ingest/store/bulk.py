@@ -72,7 +72,9 @@ def _chunk(col: Col, a: int, b: int) -> Arr | list[Any] | int:
     if isinstance(col, Nullable):
         # A sentinel now, NULL after the insert (see insert_arrays): binding
         # None goes through sqlite3's adapter lookup, several times slower.
-        return np.where(col.null[a:b], NULL_SENTINEL, col.values[a:b])
+        # (int64 first: NumPy 2 would wrap the sentinel into a narrower type.)
+        return np.where(col.null[a:b], NULL_SENTINEL,
+                        np.asarray(col.values[a:b]).astype(np.int64, copy=False))
     if isinstance(col, int):
         return col
     if isinstance(col, Seq):

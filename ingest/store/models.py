@@ -50,6 +50,16 @@ from sqlalchemy import (
 
 from ingest import codes
 from ingest.store import live_models  # noqa: F401 - its tables are part of the schema
+
+# The tables kept coded behind views of their old columns (re-exported: the
+# views are what readers select from).
+from ingest.store.coded_models import CODED, strings
+from ingest.store.coded_models import goroutines as goroutines
+from ingest.store.coded_models import logs as logs
+from ingest.store.coded_models import metrics as metrics
+from ingest.store.coded_models import ranges as ranges
+from ingest.store.coded_models import regions as regions
+from ingest.store.coded_models import tasks as tasks
 from ingest.store.poller_models import poller_events, poller_recordings
 from ingest.store.schema_base import metadata as metadata
 from ingest.store.schema_base import trace_key, traces_fk
@@ -207,29 +217,6 @@ state_edges = Table(
     Column("dwell_max_ns", BigInteger),
 )
 
-goroutines = Table(
-    "goroutines",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("goid", BigInteger, primary_key=True, autoincrement=False),
-    Column("start_function", Text),
-    Column("start_stack_id", BigInteger),
-    Column("created_ts", BigInteger),
-    Column("ended_ts", BigInteger),
-    Column("parent_goid", BigInteger),
-    Column("first_ts", BigInteger, nullable=False),
-    Column("last_ts", BigInteger, nullable=False),
-    Column("final_state", String(16), nullable=False),
-    Column("transitions", BigInteger, nullable=False),
-    Column("running_ns", BigInteger, nullable=False),
-    Column("runnable_ns", BigInteger, nullable=False),
-    Column("waiting_ns", BigInteger, nullable=False),
-    Column("syscall_ns", BigInteger, nullable=False),
-    Column("first_interval", BigInteger, nullable=False),  # intervals.id range
-    Column("last_interval", BigInteger, nullable=False),
-    sqlite_with_rowid=False,
-)
 
 procs = Table(
     "procs",
@@ -280,84 +267,10 @@ syscall_outcomes = Table(
     Column("stolen_by_m", BigInteger),
 )
 
-ranges = Table(
-    "ranges",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("name", Text, nullable=False),
-    Column("kind", String(16), nullable=False),  # gc | stw | sweep | assist | other
-    Column("scope", String(16), nullable=False),
-    Column("scope_id", BigInteger, nullable=False),
-    Column("start_ts", BigInteger),  # NULL: began before the trace window
-    Column("end_ts", BigInteger),  # NULL: still open at the end
-    Column("active_at_start", Boolean, nullable=False),
-    Column("m", BigInteger, nullable=False),
-    Column("p", BigInteger, nullable=False),
-    Column("g", BigInteger, nullable=False),
-    Column("stack_id", BigInteger, nullable=False),
-    Column("end_attrs", Text),
-    sqlite_with_rowid=False,
-)
 
-tasks = Table(
-    "tasks",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("task_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("parent_id", BigInteger),
-    Column("name", Text),
-    Column("start_ts", BigInteger),
-    Column("end_ts", BigInteger),
-    Column("start_g", BigInteger),
-    Column("end_g", BigInteger),
-    sqlite_with_rowid=False,
-)
 
-regions = Table(
-    "regions",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("task_id", BigInteger),
-    Column("name", Text, nullable=False),
-    Column("g", BigInteger, nullable=False),
-    Column("start_ts", BigInteger),
-    Column("end_ts", BigInteger),
-    Column("stack_id", BigInteger, nullable=False),
-    sqlite_with_rowid=False,
-)
 
-logs = Table(
-    "logs",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
-    Column("ts", BigInteger, nullable=False),
-    Column("g", BigInteger, nullable=False),
-    Column("task_id", BigInteger),
-    Column("category", Text, nullable=False),
-    Column("message", Text, nullable=False),
-    Column("stack_id", BigInteger, nullable=False),
-    sqlite_with_rowid=False,
-)
 
-metrics = Table(
-    "metrics",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
-    Column("ts", BigInteger, nullable=False),
-    Column("name", Text, nullable=False),
-    Column("value", BigInteger),
-    Column("value_str", Text),
-    sqlite_with_rowid=False,
-)
 
 other_events = Table(
     "other_events",
@@ -478,15 +391,18 @@ TRACE_TABLES: tuple[Table, ...] = (
     poller_events, poller_recordings,
     interval_rows, interval_files, proc_run_index, syscall_outcomes, row_ranges,
     transition_stacks,
-    transition_counts, state_edges, goroutines, procs, threads, ranges, tasks, regions, logs,
-    metrics, other_events, stacks,
+    transition_counts, state_edges, *(c.table for c in CODED.values()), strings, procs,
+    threads, other_events, stacks,
 )
 
 
 def relation(name: str) -> Table:
     """The table or view called ``name``."""
     table = metadata.tables.get(name)
-    return table if table is not None else view_metadata.tables[name]
+    if table is not None:
+        return table
+    coded = CODED.get(name)
+    return coded.view if coded is not None else view_metadata.tables[name]
 
 
 #: The virtual table of the intervals kept in files (ingest/csrc/intervalfiles.c),
@@ -536,6 +452,8 @@ VIEWS = {
         "FROM syscall_outcomes s JOIN intervals i ON i.id = s.interval_id"
     ),
 }
+#: And the views over the coded tables (ingest.store.coded_models).
+VIEWS.update({name: coded.select_sql() for name, coded in CODED.items()})
 
 
 def _pg_delete_rows() -> tuple[str, str]:

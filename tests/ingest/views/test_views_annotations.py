@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import Engine
 
 from ingest.api.blueprint import jsonable
+from ingest.store.coded_models import STRING_SOURCES
 from ingest.store.db import make_engine
 from ingest.views.annotations import MAX_TASK_LIMIT, annotations_data, logs, task_types
 from tests.support.goparsed import GoEvent, go_parsed
@@ -251,6 +252,16 @@ def test_answers_stay_small(samples_server: Served, sample_ids: dict[str, int]) 
         assert len(small["logs"]["rows"]) == min(2, small["logs"]["total"])
 
 
+def _new_codes(db: sqlite3.Connection, tid: int, column: str, values: list[str]) -> list[int]:
+    """Add ``values`` to the trace's strings of ``column`` (new texts); their codes."""
+    source = STRING_SOURCES[column]
+    first = db.execute("SELECT coalesce(max(code), -1) + 1 FROM strings "
+                       "WHERE trace_id = ? AND source = ?", (tid, source)).fetchone()[0]
+    db.executemany("INSERT INTO strings (trace_id, source, code, value) VALUES (?, ?, ?, ?)",
+                   [(tid, source, first + k, v) for k, v in enumerate(values)])
+    return [first + k for k in range(len(values))]
+
+
 @pytest.fixture(scope="module")
 def busy(samples_server: Served, sample_ids: dict[str, int],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, int]]:
@@ -265,18 +276,23 @@ def busy(samples_server: Served, sample_ids: dict[str, int],
     parent = dst.execute("SELECT task_id FROM tasks WHERE trace_id = ? AND name = 'request'",
                          (tid,)).fetchone()[0]
     start = 10_000_000
+    # tasks and logs are views over coded tables (ingest/store/coded_models.py):
+    # the new texts get codes after the trace's own, the rows those codes.
+    names = _new_codes(dst, tid, "tasks.name", [f"busy-{k}" for k in range(3)])
     dst.executemany(
-        "INSERT INTO tasks (trace_id, task_id, parent_id, name, start_ts, end_ts, start_g, "
-        "end_g) VALUES (?, ?, ?, ?, ?, ?, 1, 1)",
-        [(tid, 1_000_000 + i, parent, f"busy-{i % 3}", start + i, start + i + (i * 7919) % 100_003,
-          ) for i in range(30_000)])
+        "INSERT INTO task_rows (trace_id, task_id, parent_id, name_code, start_ts, "
+        "end_ts_delta, start_g, end_g_delta) VALUES (?, ?, ?, ?, ?, ?, 1, 0)",
+        [(tid, 1_000_000 + i, parent, names[i % 3], start + i, (i * 7919) % 100_003)
+         for i in range(30_000)])
     seq = dst.execute("SELECT max(seq) FROM logs WHERE trace_id = ?", (tid,)).fetchone()[0]
     msgs = ["100% done_now", "100x done-now", "1005 doneXnow", "DONE_NOW 100%", "a\\b%_c"]
+    busy_code = _new_codes(dst, tid, "logs.category", ["busy"])[0]
+    msg_codes = _new_codes(dst, tid, "logs.message", msgs)
     dst.executemany(
-        "INSERT INTO logs (trace_id, seq, ts, g, task_id, category, message, stack_id) "
-        "VALUES (?, ?, ?, 1, ?, 'busy', ?, 0)",
-        [(tid, seq + 1 + i, start + i, 1_000_000 + i % 5, msgs[i % len(msgs)])
-         for i in range(500)])
+        "INSERT INTO log_rows (trace_id, seq, ts, g, task_id, category_code, message_code, "
+        "stack_id) VALUES (?, ?, ?, 1, ?, ?, ?, 0)",
+        [(tid, seq + 1 + i, start + i, 1_000_000 + i % 5, busy_code,
+          msg_codes[i % len(msgs)]) for i in range(500)])
     dst.commit()
     dst.close()
     engine = make_engine(f"sqlite:///{path}")

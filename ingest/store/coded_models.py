@@ -1,0 +1,244 @@
+"""The event and goroutine tables kept coded, behind views with their columns.
+
+A 200 MB trace stores 3.7 M metric samples, 3 M regions, 1.2 M logs and
+642 k goroutines; as plain rows they repeated their strings (a metric's name,
+35 bytes, 3.7 M times) and their timestamps in full. Each of ``metrics``,
+``regions``, ``logs``, ``goroutines``, ``ranges`` and ``tasks`` is now a view,
+with the columns it had as a table (docs/schema.md), over:
+
+- a table ``<name>_rows`` (``metric_rows``, ``region_rows``, ...) with the same
+  columns but for two kinds, which it stores otherwise:
+  - a **coded** text column ``c`` as ``c_code``, the code of its value in this
+    trace's ``strings`` for that column (``strings.source``, :data:`STRING_SOURCES`);
+    codes are given by frequency, the most frequent value 0: SQLite stores
+    the integers 0 and 1 in no byte at all, below 128 in one;
+  - a **delta** column ``c`` as ``c_delta``, its difference to another column
+    of the row (``end_ts`` to ``start_ts``: a region's few microseconds take 2
+    bytes where a time takes 6); ``c = coalesce(base, 0) + c_delta``, so NULL
+    stays NULL and a NULL base (a region begun before the trace) keeps ``c``
+    whole;
+- ``strings(trace_id, source, code, value)``: each trace's distinct values of
+  each coded column, once.
+
+The views join ``strings`` by LEFT JOIN on its whole primary key, which SQLite
+leaves out of a query that reads none of the view's text columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+
+from ingest.store.schema_base import metadata, trace_key, traces_fk
+
+#: The views' columns: what users query (docs/schema.md), for select().
+views = MetaData()
+
+metrics = Table(
+    "metrics",
+    views,
+    trace_key(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("value", BigInteger),
+    Column("value_str", Text),
+)
+
+regions = Table(
+    "regions",
+    views,
+    trace_key(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("task_id", BigInteger),
+    Column("name", Text, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+logs = Table(
+    "logs",
+    views,
+    trace_key(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("task_id", BigInteger),
+    Column("category", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+)
+
+goroutines = Table(
+    "goroutines",
+    views,
+    trace_key(),
+    Column("goid", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_function", Text),
+    Column("start_stack_id", BigInteger),
+    Column("created_ts", BigInteger),
+    Column("ended_ts", BigInteger),
+    Column("parent_goid", BigInteger),
+    Column("first_ts", BigInteger, nullable=False),
+    Column("last_ts", BigInteger, nullable=False),
+    Column("final_state", String(16), nullable=False),
+    Column("transitions", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),
+    Column("runnable_ns", BigInteger, nullable=False),
+    Column("waiting_ns", BigInteger, nullable=False),
+    Column("syscall_ns", BigInteger, nullable=False),
+    Column("first_interval", BigInteger, nullable=False),  # intervals.id range
+    Column("last_interval", BigInteger, nullable=False),
+)
+
+ranges = Table(
+    "ranges",
+    views,
+    trace_key(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", Text, nullable=False),
+    Column("kind", String(16), nullable=False),  # gc | stw | sweep | assist | other
+    Column("scope", String(16), nullable=False),
+    Column("scope_id", BigInteger, nullable=False),
+    Column("start_ts", BigInteger),  # NULL: began before the trace window
+    Column("end_ts", BigInteger),  # NULL: still open at the end
+    Column("active_at_start", Boolean, nullable=False),
+    Column("m", BigInteger, nullable=False),
+    Column("p", BigInteger, nullable=False),
+    Column("g", BigInteger, nullable=False),
+    Column("stack_id", BigInteger, nullable=False),
+    Column("end_attrs", Text),
+)
+
+tasks = Table(
+    "tasks",
+    views,
+    trace_key(),
+    Column("task_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("parent_id", BigInteger),
+    Column("name", Text),
+    Column("start_ts", BigInteger),
+    Column("end_ts", BigInteger),
+    Column("start_g", BigInteger),
+    Column("end_g", BigInteger),
+)
+
+#: strings.source: the view column whose values the strings are. Fixed
+#: numbers (stored): append, never renumber.
+STRING_SOURCES: dict[str, int] = {
+    "metrics.name": 1, "regions.name": 2, "logs.category": 3, "logs.message": 4,
+    "goroutines.start_function": 5, "goroutines.final_state": 6, "ranges.name": 7,
+    "ranges.kind": 8, "ranges.scope": 9, "ranges.end_attrs": 10, "tasks.name": 11,
+}
+
+#: Delta columns: view -> {column: the column it is stored relative to}.
+DELTAS: dict[str, dict[str, str]] = {
+    "regions": {"end_ts": "start_ts"},
+    "ranges": {"end_ts": "start_ts"},
+    "tasks": {"end_ts": "start_ts", "end_g": "start_g"},
+    # A goroutine is mostly created when first seen and ends at its last
+    # transition (deltas 0), and lives for microseconds.
+    "goroutines": {"created_ts": "first_ts", "last_ts": "first_ts", "ended_ts": "last_ts",
+                   "last_interval": "first_interval"},
+}
+
+strings = Table(
+    "strings",
+    metadata,
+    trace_key(),
+    traces_fk(),
+    Column("source", SmallInteger, primary_key=True, autoincrement=False),
+    Column("code", Integer, primary_key=True, autoincrement=False),
+    Column("value", Text, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+
+@dataclass(frozen=True)
+class Coded:
+    """One view and the table that stores its rows."""
+
+    view: Table
+    table: Table
+    #: view column -> strings.source, for its coded columns
+    sources: dict[str, int]
+    #: view column -> its base column, for its delta columns
+    deltas: dict[str, str]
+
+    def stored(self, column: str) -> str:
+        """The table's column that stores the view's ``column``."""
+        if column in self.sources:
+            return f"{column}_code"
+        if column in self.deltas:
+            return f"{column}_delta"
+        return column
+
+    def expr(self, column: str, alias: str = "t") -> str:
+        """The SQL of the view's ``column`` over the table (as ``alias``)."""
+        if column in self.sources:
+            return f"s_{column}.value"
+        if column in self.deltas:
+            base = self.deltas[column]
+            b = self.expr(base, alias)
+            if self.view.c[base].nullable:
+                b = f"coalesce({b}, 0)"
+            return f"{b} + {alias}.{column}_delta"
+        return f"{alias}.{column}"
+
+    def select_sql(self) -> str:
+        """The view's SELECT."""
+        exprs = [(self.expr(c.name), c.name) for c in self.view.columns]
+        cols = ", ".join(e if e == f"t.{name}" else f"{e} AS {name}" for e, name in exprs)
+        joins = "".join(
+            f" LEFT JOIN strings s_{c} ON s_{c}.trace_id = t.trace_id "
+            f"AND s_{c}.source = {src} AND s_{c}.code = t.{c}_code"
+            for c, src in self.sources.items())
+        return f"SELECT {cols} FROM {self.table.name} t{joins}"
+
+
+def _coded(view: Table, table_name: str) -> Coded:
+    sources = {k.split(".", 1)[1]: v for k, v in STRING_SOURCES.items()
+               if k.split(".", 1)[0] == view.name}
+    deltas = DELTAS.get(view.name, {})
+    cols: list[Column[Any]] = [trace_key()]
+    for c in view.columns:
+        if c.name == "trace_id":
+            continue
+        if c.name in sources:
+            cols.append(Column(f"{c.name}_code", Integer, nullable=c.nullable))
+        elif c.name in deltas:
+            cols.append(Column(f"{c.name}_delta", BigInteger, nullable=c.nullable))
+        elif c.primary_key:
+            cols.append(Column(c.name, c.type, primary_key=True, autoincrement=False))
+        else:
+            cols.append(Column(c.name, c.type, nullable=c.nullable))
+    table = Table(table_name, metadata, *cols, traces_fk(), sqlite_with_rowid=False)
+    return Coded(view, table, sources, deltas)
+
+
+#: The coded views by name, in the order a load stores them.
+CODED: dict[str, Coded] = {c.view.name: c for c in (
+    _coded(metrics, "metric_rows"), _coded(logs, "log_rows"), _coded(ranges, "range_rows"),
+    _coded(tasks, "task_rows"), _coded(regions, "region_rows"),
+    _coded(goroutines, "goroutine_rows"))}
+
+metric_rows = CODED["metrics"].table
+log_rows = CODED["logs"].table
+range_rows = CODED["ranges"].table
+task_rows = CODED["tasks"].table
+region_rows = CODED["regions"].table
+goroutine_rows = CODED["goroutines"].table

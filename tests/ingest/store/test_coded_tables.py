@@ -1,0 +1,126 @@
+"""The coded tables behind metrics, regions, logs, goroutines, ranges and tasks
+(ingest/store/coded_models.py, revision 0009): codes by frequency, deltas, the
+views' rows equal to the tables' they replaced through the migration both
+ways, on SQLite and PostgreSQL, and a trace's strings deleted with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, inspect, text
+
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store import models
+from ingest.store.coded_insert import coded_text, encode, stored_columns
+from ingest.store.coded_models import CODED
+from ingest.store.db import migrate
+from tests.ingest.store.test_ingest_db import _head, _migrate_to
+from tests.support.ingest_fixtures import ROOT, TRACES, db_url, engine
+
+FIXTURES = (db_url, engine)
+
+VIEWS = tuple(CODED)
+#: Has tasks, regions, logs, GC ranges and metric samples.
+ANNOTATED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
+
+
+def test_codes_by_frequency_nulls_and_duplicates() -> None:
+    # "b" 3 times, "a" twice, "c" once; NULL is no code. The decoder's table
+    # may hold one text twice (code 4 is "b" again): one code for both.
+    col = coded_text(np.array([1, 2, 0, 2, 1, 3, 4], np.int32), [None, "a", "b", "c", "b"])
+    codes, values = encode(col)
+    assert values == ["b", "a", "c"]
+    assert codes.values[~codes.null].tolist() == [1, 0, 0, 1, 2, 0]
+    assert codes.null.tolist() == [False, False, True, False, False, False, False]
+    # A plain object array or list codes the same (ties by value).
+    for plain in (np.array(list(col), dtype=object), list(col)):
+        again, vals = encode(plain)
+        assert vals == values and again.values.tolist() == codes.values.tolist()
+        assert again.null.tolist() == codes.null.tolist()
+    tie, vals = encode(["y", "x"])
+    assert vals == ["x", "y"] and tie.values.tolist() == [1, 0]
+
+
+def test_slices_are_plain_arrays() -> None:
+    col = coded_text(np.array([1, 2, 1], np.int32), [None, "a", "b"])
+    part = col[1:]
+    assert getattr(part, "codes", None) is None
+    codes, values = encode(part)
+    assert values == ["a", "b"] and codes.values.tolist() == [1, 0]
+
+
+def test_deltas_keep_nulls() -> None:
+    # end_ts - coalesce(start_ts, 0): a region begun before the trace keeps
+    # its end whole; one still open stays NULL.
+    cols: dict[str, Any] = {
+        "id": np.arange(3), "task_id": [None, 1, 2], "name": ["r", "r", "s"],
+        "g": np.array([5, 5, 6]), "start_ts": [None, 100, 200], "end_ts": [150, 130, None],
+        "stack_id": np.zeros(3, np.int64)}
+    table, texts = stored_columns(CODED["regions"], cols)
+    d = table["end_ts_delta"]
+    assert d.values[~d.null].tolist() == [150, 30]  # type: ignore[union-attr]
+    assert d.null.tolist() == [False, False, True]  # type: ignore[union-attr]
+    assert texts == [(2, ["r", "s"])]
+
+
+def _views(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    with engine.connect() as conn:
+        return {v: sorted(tuple(r) for r in conn.execute(text(f"SELECT * FROM {v}")))
+                for v in VIEWS}
+
+
+def test_migration_0009_keeps_every_row(engine: Engine, tmp_path: Path) -> None:
+    """A database at 0008 (the six as tables) upgrades with every row as it
+    was, through the views, and downgrades back to the same tables."""
+    from tests.support.consistency import database_problems
+
+    first = ingest_trace_file(engine, ANNOTATED, data_dir=tmp_path / "data")
+    second = ingest_trace_file(engine, TRACES[0], data_dir=tmp_path / "data")
+    before = _views(engine)
+    assert all(before[v] for v in VIEWS), {v: len(r) for v, r in before.items()}
+    assert any(r[-1] is None for r in before["ranges"])  # NULL end_attrs kept
+    assert set(VIEWS) <= set(inspect(engine).get_view_names())
+    _migrate_to(engine, "downgrade", "0008")
+    insp = inspect(engine)
+    assert set(VIEWS) <= set(insp.get_table_names())
+    assert not {"strings", *(c.table.name for c in CODED.values())} & set(insp.get_table_names())
+    assert _views(engine) == before
+    assert migrate(engine) == _head()
+    insp = inspect(engine)
+    assert set(VIEWS) <= set(insp.get_view_names())
+    assert _views(engine) == before
+    with engine.begin() as conn:  # a user's own delete (PostgreSQL: the trigger)
+        conn.execute(models.traces.delete().where(models.traces.c.id == first.id))
+    with engine.connect() as conn:
+        for table in ("strings", *(c.table.name for c in CODED.values())):
+            ids = conn.execute(text(f"SELECT DISTINCT trace_id FROM {table}")).scalars().all()
+            assert ids in ([second.id], []), table
+    third = ingest_trace_file(engine, ANNOTATED, data_dir=tmp_path / "data")
+    after = _views(engine)
+    for v in VIEWS:  # the same file's rows again, under its new id
+        # (but for the goroutines' interval ids, which are the new block's)
+        cut = -2 if v == "goroutines" else None
+        assert sorted((third.id, *r[1:cut]) for r in before[v] if r[0] == first.id) == \
+            [r[:cut] for r in after[v] if r[0] == third.id]
+    assert database_problems(engine) == []
+
+
+def test_views_read_the_coded_columns(engine: Engine, tmp_path: Path) -> None:
+    """What the tables store: codes into strings (the most frequent value
+    0), and the deltas."""
+    res = ingest_trace_file(engine, ANNOTATED, data_dir=tmp_path / "data")
+    with engine.connect() as conn:
+        top = conn.execute(text(
+            "SELECT name FROM metrics WHERE trace_id = :t GROUP BY name "
+            "ORDER BY count(*) DESC, name LIMIT 1"), {"t": res.id}).scalar_one()
+        assert conn.execute(text(
+            "SELECT value FROM strings WHERE trace_id = :t AND source = 1 AND code = 0"),
+            {"t": res.id}).scalar_one() == top
+        rows = conn.execute(text(
+            "SELECT r.end_ts_delta, v.start_ts, v.end_ts FROM region_rows r "
+            "JOIN regions v ON v.trace_id = r.trace_id AND v.id = r.id "
+            "WHERE r.trace_id = :t"), {"t": res.id}).all()
+        assert rows and all(d == (e - (s or 0) if e is not None else None)
+                            for d, s, e in rows)
