@@ -5,9 +5,9 @@ a Dash callback (dcc.Upload reads it whole into the browser's memory and sends i
 base64). The script sends it in chunks to ``/api/uploads``, follows the ingest job at
 ``/api/jobs/<id>`` and then bumps ``library-refresh``, which re-renders the table here.
 Deleting also goes through the JSON API from the script, with the bearer token the
-user typed (the Dash callback endpoint is not guarded by the token, so no callback
-here ever writes). The table reads :func:`ingest.store.traces.list_traces`, the same query
-as ``GET /api/traces``.
+user typed or the login's session cookie (the Dash callback endpoint takes the read
+token, so no callback here ever writes: docs/security.md). The table reads
+:func:`ingest.store.traces.list_traces`, the same query as ``GET /api/traces``.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def layout(query: dict[str, str], **args: Any) -> Any:
             dcc.Input(id="library-token", type="password", persistence=True,
                       persistence_type="local", autoComplete="off",
                       style={"width": "340px"},
-                      placeholder="only when the server sets GMPSCOPE_TOKEN"),
+                      placeholder="write token, unless you logged in with it"),
         ], className="controls token"),
         # Filled by upload.js only (one row per file); no callback writes here.
         html.Div(id="library-progress", className="upload-list", role="status"),

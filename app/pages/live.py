@@ -6,8 +6,8 @@ numbers, the diagnostics rules that fired on recent windows, the latest
 window's timeline and the list of windows, each opening in the full explorer.
 
 Pause and resume go through the JSON API from the browser (a clientside
-callback sending the bearer token the user typed), never through a Dash
-callback: the callback endpoint is not guarded by the token.
+callback sending the bearer token the user typed, or the login's session cookie),
+never through a Dash callback: the callback endpoint takes the read token.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def _session_layout(name: str) -> Any:
         html.Div([
             html.Button("Pause", id="live-pause", n_clicks=0),
             html.Button("Resume", id="live-resume", n_clicks=0),
-            dcc.Input(id="live-token", type="password", placeholder="token (if the server "
-                      "has one)", debounce=True),
+            dcc.Input(id="live-token", type="password", placeholder="write token (unless "
+                      "logged in with it)", debounce=True),
             html.Span(id="live-action-msg", className="muted"),
             html.Label("history"),
             dcc.RadioItems(id="live-span", value=DEFAULT_SPAN, inline=True,
