@@ -16,7 +16,7 @@ unset, no dialog opens (``page.on("dialog")`` fails the test), no element with
 an event-handler attribute or a javascript: link exists, and the payloads are
 on the pages as text. The CSV of the logs holds them literally, with the
 formula ones quoted. The tour changes no row of the database (Dash callbacks
-are not guarded by the token: they must not write).
+take the read token: they must not write).
 """
 
 from __future__ import annotations
