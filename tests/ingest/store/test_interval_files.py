@@ -1,0 +1,134 @@
+"""SQLite's intervals kept in column files (ingest.store.interval_files), read
+by SQL through the virtual table behind the view ``intervals``: the same rows
+as a load that stores them as rows, whatever the constraints; a database with
+both kinds of traces; a clear error when the files are gone; the files go
+with their trace, and orphans older than an hour are swept."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from ingest.load.delete import delete_trace
+from ingest.load.pipeline import IngestResult, ingest_trace_file
+from ingest.store import interval_files
+from ingest.store.db import make_engine
+from tests.support.ingest_fixtures import ROOT
+
+TRACES = ROOT / "tests" / "data" / "traces"
+A = TRACES / "go1.23-workers.trace"
+B = TRACES / "go1.21-mixed.trace"
+
+pytestmark = pytest.mark.skipif(not interval_files.register(),
+                                reason="the interval files' extension is not built")
+
+
+def _load(engine: Engine, trace: Path, data: Path, files: bool,
+          monkeypatch: pytest.MonkeyPatch) -> IngestResult:
+    with monkeypatch.context() as m:
+        m.setattr(interval_files, "store_in_files", lambda e: files and e.dialect.name == "sqlite")
+        return ingest_trace_file(engine, trace, data_dir=data)
+
+
+def _rows(engine: Engine, sql: str, **params: object) -> list[tuple[object, ...]]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql), params)]
+
+
+@pytest.fixture()
+def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, Engine]:
+    """The same two traces loaded with their intervals in files and as rows."""
+    out = []
+    for files in (True, False):
+        d = tmp_path / ("files" if files else "rows")
+        engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
+        for trace in (A, B):
+            _load(engine, trace, d, files, monkeypatch)
+        out.append(engine)
+    files_engine, rows_engine = out
+    n = _rows(rows_engine, "SELECT count(*) FROM interval_rows")[0][0]
+    assert n > 10_000 and _rows(files_engine, "SELECT count(*) FROM interval_rows") == [(0,)]
+    assert len(_rows(files_engine, "SELECT * FROM interval_files")) == 2
+    return files_engine, rows_engine
+
+
+QUERIES = [
+    "SELECT * FROM intervals ORDER BY id",
+    "SELECT * FROM intervals WHERE trace_id = 2 ORDER BY id",
+    "SELECT * FROM intervals WHERE id BETWEEN :lo AND :hi ORDER BY id",
+    "SELECT * FROM intervals WHERE id > :hi - 3",
+    "SELECT * FROM intervals WHERE id >= :lo AND id < :lo + 5 AND trace_id = 1",
+    "SELECT * FROM intervals WHERE id = :lo + 0.5",
+    "SELECT * FROM intervals WHERE id = :lo + 7.0",
+    "SELECT * FROM intervals WHERE id < 1 OR id IS NULL OR trace_id = 99",
+    "SELECT * FROM intervals WHERE id <= '12'",
+    "SELECT count(*), sum(end_ts - start_ts), min(id), max(id) FROM intervals GROUP BY trace_id",
+    "SELECT * FROM proc_runs ORDER BY id",
+    "SELECT * FROM syscalls ORDER BY id",
+    "SELECT * FROM transitions ORDER BY trace_id, seq",
+    "SELECT * FROM thread_intervals ORDER BY trace_id, seq",
+    "SELECT g.goid, v.state, v.start_ts FROM goroutines g JOIN interval_view v "
+    "ON v.id BETWEEN g.first_interval AND g.last_interval WHERE g.trace_id = 2 "
+    "AND g.goid = (SELECT min(goid) FROM goroutines WHERE trace_id = 2) ORDER BY v.id",
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_files_answer_as_rows_do(pair: tuple[Engine, Engine], sql: str) -> None:
+    files, rows = pair
+    lo, hi = _rows(rows, "SELECT min(id) + 100, max(id) - 100 FROM interval_rows "
+                         "WHERE trace_id = 2")[0]
+    got = _rows(files, sql, lo=lo, hi=hi)
+    assert got == _rows(rows, sql, lo=lo, hi=hi)
+
+
+def test_a_database_with_both_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One trace as rows (loaded without the extension, say), the next in files:
+    the view shows both, ids in one sequence."""
+    d = tmp_path / "data"
+    engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
+    a = _load(engine, A, d, False, monkeypatch)
+    b = _load(engine, B, d, True, monkeypatch)
+    (ra,) = _rows(engine, "SELECT transitions FROM traces WHERE id = :t", t=a.id)[0]
+    (rb,) = _rows(engine, "SELECT transitions FROM traces WHERE id = :t", t=b.id)[0]
+    ids = [r[0] for r in _rows(engine, "SELECT id FROM intervals ORDER BY id")]
+    assert ids == list(range(1, ra + rb + 1))
+    assert _rows(engine, "SELECT trace_id, count(*) FROM intervals GROUP BY trace_id") == \
+        [(a.id, ra), (b.id, rb)]
+
+
+def test_missing_files_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "data"
+    engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
+    res = _load(engine, A, d, True, monkeypatch)
+    home = interval_files.home_dir(d, res.id, res.sha256)
+    (home / "intervals.start_ts.npy").unlink()
+    with pytest.raises(Exception, match=r"trace 1's intervals cannot be read from .*"
+                                        r"intervals\.start_ts\.npy: No such file"):
+        _rows(engine, "SELECT count(*) FROM intervals")
+
+
+def test_files_go_with_their_trace_and_orphans_are_swept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "data"
+    engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
+    a = _load(engine, A, d, True, monkeypatch)
+    b = _load(engine, B, d, True, monkeypatch)
+    home_a = interval_files.home_dir(d, a.id, a.sha256)
+    home_b = interval_files.home_dir(d, b.id, b.sha256)
+    assert delete_trace(engine, a.id, d)
+    assert not home_a.exists() and home_b.is_dir()
+    old, new = d / "intervals" / "7-00000000deadbeef", d / "intervals" / "8-00000000deadbeef"
+    for o in (old, new):
+        o.mkdir()
+    hour_ago = time.time() - 7200
+    for p in (old, home_b):
+        os.utime(p, (hour_ago, hour_ago))
+    assert interval_files.remove_orphans(engine, d) == 1
+    assert not old.exists() and new.is_dir() and home_b.is_dir()
+    assert _rows(engine, "SELECT count(*) FROM intervals") == \
+        _rows(engine, "SELECT transitions FROM traces")
