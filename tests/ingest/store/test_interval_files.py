@@ -34,7 +34,7 @@ def _load(engine: Engine, trace: Path, data: Path, files: bool,
         return ingest_trace_file(engine, trace, data_dir=data)
 
 
-def _rows(engine: Engine, sql: str, **params: object) -> list[tuple[object, ...]]:
+def _rows(engine: Engine, sql: str, **params: object) -> list[tuple[int, ...]]:
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(text(sql), params)]
 
