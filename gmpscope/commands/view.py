@@ -52,10 +52,29 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def reader_token(env: Any = None) -> str | None:
-    """The token this command reads with: $GMPSCOPE_READ_TOKEN, else $GMPSCOPE_TOKEN."""
+def reader_token(env: Any = None) -> tuple[str, str] | None:
+    """The token this command reads with and its variable: $GMPSCOPE_READ_TOKEN, else
+    $GMPSCOPE_TOKEN."""
     e = os.environ if env is None else env
-    return e.get("GMPSCOPE_READ_TOKEN") or e.get("GMPSCOPE_TOKEN") or None
+    for name in ("GMPSCOPE_READ_TOKEN", "GMPSCOPE_TOKEN"):
+        if e.get(name):
+            return e[name], name
+    return None
+
+
+def token_note(url: str, trace_id: int) -> str | None:
+    """What to tell the user when the server at ``url`` needs a token (the browser
+    logs in once); None when it answers without one."""
+    if can_read(url, trace_id, None):
+        return None
+    first = f"the explorer at {url} needs a token: the browser asks for it once"
+    mine = reader_token()
+    if mine is None:
+        return f"{first} (that server's GMPSCOPE_READ_TOKEN or GMPSCOPE_TOKEN)"
+    token, name = mine
+    if can_read(url, trace_id, token):
+        return f"{first} (${name} reads it)"
+    return f"{first}, and ${name} is not one of that server's tokens"
 
 
 def can_read(url: str, trace_id: int, token: str | None) -> bool:
@@ -160,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from gmpscope import wsgi
 
     wsgi.check_server_args(args.port, 1, 1)
-    # GMPSCOPE_READ_TOKEN alone is a reader's setting here (what can_read sends), not
+    # GMPSCOPE_READ_TOKEN alone is a reader's setting here (what token_note sends), not
     # this command's server's: a server it starts checks its own environment.
     own_env = {k: v for k, v in os.environ.items() if k != "GMPSCOPE_READ_TOKEN"}
     settings = wsgi.server_settings(args, own_env)
@@ -175,10 +194,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"gmpscope view: started the explorer at {url} (pid {pid}; stop it with "
               f"`kill {pid}`)", file=sys.stderr)
     page = f"{url}/traces/{trace_id}/overview"
-    if not can_read(url, trace_id, reader_token()):
-        print(f"gmpscope view: the explorer at {url} needs a token: the browser asks for "
-              "it once (its read or write token); set GMPSCOPE_READ_TOKEN or "
-              "GMPSCOPE_TOKEN to that server's to check it from here", file=sys.stderr)
+    note = token_note(url, trace_id)
+    if note is not None:
+        print(f"gmpscope view: {note}", file=sys.stderr)
     print(page, flush=True)
     if not args.no_browser:
         webbrowser.open(page)

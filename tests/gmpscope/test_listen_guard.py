@@ -88,9 +88,9 @@ def test_with_a_token_serves_guarded(tmp_path: Path) -> None:
 
 
 def test_view_reusing_a_server_with_a_token(tmp_path: Path) -> None:
-    """``gmpscope view`` reuses the running server and checks it can read the trace
-    there with $GMPSCOPE_READ_TOKEN (or $GMPSCOPE_TOKEN): without it, it says the
-    browser will ask for the token; with it, nothing more."""
+    """``gmpscope view`` reuses the running server and, when it needs a token, says the
+    browser will ask for it, and whether $GMPSCOPE_READ_TOKEN (or $GMPSCOPE_TOKEN)
+    reads the trace there (sent as a Bearer token)."""
     data = tmp_path / "d"
     mutex = REPO / "samples" / "go1.27-mutex.trace"
     with Served(data, [SAMPLE], token="w-view", read_token="r-view") as srv:
@@ -99,13 +99,20 @@ def test_view_reusing_a_server_with_a_token(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         page = r.stdout.strip()
         assert page.startswith(srv.url + "/traces/") and page.endswith("/overview")
-        assert "started" not in r.stderr
-        assert f"the explorer at {srv.url} needs a token" in r.stderr
+        needs = f"gmpscope view: the explorer at {srv.url} needs a token: the browser asks " \
+                "for it once"
+        assert r.stderr == f"{needs} (that server's GMPSCOPE_READ_TOKEN or GMPSCOPE_TOKEN)\n"
         again = run(args, {"GMPSCOPE_READ_TOKEN": "r-view"})
         assert again.returncode == 0 and again.stdout.strip() == page, again.stderr
-        assert again.stderr == ""
+        assert again.stderr == f"{needs} ($GMPSCOPE_READ_TOKEN reads it)\n"
         wrong = run(args, {"GMPSCOPE_TOKEN": "not-it"})
-        assert "needs a token" in wrong.stderr
+        assert wrong.stderr == f"{needs}, and $GMPSCOPE_TOKEN is not one of that server's " \
+                               "tokens\n"
         # The page itself sends a browser to the login form first.
         r2 = requests.get(page, allow_redirects=False, timeout=60)
         assert r2.status_code == 302 and r2.headers["Location"].startswith("/login?next=")
+    # A server without tokens: nothing said.
+    with Served(tmp_path / "open", [SAMPLE]):
+        quiet = run(["view", str(mutex), "--no-browser", "--no-progress", "--data-dir",
+                     str(tmp_path / "open")])
+        assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
