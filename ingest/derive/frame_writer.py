@@ -18,7 +18,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.derive.cache import DERIVED_VERSION, save_value
-from ingest.derive.frame_layout import TABLE_COLUMNS, Kind, Table, frame_dir, kinds_of, read_tables
+from ingest.derive.frame_layout import (
+    LOADER_NAME,
+    TABLE_COLUMNS,
+    Kind,
+    Table,
+    frame_dir,
+    kinds_of,
+    read_tables,
+)
 
 Arr = npt.NDArray[Any]
 
@@ -183,7 +191,8 @@ class FrameWriter:
     def _write(self, table: str, cols: dict[str, Any], n: int) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)
         for name in TABLE_COLUMNS[table]:
-            write_column(self.staging, table, name, cols[name], n)
+            write_column(self.staging, table, name,
+                         cols[name] if name in cols else cols[LOADER_NAME[name]], n)
             if table in self.durable:
                 # Here, on the writer's thread, while the loader goes on:
                 # publish() finds the pages already on the disk.

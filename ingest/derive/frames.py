@@ -136,6 +136,7 @@ class TraceFrames:
         that read whole columns calls it when done, so that a worker does not
         keep hundreds of MB after the request."""
         for table in (self.intervals, self.proc_runs, self.syscalls):
+            table.release()
             for col in table.columns.values():
                 release_pages(col)
         release_cached(self)
@@ -159,17 +160,19 @@ def _lanes(rid: Arr, base: int) -> Lanes:
 
 
 def _read_block(conn: Connection, table: Any, cols: tuple[str, ...], lo: int,
-                hi: int) -> dict[str, I64]:
-    """Rows lo..hi (ids) of ``table`` as int64 columns, in id order.
+                hi: int, exprs: dict[str, str] | None = None) -> dict[str, I64]:
+    """Rows lo..hi (ids) of ``table`` as int64 columns, in id order;
+    ``exprs``: the SQL of columns that are not the table's own.
 
     Straight through the DB-API cursor: SQLAlchemy's row objects would cost
     more than the query (NULL becomes -1, booleans 0/1).
     """
     n = hi - lo + 1
     out = np.empty((n, len(cols)), dtype=np.int64)
-    exprs = ", ".join(f"COALESCE(CAST({c} AS BIGINT), -1)" if table.c[c].nullable
-                      or isinstance(table.c[c].type, Boolean) else c for c in cols)
-    sql = f"SELECT {exprs} FROM {table.name} WHERE id BETWEEN {int(lo)} AND {int(hi)} ORDER BY id"
+    sel = ", ".join((exprs or {}).get(c) or (
+        f"COALESCE(CAST({c} AS BIGINT), -1)" if table.c[c].nullable
+        or isinstance(table.c[c].type, Boolean) else c) for c in cols)
+    sql = f"SELECT {sel} FROM {table.name} WHERE id BETWEEN {int(lo)} AND {int(hi)} ORDER BY id"
     cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         cur.execute(sql)
@@ -207,13 +210,17 @@ def build_arrays(engine: Engine, trace_id: int,
             select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
             .where(rr.c.trace_id == trace_id))}
         tables: dict[str, Table] = {}
+        ibase = blocks.get("intervals", (0, 0))[0]
         for name, cols in TABLE_COLUMNS.items():
-            table = models.relation(name)
+            # proc_runs and syscalls: their rows in the tables that store
+            # them, the interval's id as its row in intervals.
+            table = models.intervals if name == "intervals" else models.RANGED[name]
             if name in skip:
                 continue
             if name in blocks:
                 lo, hi = blocks[name]
-                tables[name] = Table(_read_block(conn, table, cols, lo, hi))
+                tables[name] = Table(_read_block(conn, table, cols, lo, hi,
+                                                 {"row": f"interval_id - {int(ibase)}"}))
             else:
                 tables[name] = Table({c: np.zeros(0, np.int64) for c in cols})
     facts = {"trace_id": trace_id, "first_ts": int(row.first_ts or 0),
