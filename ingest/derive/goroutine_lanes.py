@@ -24,8 +24,9 @@ from ingest.derive.lanesets import (
     LaneSetKey,
     build_index,
     kind_categories,
+    ref_dtype,
 )
-from ingest.store import models
+from ingest.store.coded_models import goroutine_rows, read_strings
 
 
 def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneSet:
@@ -33,7 +34,10 @@ def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneS
     set of one lane (cached per goroutine: worth it for long-lived ones)."""
     def build() -> LaneSet:
         iv = frames.intervals
-        rows = np.arange(lo, hi, dtype=np.int64)
+        # Refs as int32 where they fit (ref_dtype), as the P and M sets':
+        # the busiest goroutines' sets share the memory budget of the values
+        # held in memory (ingest.derive.cache.MEMORY_BUDGET) with the table.
+        rows = np.arange(lo, hi, dtype=ref_dtype(frames))
         cat = kind_categories(frames)[iv["kind"][lo:hi]]
         return build_index(LaneSet(np.array([goid], np.int64), np.array([0], np.int64),
                                    np.array([hi - lo], np.int64), iv["start_ts"][lo:hi],
@@ -47,7 +51,7 @@ class Goroutines:
     """The goroutine lanes' table: grouping by start function, lifetimes."""
 
     goid: I64
-    group: I64  # index into names
+    group: npt.NDArray[np.signedinteger[Any]]  # index into names (int16 where they fit)
     names: list[str]  # start functions ("" unknown), ordered by goroutine count, desc
     alive_lo: I64  # first row's start
     alive_hi: I64  # end of the last row that is not NotExist
@@ -69,20 +73,24 @@ def goroutine_table(engine: Engine, frames: TraceFrames) -> Goroutines:
     """Goroutines with their start-function group (kept) and lifetime (from
     the frames' goroutine lanes; cached in memory)."""
     def build() -> GoroutineGroups:
-        g = models.goroutines
+        # The goroutines' coded table (the view's rows) and the functions'
+        # strings: a code a row, not a joined string.
+        g = goroutine_rows
         with engine.connect() as conn:
+            functions = read_strings(conn, frames.trace_id, "goroutines.start_function")
             # Straight through the DB-API cursor: 100k+ rows of SQLAlchemy Row
             # objects would cost more than the query.
             cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
             try:
-                cur.execute(f"SELECT goid, start_function FROM {g.name} "
+                cur.execute(f"SELECT goid, start_function_code FROM {g.name} "
                             f"WHERE trace_id = {int(frames.trace_id)} ORDER BY goid")
                 rows = cur.fetchall()
             finally:
                 cur.close()
         sql_goid = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         ids = np.asarray(frames.goroutines.ids, np.int64)
-        return goroutines_of(ids, sql_goid, [fn for _, fn in rows])
+        return goroutines_of(ids, sql_goid,
+                             [None if c is None else functions[c] for _, c in rows])
 
     kept = cached(frames, LaneSetKey.GOROUTINES, build, persist=(GoroutineGroups,))
     if len(kept.group) != len(frames.goroutines.ids):  # pragma: no cover - a foreign copy
@@ -104,7 +112,7 @@ def _on_lanes(frames: TraceFrames, kept: GoroutineGroups) -> Goroutines:
         alive_hi = np.where(gone, iv["start_ts"][last], iv["end_ts"][last]).astype(np.int64)
     else:
         alive_lo = alive_hi = np.zeros(0, np.int64)
-    return Goroutines(np.asarray(lanes.ids, np.int64), np.asarray(kept.group, np.int64),
+    return Goroutines(np.asarray(lanes.ids, np.int64), np.asarray(kept.group),
                       list(kept.names), alive_lo, alive_hi, lo, hi)
 
 

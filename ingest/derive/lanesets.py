@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,7 @@ from ingest.extensions import optional_extension
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
+T = TypeVar("T", bound=np.generic)
 
 #: Display categories of timeline shapes (index = code). Waiting is split by
 #: Go's block reason so the eye can tell network waits from lock waits.
@@ -119,7 +120,10 @@ class RowTimes:
     an array of rows of any shape); :func:`lane_search` finds times in it."""
 
     def __init__(self, ref: npt.NDArray[np.signedinteger[Any]],
-                 by_source: dict[int, npt.NDArray[np.int64]]) -> None:
+                 by_source: dict[int, tuple[npt.NDArray[np.int64],
+                                            npt.NDArray[np.integer[Any]] | None]]) -> None:
+        # by_source: ref source -> (column, and the row of that column for
+        # each of the source's rows, None: the same row).
         self.ref = ref
         self.by_source = by_source
 
@@ -136,17 +140,19 @@ class RowTimes:
                     ) -> int | I64:
         if isinstance(key, int | np.integer):
             r = int(self.ref[key])
-            return int(self.by_source[r % REF_SOURCES][r // REF_SOURCES])
+            col, via = self.by_source[r % REF_SOURCES]
+            at = r // REF_SOURCES
+            return int(col[at if via is None else via[at]])
         ref = np.asarray(self.ref[key], np.int64)
         row = ref // REF_SOURCES
         if len(self.by_source) == 1:
-            (col,) = self.by_source.values()
-            return np.asarray(col[row], np.int64)
+            ((col, via),) = self.by_source.values()
+            return np.asarray(col[row if via is None else via[row]], np.int64)
         src = ref % REF_SOURCES
         out = np.empty(ref.shape, np.int64)
-        for code, col in self.by_source.items():
+        for code, (col, via) in self.by_source.items():
             at = src == code
-            out[at] = col[row[at]]
+            out[at] = col[row[at] if via is None else via[row[at]]]
         return out
 
 
@@ -248,13 +254,15 @@ class RowLanes:
 @dataclass
 class RowSource:
     """Where the rows of one ref source are in the frames: their start and
-    end columns, and their category: ``cat`` of their ``state`` (a state code
-    -> category table), or ``cat[0]`` for every row when ``state`` is None."""
+    end columns (at ``via[row]`` when given: a proc run's interval row), and
+    their category: ``cat`` of their ``state`` (a state code -> category
+    table), or ``cat[0]`` for every row when ``state`` is None."""
 
     start: npt.NDArray[np.int64]
     end: npt.NDArray[np.int64]
     state: npt.NDArray[np.int8] | None
     cat: I8
+    via: npt.NDArray[np.integer[Any]] | None = None
 
 
 def kept_rows(ls: LaneSet) -> RowLanes:
@@ -266,11 +274,24 @@ def kept_rows(ls: LaneSet) -> RowLanes:
 
 def read_rows(kept: RowLanes, sources: dict[int, RowSource]) -> LaneSet:
     """The lane set ``kept`` stands for, its rows read from ``sources`` (by ref source)."""
+    ref = _plain(kept.ref)
     return LaneSet(kept.ids, kept.lo, kept.hi,
-                   RowTimes(kept.ref, {k: s.start for k, s in sources.items()}),
-                   RowTimes(kept.ref, {k: s.end for k, s in sources.items()}),
-                   RowCats(kept.ref, {k: (s.state, s.cat) for k, s in sources.items()}),
-                   kept.ref, kept.index)
+                   RowTimes(ref, {k: (_plain(s.start), _via(s)) for k, s in sources.items()}),
+                   RowTimes(ref, {k: (_plain(s.end), _via(s)) for k, s in sources.items()}),
+                   RowCats(ref, {k: (s.state, s.cat) for k, s in sources.items()}),
+                   ref, kept.index)
+
+
+def _via(s: RowSource) -> npt.NDArray[np.integer[Any]] | None:
+    return None if s.via is None else _plain(s.via)
+
+
+def _plain(a: npt.NDArray[T]) -> npt.NDArray[T]:
+    """A memory-mapped array as a plain view of the same pages: indexing a
+    numpy.memmap makes a memmap of each result (~20 us a call; the gathers
+    of one timeline request make thousands). Its pages are still handed
+    back through the mapping's owner (release_pages)."""
+    return a.view(np.ndarray) if isinstance(a, np.memmap) else a
 
 
 def state_categories() -> I8:
@@ -299,21 +320,32 @@ class LaneSetIndex:
     cum: I64
 
     def cum_at(self, ls: LaneSet, rows: I64) -> I64:
-        """``[ns of each category in rows 0 .. r-1 for r in rows]`` (len(rows) x cats)."""
-        j = rows // BLOCK
+        """``[ns of each category in rows 0 .. r-1 for r in rows]`` (len(rows) x cats).
+
+        From the block sums, with the rows between ``r`` and the nearer block
+        edge added or taken away: at most BLOCK/2 rows read for each distinct
+        ``r`` (a lane set's rows may be read through the frames: a gather
+        each, RowTimes)."""
+        uniq, back = np.unique(rows, return_inverse=True)
+        n = len(ls.ref)
+        j = uniq // BLOCK
+        k = uniq - j * BLOCK  # rows of its block before r
+        up = (k > BLOCK // 2) & ((j + 1) * BLOCK <= n)  # nearer the next edge: take away
+        j = j + up
         out = self.cum[j]  # a copy (fancy indexing)
-        first = j * BLOCK
-        k = rows - first  # rows of the last block to add, 0 .. BLOCK-1
-        if len(rows) and int(k.max()) > 0:
-            width = int(k.max())
-            r = first[:, None] + np.arange(width)
-            take = np.arange(width) < k[:, None]
-            r = np.where(take, r, 0)
-            dur = np.where(take, ls.end[r] - ls.start[r], 0)
+        lo = np.where(up, uniq, j * BLOCK)
+        count = np.where(up, j * BLOCK - uniq, k)
+        if int(count.sum()):
+            owner = np.repeat(np.arange(len(uniq)), count)
+            starts = np.cumsum(count) - count
+            r = np.repeat(lo, count) + (np.arange(len(owner)) - starts[owner])
+            dur = ls.end[r] - ls.start[r]
+            dur[up[owner]] *= -1
             cat = ls.cat[r]
+            has = np.flatnonzero(count)
             for c, code in enumerate(self.cats.tolist()):
-                out[:, c] += np.where(cat == code, dur, 0).sum(axis=1)
-        return out
+                out[has, c] += np.add.reduceat(np.where(cat == code, dur, 0), starts[has])
+        return np.asarray(out[back.reshape(-1)], np.int64)
 
 
 #: Rows per block of LaneSetIndex.block_max.

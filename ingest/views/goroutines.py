@@ -500,16 +500,19 @@ def goroutine_groups(engine: Engine, frames: TraceFrames, group: str | None = No
     ``lifetime`` or time in a category (``sort``, see MEMBER_SORTS)."""
     if sort not in MEMBER_SORTS:
         raise ValueError(f"sort must be one of {', '.join(MEMBER_SORTS)}, not {sort!r}")
-    gt = goroutine_times(engine, frames)
     codes = group_codes(engine, frames)
-    code = np.asarray(codes.code, np.int64)
     index = {n: i for i, n in enumerate(codes.names)}
+    # The times (read from the frames) only when the summary is not kept
+    # yet, or a group's members are asked for.
     out: dict[str, Any] = cached_json(
         frames, "goroutine_groups_summary",
-        lambda: released(frames, lambda: _groups_summary(frames, gt, codes)))
+        lambda: released(frames, lambda: _groups_summary(
+            frames, goroutine_times(engine, frames), codes)))
     if group is not None:
         if group not in index:
             raise LookupError(f"no goroutine group {group!r}")
+        gt = goroutine_times(engine, frames)
+        code = np.asarray(codes.code, np.int64)
         members = np.flatnonzero(code == index[group])
         out["group"] = group
         out["members_total"] = int(len(members))

@@ -89,7 +89,7 @@ def test_release_hands_back_the_pages_of_columns_and_lane_sets(tmp_path: Path) -
     start = frames.intervals["start_ts"]
     assert int(np.asarray(start).sum()) and int(np.asarray(ls.ref).sum())  # read whole
     start_file = Path(start.filename)
-    lane_file = Path(ls.ref.filename)  # type: ignore[attr-defined]
+    lane_file = Path(ls.ref.base.filename)  # type: ignore[union-attr]
     assert _mapped_kb(start_file) > 0 and _mapped_kb(lane_file) > 0
     frames.release()
     assert _mapped_kb(start_file) == 0 and _mapped_kb(lane_file) == 0
