@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, Engine, Table, func, select
+from sqlalchemy import Connection, Engine, Table, case, func, select
 
 from ingest.columns import Nullable
 from ingest.derive.cache import cached
 from ingest.derive.frames import TraceFrames, trim_heap
 from ingest.derive.interval_order import nearest_rank
-from ingest.store import models
+from ingest.store.coded_models import log_rows, read_strings, region_rows, task_rows
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -415,16 +415,37 @@ class _Filling:
         return self.names.finish(raw)
 
 
+def _named(f: _Filling, conn: Connection, trace_id: int, column: str
+           ) -> tuple[npt.NDArray[np.int32], list[str]]:
+    """The names of ``f``'s ``code`` column (codes into the trace's strings of
+    ``column``, NULL as ""), as codes into the names in ascending order."""
+    code, null = f.take("code")
+    strings = read_strings(conn, trace_id, column)
+    names = _Names()
+    # Every string of the column is a row's (the trace's distinct values);
+    # NULL ("") is one only where a row has it.
+    per_code = names.encode([*strings, *([""] if bool(null.any()) else [])])
+    raw = per_code[np.where(null, len(strings), code)] if len(code) else \
+        np.zeros(0, np.int32)
+    return names.finish(raw)
+
+
+# The indexes read the coded tables behind the views (ingest.store.coded_models):
+# codes, not a string a row.
+
+
 def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
     """The tasks' index read from the database."""
-    t = models.tasks
+    t = task_rows
     with engine.connect() as conn:
-        f = _Filling(_count(conn, t, trace_id), ("task_id", "parent_id", "start_ts", "end_ts"))
-        for rows in _read(conn, t, "task_id", [t.c.name, t.c.parent_id, t.c.start_ts,
-                                               t.c.end_ts], trace_id):
-            f.add(rows, 0, (("parent_id", 1), ("start_ts", 2), ("end_ts", 3), ("task_id", 4)),
-                  nullable=(1, 2, 3))
-    code, names = f.codes()
+        f = _Filling(_count(conn, t, trace_id),
+                     ("code", "task_id", "parent_id", "start_ts", "end_ts"))
+        end_ts = func.coalesce(t.c.start_ts, 0) + t.c.end_ts_delta
+        for rows in _read(conn, t, "task_id", [t.c.name_code, t.c.parent_id, t.c.start_ts,
+                                               end_ts], trace_id):
+            f.add(rows, None, (("code", 0), ("parent_id", 1), ("start_ts", 2), ("end_ts", 3),
+                               ("task_id", 4)), nullable=(0, 1, 2, 3))
+        code, names = _named(f, conn, trace_id, "tasks.name")
     value = _task_index(f.col("task_id")[0], f.col("parent_id"), code, names,
                         f.col("start_ts"), f.col("end_ts"))
     del f, code
@@ -434,14 +455,16 @@ def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
 
 def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
     """The regions' index read from the database."""
-    r = models.regions
+    r = region_rows
     with engine.connect() as conn:
-        f = _Filling(_count(conn, r, trace_id), ("task_id", "g", "dur"))
-        for rows in _read(conn, r, "id", [r.c.name, r.c.task_id, r.c.g,
-                                          r.c.end_ts - r.c.start_ts], trace_id):
-            f.add(rows, 0, (("task_id", 1), ("g", 2), ("dur", 3)), nullable=(1, 3))
-    cols: dict[str, Any] = {}
-    cols["code"], names = f.codes()
+        f = _Filling(_count(conn, r, trace_id), ("code", "task_id", "g", "dur"))
+        # end_ts - start_ts: the delta, NULL when either end is missing
+        dur = case((r.c.start_ts.is_(None), None), else_=r.c.end_ts_delta)
+        for rows in _read(conn, r, "id", [r.c.name_code, r.c.task_id, r.c.g, dur], trace_id):
+            f.add(rows, None, (("code", 0), ("task_id", 1), ("g", 2), ("dur", 3)),
+                  nullable=(1, 3))
+        cols: dict[str, Any] = {}
+        cols["code"], names = _named(f, conn, trace_id, "regions.name")
     cols["dur"], untimed = f.take("dur")  # NULL when either end is missing
     cols["timed"] = ~untimed
     del untimed
@@ -455,12 +478,13 @@ def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
 
 def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
     """The logs' index read from the database."""
-    lg = models.logs
+    lg = log_rows
     with engine.connect() as conn:
-        f = _Filling(_count(conn, lg, trace_id), ("task_id", "g"))
-        for rows in _read(conn, lg, "seq", [lg.c.category, lg.c.task_id, lg.c.g], trace_id):
-            f.add(rows, 0, (("task_id", 1), ("g", 2)), nullable=(1,))
-    code, names = f.codes()
+        f = _Filling(_count(conn, lg, trace_id), ("code", "task_id", "g"))
+        for rows in _read(conn, lg, "seq", [lg.c.category_code, lg.c.task_id, lg.c.g],
+                          trace_id):
+            f.add(rows, None, (("code", 0), ("task_id", 1), ("g", 2)), nullable=(1,))
+        code, names = _named(f, conn, trace_id, "logs.category")
     value = _log_index(code, names, f.col("task_id"), f.col("g")[0])
     del f, code
     trim_heap()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from ingest.derive.cache import cached
 from ingest.derive.frames import TraceFrames
@@ -24,7 +24,7 @@ from ingest.derive.lanesets import (
     LaneSetIndex,
     LaneSetKey,
 )
-from ingest.store import models
+from ingest.store.coded_models import CodedQuery
 
 
 @dataclass
@@ -39,12 +39,12 @@ class Ranges:
 def range_lanes(engine: Engine, frames: TraceFrames) -> Ranges:
     """The trace's ranges of kinds gc, stw, sweep and assist (cached)."""
     def build() -> Ranges:
-        r = models.ranges
+        # From the ranges' coded table: the kinds matched once, not per row.
+        q = CodedQuery("ranges", frames.trace_id)
         with engine.connect() as conn:
-            rows = conn.execute(select(r.c.id, r.c.kind, r.c.start_ts, r.c.end_ts, r.c.g)
-                                .where(r.c.trace_id == frames.trace_id,
-                                       r.c.kind.in_([k for k, _ in RANGE_LANES]))
-                                .order_by(r.c.id)).all()
+            rows = conn.execute(q.select(("id", "kind", "start_ts", "end_ts", "g"))
+                                .where(q.codes("kind", [k for k, _ in RANGE_LANES]))
+                                .order_by(q.col("id"))).all()
         return ranges_of([x.id for x in rows], [x.kind for x in rows],
                          [x.start_ts for x in rows], [x.end_ts for x in rows],
                          [x.g for x in rows], frames.first_ts, frames.last_ts)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from sqlalchemy import select
 
 from ingest.diagnose.base import (
     MAX_EVIDENCE,
@@ -21,7 +20,7 @@ from ingest.diagnose.base import (
     severity_for,
     timeline_link,
 )
-from ingest.store import models
+from ingest.store.coded_models import CodedQuery
 
 
 def union_ns(spans: list[tuple[int, int]]) -> int:
@@ -55,12 +54,13 @@ class GCPressure:
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
         f = ctx.frames
-        rg = models.ranges
+        # From the ranges' coded table: the kinds matched once, not per row.
+        q = CodedQuery("ranges", ctx.trace_id)
         with ctx.engine.connect() as conn:
-            rows = conn.execute(select(rg.c.kind, rg.c.name, rg.c.start_ts, rg.c.end_ts,
-                                       rg.c.scope_id, rg.c.scope)
-                                .where(rg.c.trace_id == ctx.trace_id,
-                                       rg.c.kind.in_(("gc", "stw", "assist")))).all()
+            rows = conn.execute(q.select(("kind", "name", "start_ts", "end_ts", "scope_id",
+                                          "scope"))
+                                .where(q.codes("kind", ["gc", "stw", "assist"]))
+                                .order_by(q.col("id"))).all()
         # Columns (tens of thousands of assists on a busy trace), in the rows' order;
         # a range without a start began with the trace, one without an end ran to it.
         kind = np.array([r[0] for r in rows], dtype=object)

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select
 
 from ingest.store import live_models, models
+from ingest.store.coded_models import CODED
 
 _TRACE_COLUMNS = [c for c in models.traces.c]
 
@@ -86,9 +87,11 @@ def trace_summary(engine: Engine, trace_id: int) -> dict[str, Any] | None:
             select(rr.c.table_name, rr.c.first_id, rr.c.last_id)
             .where(rr.c.trace_id == trace_id))}
         info["syscall_count"] = blocks.get("syscalls", 0)  # no trace_id index there
-        for name, table in (("range_count", models.ranges), ("task_count", models.tasks),
-                            ("region_count", models.regions), ("log_count", models.logs)):
-            info[name] = _count(conn, table, trace_id)
+        # Counted in the coded tables: through the views SQLite would join
+        # every row to its strings (2.3 s on the 200 MB trace instead of 0.2).
+        for name, view in (("range_count", "ranges"), ("task_count", "tasks"),
+                           ("region_count", "regions"), ("log_count", "logs")):
+            info[name] = _count(conn, CODED[view].table, trace_id)
     return info
 
 

@@ -40,6 +40,7 @@ from ingest.derive.annotation_index import (
 )
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
+from ingest.store.coded_models import CodedQuery, strings
 
 #: Log rows in a page by default, and at most.
 LOG_LIMIT = 1000
@@ -233,17 +234,19 @@ def logs(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
     that matched and at most ``limit`` ``rows`` from ``offset``; with every
     category and its count. The total comes from the index unless ``text``
     or ``g`` filter (or ``category`` and ``task_id`` both)."""
-    lg = models.logs
+    # Straight from the logs' coded table: filters on texts match the
+    # strings once, not a joined string on every row (ingest.store.coded_models).
+    q = CodedQuery("logs", trace_id)
     li = _logs(engine, trace_id, frames)
     cats = [{"category": c, "count": int(n)} for c, n in zip(li.categories, li.count.tolist(),
                                                               strict=True)]
-    cond: list[ColumnElement[bool]] = [lg.c.trace_id == trace_id]
+    cond: list[ColumnElement[bool]] = []
     if category is not None:
-        cond.append(lg.c.category == category)
+        cond.append(q.codes("category", [category]))
     if g is not None:
-        cond.append(lg.c.g == g)
+        cond.append(q.col("g") == g)
     if task_id is not None:
-        cond.append(lg.c.task_id == task_id)
+        cond.append(q.col("task_id") == task_id)
     limit, offset = max(0, limit), max(0, offset)
     total: int | None = None
     if text is None and g is None:
@@ -256,13 +259,14 @@ def logs(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
             total = _of_tasks(li.tasks, [task_id])[0].get(task_id, 0)
     with engine.connect() as conn:
         if text is not None:
-            cond.append(_contains(conn, lg.c.category, text)
-                        | _contains(conn, lg.c.message, text))
+            value = strings.c.value
+            cond.append(q.codes("category", _contains(conn, value, text))
+                        | q.codes("message", _contains(conn, value, text)))
         if total is None:
-            total = int(conn.execute(select(func.count()).select_from(lg).where(*cond))
-                        .scalar_one())
-        rows = conn.execute(select(lg.c.seq, lg.c.ts, lg.c.g, lg.c.task_id, lg.c.category,
-                                   lg.c.message).where(*cond).order_by(lg.c.seq)
+            total = int(conn.execute(select(func.count()).select_from(q.t)
+                                     .where(q.t.c.trace_id == trace_id, *cond)).scalar_one())
+        rows = conn.execute(q.select(("seq", "ts", "g", "task_id", "category", "message"))
+                            .where(*cond).order_by(q.col("seq"))
                             .limit(limit).offset(offset)).all() if limit and total else []
     return {"total": total, "offset": offset, "rows": [dict(r._mapping) for r in rows],
             "categories": cats}

@@ -32,6 +32,7 @@ from sqlalchemy import Engine, func, select
 
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
+from ingest.store.coded_models import CodedQuery, metric_rows, read_strings
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -292,20 +293,21 @@ class Counter:
 
 def metric_names(engine: Engine, trace_id: int) -> list[tuple[str, int]]:
     """(name, samples with a value) of each runtime metric of the trace."""
-    mt = models.metrics
-    stmt = (select(mt.c.name, func.count()).where(mt.c.trace_id == trace_id,
-                                                   mt.c.value.is_not(None))
-            .group_by(mt.c.name).order_by(mt.c.name))
+    mt = metric_rows  # the samples by name code (ingest.store.coded_models)
+    stmt = (select(mt.c.name_code, func.count()).where(mt.c.trace_id == trace_id,
+                                                        mt.c.value.is_not(None))
+            .group_by(mt.c.name_code))
     with engine.connect() as conn:
-        return [(str(r[0]), int(r[1])) for r in conn.execute(stmt)]
+        names = read_strings(conn, trace_id, "metrics.name")
+        return sorted((names[int(r[0])], int(r[1])) for r in conn.execute(stmt))
 
 
 def metric_chunks(engine: Engine, trace_id: int, name: str) -> Iterator[tuple[I64, I64]]:
     """(ts, value) of one metric's samples, in sample order, a chunk at a time."""
-    mt = models.metrics
-    stmt = (select(mt.c.ts, mt.c.value)
-            .where(mt.c.trace_id == trace_id, mt.c.name == name, mt.c.value.is_not(None))
-            .order_by(mt.c.seq))
+    q = CodedQuery("metrics", trace_id)
+    stmt = (q.select(("ts", "value")).where(q.codes("name", [name]),
+                                             q.col("value").is_not(None))
+            .order_by(q.col("seq")))
     with engine.connect() as conn:
         cursor = conn.execute(stmt).cursor
         assert cursor is not None
