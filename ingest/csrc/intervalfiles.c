@@ -5,6 +5,10 @@
  *                     process, gets the eponymous virtual table
  *                     gmpscope_intervals
  *
+ * and gmpscope_proc_run_index, proc_run_index's rows kept as the frames'
+ * proc_runs.row.npy (proc_run_files), each run's interval id its row there
+ * plus the trace's first interval id.
+ *
  * Why: on SQLite a trace's intervals (19.5 M rows for a 200 MB trace) were
  * kept twice, as SQL rows (815 MB) and as the views' memory-mapped column
  * files. Now the files are their home; this table shows them to SQL with the
@@ -42,18 +46,51 @@
 #include <unistd.h>
 #include <sqlite3.h>
 
-enum { C_ID, C_TRACE, C_RID, C_START, C_SEQ, C_END, C_KIND, C_M, C_P, C_G, C_STACK, NCOLS };
+/* Every table here has id and trace_id as its first two columns. */
+enum { C_ID, C_TRACE, MAX_COLS = 11 };
 
-/* The file of each column (NULL: computed). */
-static const char *const FILE_COLUMN[NCOLS] = {
-    NULL, NULL, "rid", "start_ts", "seq", "end_ts", "kind", "m", "p", "g", "stack_id"};
+/* A table of files: its columns, the files they are read from, and the SQL
+ * listing its traces: (trace_id, first_id, last_id, base, directory), in
+ * first_id order; a column with add_base gets base added (an interval id
+ * stored as the interval's row). */
+typedef struct {
+    const char *name;
+    const char *label; /* in error messages */
+    const char *schema;
+    const char *sets_sql;
+    int ncols;
+    const char *const file[MAX_COLS]; /* the column's file (NULL: id, trace_id) */
+    const int add_base[MAX_COLS];
+} TableDesc;
 
-#define SCHEMA "CREATE TABLE x(id INTEGER, trace_id INTEGER, rid INTEGER, start_ts INTEGER, " \
-               "seq INTEGER, end_ts INTEGER, kind INTEGER, m INTEGER, p INTEGER, g INTEGER, " \
-               "stack_id INTEGER)"
+/* gmpscope_intervals: the intervals (interval_files). */
+static const TableDesc INTERVALS = {
+    "gmpscope_intervals",
+    "intervals",
+    "CREATE TABLE x(id INTEGER, trace_id INTEGER, rid INTEGER, start_ts INTEGER, "
+    "seq INTEGER, end_ts INTEGER, kind INTEGER, m INTEGER, p INTEGER, g INTEGER, "
+    "stack_id INTEGER)",
+    "SELECT trace_id, first_id, last_id, 0, directory FROM main.interval_files "
+    "ORDER BY first_id",
+    11,
+    {NULL, NULL, "intervals.rid", "intervals.start_ts", "intervals.seq", "intervals.end_ts",
+     "intervals.kind", "intervals.m", "intervals.p", "intervals.g", "intervals.stack_id"},
+    {0},
+};
 
-#define SETS_SQL "SELECT trace_id, first_id, last_id, directory FROM main.interval_files " \
-                 "ORDER BY first_id"
+/* gmpscope_proc_run_index: proc_run_index's rows (proc_run_files), each run's
+ * interval stored as its row in the trace's intervals. */
+static const TableDesc PROC_RUNS = {
+    "gmpscope_proc_run_index",
+    "proc runs",
+    "CREATE TABLE x(id INTEGER, trace_id INTEGER, interval_id INTEGER)",
+    "SELECT r.trace_id, r.first_id, r.last_id, f.first_id, f.directory "
+    "FROM main.proc_run_files r JOIN main.interval_files f ON f.trace_id = r.trace_id "
+    "ORDER BY r.first_id",
+    3,
+    {NULL, NULL, "proc_runs.row"},
+    {0, 0, 1},
+};
 
 /* idxNum bits: which constraints xFilter gets, in this order in argv. */
 enum { F_TRACE = 1, F_ID_EQ = 2, F_ID_LO = 4, F_ID_HI = 8 };
@@ -66,15 +103,16 @@ typedef struct {
 } Column;
 
 typedef struct {
-    sqlite3_int64 trace_id, first_id, last_id;
+    sqlite3_int64 trace_id, first_id, last_id, base;
     char *dir; /* resolved */
     int mapped;
-    Column cols[NCOLS];
+    Column cols[MAX_COLS];
 } Set;
 
 typedef struct {
     sqlite3_vtab base;
     sqlite3 *db;
+    const TableDesc *desc;
 } FilesVtab;
 
 typedef struct {
@@ -89,7 +127,8 @@ typedef struct {
 
 static int files_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                          sqlite3_vtab **out, char **err) {
-    int rc = sqlite3_declare_vtab(db, SCHEMA);
+    const TableDesc *desc = aux;
+    int rc = sqlite3_declare_vtab(db, desc->schema);
     if (rc != SQLITE_OK) return rc;
 #ifdef SQLITE_VTAB_INNOCUOUS
     /* Read-only and without side effects: usable from the schema's views
@@ -100,6 +139,7 @@ static int files_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
     if (!vt) return SQLITE_NOMEM;
     memset(vt, 0, sizeof *vt);
     vt->db = db;
+    vt->desc = desc;
     *out = &vt->base;
     return SQLITE_OK;
 }
@@ -164,7 +204,7 @@ static int files_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 }
 
 static void unmap_set(Set *s) {
-    for (int j = 0; j < NCOLS; j++) {
+    for (int j = 0; j < MAX_COLS; j++) {
         if (s->cols[j].map) munmap(s->cols[j].map, s->cols[j].map_len);
         memset(&s->cols[j], 0, sizeof s->cols[j]);
     }
@@ -208,7 +248,7 @@ static char *db_dir(sqlite3 *db) {
 static int load_sets(FilesCursor *c) {
     FilesVtab *vt = (FilesVtab *)c->base.pVtab;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(vt->db, SETS_SQL, -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(vt->db, vt->desc->sets_sql, -1, &st, NULL) != SQLITE_OK) {
         /* No such table: a database made before interval files. */
         sqlite3_finalize(st);
         c->loaded = 1;
@@ -235,7 +275,8 @@ static int load_sets(FilesCursor *c) {
         s->trace_id = sqlite3_column_int64(st, 0);
         s->first_id = sqlite3_column_int64(st, 1);
         s->last_id = sqlite3_column_int64(st, 2);
-        const char *d = (const char *)sqlite3_column_text(st, 3);
+        s->base = sqlite3_column_int64(st, 3);
+        const char *d = (const char *)sqlite3_column_text(st, 4);
         s->dir = d && d[0] == '/' ? sqlite3_mprintf("%s", d) : sqlite3_mprintf("%s%s", base, d ? d : "");
         if (!s->dir) {
             rc = SQLITE_NOMEM;
@@ -303,10 +344,11 @@ static const char *map_column(const char *path, sqlite3_int64 rows, Column *col)
 }
 
 static int map_set(FilesCursor *c, Set *s) {
+    const TableDesc *desc = ((FilesVtab *)c->base.pVtab)->desc;
     sqlite3_int64 rows = s->last_id - s->first_id + 1;
-    for (int j = 0; j < NCOLS; j++) {
-        if (!FILE_COLUMN[j]) continue;
-        char *path = sqlite3_mprintf("%s/intervals.%s.npy", s->dir, FILE_COLUMN[j]);
+    for (int j = 0; j < desc->ncols; j++) {
+        if (!desc->file[j]) continue;
+        char *path = sqlite3_mprintf("%s/%s.npy", s->dir, desc->file[j]);
         if (!path) return SQLITE_NOMEM;
         const char *why = map_column(path, rows, &s->cols[j]);
         if (why) {
@@ -314,7 +356,7 @@ static int map_set(FilesCursor *c, Set *s) {
             snprintf(tid, sizeof tid, "%lld", (long long)s->trace_id);
             sqlite3_free(c->base.pVtab->zErrMsg);
             c->base.pVtab->zErrMsg = sqlite3_mprintf(
-                "trace %s's intervals cannot be read from %s: %s", tid, path, why);
+                "trace %s's %s cannot be read from %s: %s", tid, desc->label, path, why);
             sqlite3_free(path);
             unmap_set(s);
             return SQLITE_ERROR;
@@ -461,10 +503,13 @@ static sqlite3_int64 value_at(const Column *col, sqlite3_int64 r) {
 
 static int files_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int j) {
     const FilesCursor *c = (const FilesCursor *)cur;
+    const TableDesc *desc = ((const FilesVtab *)cur->pVtab)->desc;
     const Set *s = &c->sets[c->cur];
     if (j == C_ID) sqlite3_result_int64(ctx, c->id);
     else if (j == C_TRACE) sqlite3_result_int64(ctx, s->trace_id);
-    else if (j > 0 && j < NCOLS) sqlite3_result_int64(ctx, value_at(&s->cols[j], c->id - s->first_id));
+    else if (j > 0 && j < desc->ncols)
+        sqlite3_result_int64(ctx, value_at(&s->cols[j], c->id - s->first_id) +
+                                      (desc->add_base[j] ? s->base : 0));
     return SQLITE_OK;
 }
 
@@ -490,7 +535,8 @@ static sqlite3_module files_module = {
 };
 
 static int files_entry(sqlite3 *db, const char **errmsg, const void *api) {
-    (void)sqlite3_create_module_v2(db, "gmpscope_intervals", &files_module, NULL, NULL);
+    (void)sqlite3_create_module_v2(db, INTERVALS.name, &files_module, (void *)&INTERVALS, NULL);
+    (void)sqlite3_create_module_v2(db, PROC_RUNS.name, &files_module, (void *)&PROC_RUNS, NULL);
     return SQLITE_OK;
 }
 

@@ -199,10 +199,10 @@ class FrameWriter:
                 _fsync(self.staging / f"{table}.{name}.npy")
         self.written.add(table)
 
-    def publish(self, table: str, home: Path) -> None:
-        """Keep ``table``'s files, once written, under ``home`` too: flushed
+    def publish(self, tables: tuple[str, ...], home: Path) -> None:
+        """Keep ``tables``' files, once written, under ``home`` too: flushed
         to the disk and hard-linked there (a copy where links cannot be
-        made), the directory itself made durable. For a table whose home
+        made), the directory itself made durable. For tables whose home
         these files are (ingest.store.interval_files), before the database
         commits where they are. Raises OSError when they cannot be."""
         import shutil
@@ -211,20 +211,22 @@ class FrameWriter:
         self._drain()
         if self.error is not None:
             raise self.error
-        if table not in self.written:
-            raise OSError(f"{table}: no frame files written")
+        missing = [t for t in tables if t not in self.written]
+        if missing:
+            raise OSError(f"{', '.join(missing)}: no frame files written")
         tmp = home.parent / f".staging-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
         try:
-            for name in TABLE_COLUMNS[table]:
-                src = self.staging / f"{table}.{name}.npy"
-                if table not in self.durable:
-                    _fsync(src)
-                try:
-                    os.link(src, tmp / src.name)
-                except OSError:
-                    shutil.copyfile(src, tmp / src.name)
-                    _fsync(tmp / src.name)
+            for table in tables:
+                for name in TABLE_COLUMNS[table]:
+                    src = self.staging / f"{table}.{name}.npy"
+                    if table not in self.durable:
+                        _fsync(src)
+                    try:
+                        os.link(src, tmp / src.name)
+                    except OSError:
+                        shutil.copyfile(src, tmp / src.name)
+                        _fsync(tmp / src.name)
             _fsync(tmp)
             if home.exists():  # a deleted trace's, whose removal failed
                 shutil.rmtree(home)

@@ -160,9 +160,11 @@ def _lanes(rid: Arr, base: int) -> Lanes:
 
 
 def _read_block(conn: Connection, table: Any, cols: tuple[str, ...], lo: int,
-                hi: int, exprs: dict[str, str] | None = None) -> dict[str, I64]:
+                hi: int, exprs: dict[str, str] | None = None,
+                source: str | None = None) -> dict[str, I64]:
     """Rows lo..hi (ids) of ``table`` as int64 columns, in id order;
-    ``exprs``: the SQL of columns that are not the table's own.
+    ``exprs``: the SQL of columns that are not the table's own; ``source``:
+    what to read them from instead of the table itself.
 
     Straight through the DB-API cursor: SQLAlchemy's row objects would cost
     more than the query (NULL becomes -1, booleans 0/1).
@@ -172,7 +174,8 @@ def _read_block(conn: Connection, table: Any, cols: tuple[str, ...], lo: int,
     sel = ", ".join((exprs or {}).get(c) or (
         f"COALESCE(CAST({c} AS BIGINT), -1)" if table.c[c].nullable
         or isinstance(table.c[c].type, Boolean) else c) for c in cols)
-    sql = f"SELECT {sel} FROM {table.name} WHERE id BETWEEN {int(lo)} AND {int(hi)} ORDER BY id"
+    sql = (f"SELECT {sel} FROM {source or table.name} "
+           f"WHERE id BETWEEN {int(lo)} AND {int(hi)} ORDER BY id")
     cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         cur.execute(sql)
@@ -211,6 +214,10 @@ def build_arrays(engine: Engine, trace_id: int,
             .where(rr.c.trace_id == trace_id))}
         tables: dict[str, Table] = {}
         ibase = blocks.get("intervals", (0, 0))[0]
+        # proc_run_index's rows, wherever they are kept (models.proc_runs_view).
+        runs = ("(SELECT id, trace_id, interval_id FROM proc_run_index UNION ALL "
+                f"SELECT id, trace_id, interval_id FROM {models.PROC_RUN_FILES_VTAB})"
+                if conn.dialect.name == "sqlite" and interval_files.register() else None)
         for name, cols in TABLE_COLUMNS.items():
             # proc_runs and syscalls: their rows in the tables that store
             # them, the interval's id as its row in intervals.
@@ -220,7 +227,8 @@ def build_arrays(engine: Engine, trace_id: int,
             if name in blocks:
                 lo, hi = blocks[name]
                 tables[name] = Table(_read_block(conn, table, cols, lo, hi,
-                                                 {"row": f"interval_id - {int(ibase)}"}))
+                                                 {"row": f"interval_id - {int(ibase)}"},
+                                                 runs if name == "proc_runs" else None))
             else:
                 tables[name] = Table({c: np.zeros(0, np.int64) for c in cols})
     facts = {"trace_id": trace_id, "first_ts": int(row.first_ts or 0),
@@ -317,7 +325,9 @@ class FrameStore:
                 with self.engine.connect() as conn:
                     home = interval_files.trace_home(
                         conn, interval_files.db_file(self.engine), trace_id)
-                linked = {"intervals": home} if home is not None else {}
+                linked = {} if home is None else {
+                    t: home for t in ("intervals", "proc_runs")
+                    if (home / f"{t}.{TABLE_COLUMNS[t][0]}.npy").exists()}
                 facts, tables = build_arrays(self.engine, trace_id, frozenset(linked))
                 write_frames(self.data_dir, facts, tables, linked)
                 f = read_frames(d)

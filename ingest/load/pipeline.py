@@ -291,7 +291,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     advance = _load_progress(progress, total)
     files = data_dir is not None and interval_files.store_in_files(engine)
     staged = _Staged(FrameWriter(data_dir, background=True,
-                                 durable=frozenset({"intervals"}) if files else frozenset())
+                                 durable=_IN_FILES if files else frozenset())
                      if data_dir is not None else None, files=files)
     try:
         stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance)
@@ -380,8 +380,7 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
         tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
         counts = _insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance)
         if staged.files and counts.get("intervals"):
-            _publish_intervals(conn, trace_id, sha, tables.bases["intervals"],
-                               counts["intervals"], staged, timings)
+            _publish_intervals(conn, trace_id, sha, tables.bases, counts, staged, timings)
         conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
             goroutines=counts["goroutines"], procs=counts["procs"],
             threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
@@ -390,21 +389,33 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
     return trace_id, counts
 
 
-def _publish_intervals(conn: Connection, trace_id: int, sha: str, first: int, n: int,
-                       staged: _Staged, timings: Timings) -> None:
-    """The intervals' files made their home, and the row saying where, in the
-    load's transaction: durable on the disk before the commit that names them."""
+#: The tables whose files are their home when a trace keeps its intervals in
+#: files: the intervals, and proc_run_index as proc_runs' rows.
+_IN_FILES = frozenset({"intervals", "proc_runs"})
+
+
+def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[str, int],
+                       counts: dict[str, int], staged: _Staged, timings: Timings) -> None:
+    """The intervals' and proc runs' files made their home, and the rows saying
+    where, in the load's transaction: durable on the disk before the commit
+    that names them."""
     frames = staged.frames
     db = interval_files.db_file(conn.engine)
     if frames is None or db is None:
         raise OSError("the intervals' files were not written")
     home = interval_files.home_dir(frames.data_dir, trace_id, sha)
+    runs = counts.get("proc_runs", 0)
     with timings.phase("interval files"):
         staged.home = home
-        frames.publish("intervals", home)
+        frames.publish(("intervals", "proc_runs") if runs else ("intervals",), home)
+    first, n = bases["intervals"], counts["intervals"]
     conn.execute(models.interval_files.insert().values(
         trace_id=trace_id, first_id=first, last_id=first + n - 1,
         directory=interval_files.stored_directory(db, home)))
+    if runs:
+        conn.execute(models.proc_run_files.insert().values(
+            trace_id=trace_id, first_id=bases["proc_runs"],
+            last_id=bases["proc_runs"] + runs - 1))
 
 
 def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: _Staged,
@@ -428,7 +439,7 @@ def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, stage
                 worker.submit(partial(timings.timed, f"insert {table_name}",
                                       store_table, conn, trace_id, table_name, cols,
                                       n, first, tables.bases["intervals"], advance,
-                                      not (staged.files and table_name == "intervals")))
+                                      not (staged.files and table_name in _IN_FILES)))
             del cols
             give_back_free_memory()  # the derivation's temporaries
         _stage_goroutine_lanes(staged, tables, timings)

@@ -187,8 +187,8 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
                  n: int, first: int | None, interval_base: int,
                  advance: Callable[[int], None], rows: bool = True) -> None:
     """Insert one derived table (and, for the ranged ones, its id block);
-    without ``rows`` only the id block (the intervals kept in files:
-    ingest.store.interval_files)."""
+    without ``rows`` only the id block (the intervals and proc runs kept in
+    files: ingest.store.interval_files)."""
     if first is not None:
         conn.execute(models.row_ranges.insert().values(
             trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
@@ -228,9 +228,11 @@ _INTERVAL_VIEWS: dict[str, tuple[Any, tuple[str, ...]]] = {
 def next_id(conn: Connection, table: Any) -> int:
     """The first free row id of a ranged table (ids run in per-trace blocks)."""
     top = int(conn.execute(select(func.max(table.c.id))).scalar() or 0)
-    if table is models.interval_rows:  # and the ids of the intervals kept in files
-        f = models.interval_files
-        top = max(top, int(conn.execute(select(func.max(f.c.last_id))).scalar() or 0))
+    # And the ids of the rows kept in files.
+    files = {models.interval_rows.name: models.interval_files,
+             models.proc_run_index.name: models.proc_run_files}.get(table.name)
+    if files is not None:
+        top = max(top, int(conn.execute(select(func.max(files.c.last_id))).scalar() or 0))
     return top + 1
 
 

@@ -65,17 +65,19 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
 
 
 def _ensure_intervals_view(engine: Engine) -> None:
-    """Make the view ``intervals`` read the interval files exactly when this
-    process can (ingest.store.interval_files): a database first opened where
-    the extension was not built gets the files' half once it is. Raises
-    IntervalFilesError when traces are kept in files and it is not built."""
+    """Make the views ``intervals`` and ``proc_runs`` read the files exactly
+    when this process can (ingest.store.interval_files): a database first
+    opened where the extension was not built gets the files' half once it is.
+    Raises IntervalFilesError when traces are kept in files and it is not built."""
     from ingest.store import interval_files, models
 
     files = interval_files.register()
-    want = f"CREATE VIEW intervals AS {models.intervals_view(files)}"
+    want = {name: f"CREATE VIEW {name} AS {select}"
+            for name, select in models.file_views(files).items()}
     with engine.connect() as conn:
-        have = conn.exec_driver_sql(
-            "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'intervals'").scalar()
+        have: dict[str, str] = {str(n): str(q) for n, q in conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'view' "
+            "AND name IN ('intervals', 'proc_runs')")}
         in_files = not files and conn.exec_driver_sql(
             "SELECT 1 FROM interval_files LIMIT 1").scalar() is not None
     if in_files:
@@ -83,11 +85,13 @@ def _ensure_intervals_view(engine: Engine) -> None:
             f"{engine.url.database}: traces there keep their intervals in files, read through "
             f"gmpscope's C extension {interval_files.EXTENSION}, which is not built here "
             "(pip install -e . with a C compiler and SQLite's headers)")
-    if have is None or have == want:
+    stale = [name for name in want if name in have and have[name] != want[name]]
+    if not stale:
         return
     with write_tx(engine) as conn:
-        conn.exec_driver_sql("DROP VIEW intervals")
-        conn.exec_driver_sql(want)
+        for name in stale:
+            conn.exec_driver_sql(f"DROP VIEW {name}")
+            conn.exec_driver_sql(want[name])
 
 
 def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -156,6 +156,19 @@ interval_files = Table(
     Column("directory", Text, nullable=False),
 )
 
+# The traces whose proc_run_index rows are kept in files too (SQLite only):
+# ids first_id..last_id, each run's interval as its row in the trace's
+# intervals (proc_runs.row.npy in the interval_files directory), read through
+# the virtual table gmpscope_proc_run_index.
+proc_run_files = Table(
+    "proc_run_files",
+    metadata,
+    trace_key(),
+    traces_fk(),
+    Column("first_id", BigInteger, nullable=False),
+    Column("last_id", BigInteger, nullable=False),
+)
+
 # "Which G ran on P3 at t": every goroutine Running interval, by the P it ran
 # on, in (p, time) order. The index holds each run's interval; the
 # proc_runs view (below) shows the run's columns.
@@ -389,7 +402,8 @@ RANGE_NAME = {table.name: name for name, table in RANGED.items()}
 #: uses); the poller tables reference traces only.
 TRACE_TABLES: tuple[Table, ...] = (
     poller_events, poller_recordings,
-    interval_rows, interval_files, proc_run_index, syscall_outcomes, row_ranges,
+    interval_rows, interval_files, proc_run_index, proc_run_files, syscall_outcomes,
+    row_ranges,
     transition_stacks,
     transition_counts, state_edges, *(c.table for c in CODED.values()), strings, procs,
     threads, other_events, stacks,
@@ -418,8 +432,30 @@ def intervals_view(files: bool) -> str:
     return f"{rows} UNION ALL SELECT {cols} FROM {INTERVAL_FILES_VTAB}" if files else rows
 
 
+#: The virtual table of the proc runs kept in files, with proc_run_index's columns.
+PROC_RUN_FILES_VTAB = "gmpscope_proc_run_index"
+
+
+def proc_runs_view(files: bool) -> str:
+    """The SELECT of the view ``proc_runs``: over proc_run_index, and with
+    ``files`` the runs kept in files too."""
+    index = ("(SELECT id, trace_id, interval_id FROM proc_run_index UNION ALL "
+             f"SELECT id, trace_id, interval_id FROM {PROC_RUN_FILES_VTAB})"
+             if files else "proc_run_index")
+    return ("SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
+            f"FROM {index} r JOIN intervals i ON i.id = r.interval_id")
+
+
+def file_views(files: bool) -> dict[str, str]:
+    """The views whose SELECT depends on whether the process reads files
+    (SQLite with the extension, ingest.store.interval_files), in the order
+    they are made."""
+    return {"intervals": intervals_view(files), "proc_runs": proc_runs_view(files)}
+
+
 #: Views created by the migrations (name -> SELECT), for users writing SQL;
-#: ``intervals`` (intervals_view) is made before them.
+#: ``intervals`` (intervals_view) is made before them. ``proc_runs`` as
+#: without files (file_views gives the other form).
 VIEWS = {
     "transitions": (
         "SELECT i.trace_id, i.seq, i.start_ts AS ts, k.resource, i.rid AS id, "
@@ -441,10 +477,7 @@ VIEWS = {
         "WHERE k.resource = 'goroutine' AND k.to_state IN ('Running', 'Syscall') "
         "AND i.m <> -1"
     ),
-    "proc_runs": (
-        "SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
-        "FROM proc_run_index r JOIN intervals i ON i.id = r.interval_id"
-    ),
+    "proc_runs": proc_runs_view(False),
     "syscalls": (
         "SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
         "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "

@@ -38,8 +38,9 @@ def create_newest(conn: Connection, revision: str) -> None:
 
     models.metadata.create_all(conn)
     files = conn.dialect.name == "sqlite" and register()
-    conn.execute(text(f"CREATE VIEW intervals AS {models.intervals_view(files)}"))
-    for name, select in models.VIEWS.items():
+    views = {**models.file_views(files), **{k: v for k, v in models.VIEWS.items()
+                                           if k not in models.file_views(files)}}
+    for name, select in views.items():
         conn.execute(text(f"CREATE VIEW {name} AS {select}"))
     if conn.dialect.name == "postgresql":
         for statement in models.PG_DELETE_ROWS:

@@ -53,6 +53,9 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, Engin
     n = _rows(rows_engine, "SELECT count(*) FROM interval_rows")[0][0]
     assert n > 10_000 and _rows(files_engine, "SELECT count(*) FROM interval_rows") == [(0,)]
     assert len(_rows(files_engine, "SELECT * FROM interval_files")) == 2
+    # proc_run_index's rows are the frames' proc_runs.row files too.
+    assert _rows(files_engine, "SELECT count(*) FROM proc_run_index") == [(0,)]
+    assert len(_rows(files_engine, "SELECT * FROM proc_run_files")) == 2
     return files_engine, rows_engine
 
 
@@ -68,6 +71,8 @@ QUERIES = [
     "SELECT * FROM intervals WHERE id <= '12'",
     "SELECT count(*), sum(end_ts - start_ts), min(id), max(id) FROM intervals GROUP BY trace_id",
     "SELECT * FROM proc_runs ORDER BY id",
+    "SELECT * FROM proc_runs WHERE id BETWEEN :lo AND :lo + 50 ORDER BY id",
+    "SELECT p, count(*), sum(end_ts - start_ts) FROM proc_runs GROUP BY trace_id, p",
     "SELECT * FROM syscalls ORDER BY id",
     "SELECT * FROM transitions ORDER BY trace_id, seq",
     "SELECT * FROM thread_intervals ORDER BY trace_id, seq",
@@ -110,6 +115,10 @@ def test_missing_files_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(Exception, match=r"trace 1's intervals cannot be read from .*"
                                         r"intervals\.start_ts\.npy: No such file"):
         _rows(engine, "SELECT count(*) FROM intervals")
+    (home / "proc_runs.row.npy").write_bytes(b"not an array")
+    with pytest.raises(Exception, match=r"trace 1's proc runs cannot be read from .*"
+                                        r"proc_runs\.row\.npy: not a \.npy file"):
+        _rows(engine, "SELECT count(*) FROM gmpscope_proc_run_index")
 
 
 def test_files_go_with_their_trace_and_orphans_are_swept(
