@@ -22,6 +22,7 @@ import pytest
 from app.figures.timeline import RUNNING_BY_G
 from ingest.store.db import make_engine
 from ingest.views.states import state_graph, to_dot, to_mermaid
+from tests.support.coded_rows import set_text
 from tests.support.server import REPO
 
 SAMPLE = REPO / "samples" / "go1.27-httpnet.trace"
@@ -176,8 +177,7 @@ def test_formula_cells_are_escaped(tmp_path: Path) -> None:
         seqs = [s for (s,) in c.execute(
             "SELECT seq FROM logs WHERE trace_id = ? ORDER BY seq LIMIT ?", (tid, len(hostile)))]
         for seq, text in zip(seqs, hostile, strict=True):
-            c.execute("UPDATE logs SET message = ? WHERE trace_id = ? AND seq = ?",
-                      (text, tid, seq))
+            set_text(c, tid, "logs", "message", "seq", seq, text)
     out = tmp_path / "logs.csv"
     r = gmpscope(tmp_path, "export", str(tid), "--table", "logs", "-o", str(out))
     assert r.returncode == 0, r.stderr

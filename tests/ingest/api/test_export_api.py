@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.views.tables import TABLES
+from tests.support.coded_rows import set_text
 from tests.support.server import REPO, Served
 
 #: A sample with every kind of table filled (tasks, regions, logs with hostile strings).
@@ -177,8 +178,7 @@ def test_formula_injection_escaped(tmp_path: Path) -> None:
             seqs = [s for (s,) in c.execute("SELECT seq FROM logs WHERE trace_id = ? "
                                             "ORDER BY seq LIMIT 4", (tid,))]
             for seq, text in zip(seqs, hostile, strict=True):
-                c.execute("UPDATE logs SET category = ? WHERE trace_id = ? AND seq = ?",
-                          (text, tid, seq))
+                set_text(c, tid, "logs", "category", "seq", seq, text)
         rows = get_csv(served, f"/api/traces/{tid}/tables/logs.csv")
         col = rows[0].index("category")
         got = {int(r[0]): r[col] for r in rows[1:]}

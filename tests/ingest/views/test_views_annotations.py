@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy import Engine
 
 from ingest.api.blueprint import jsonable
-from ingest.store.coded_models import STRING_SOURCES
 from ingest.store.db import make_engine
 from ingest.views.annotations import MAX_TASK_LIMIT, annotations_data, logs, task_types
+from tests.support.coded_rows import new_codes
 from tests.support.goparsed import GoEvent, go_parsed
 from tests.support.server import Served
 
@@ -252,16 +252,6 @@ def test_answers_stay_small(samples_server: Served, sample_ids: dict[str, int]) 
         assert len(small["logs"]["rows"]) == min(2, small["logs"]["total"])
 
 
-def _new_codes(db: sqlite3.Connection, tid: int, column: str, values: list[str]) -> list[int]:
-    """Add ``values`` to the trace's strings of ``column`` (new texts); their codes."""
-    source = STRING_SOURCES[column]
-    first = db.execute("SELECT coalesce(max(code), -1) + 1 FROM strings "
-                       "WHERE trace_id = ? AND source = ?", (tid, source)).fetchone()[0]
-    db.executemany("INSERT INTO strings (trace_id, source, code, value) VALUES (?, ?, ?, ?)",
-                   [(tid, source, first + k, v) for k, v in enumerate(values)])
-    return [first + k for k in range(len(values))]
-
-
 @pytest.fixture(scope="module")
 def busy(samples_server: Served, sample_ids: dict[str, int],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, int]]:
@@ -278,7 +268,7 @@ def busy(samples_server: Served, sample_ids: dict[str, int],
     start = 10_000_000
     # tasks and logs are views over coded tables (ingest/store/coded_models.py):
     # the new texts get codes after the trace's own, the rows those codes.
-    names = _new_codes(dst, tid, "tasks.name", [f"busy-{k}" for k in range(3)])
+    names = new_codes(dst, tid, "tasks.name", [f"busy-{k}" for k in range(3)])
     dst.executemany(
         "INSERT INTO task_rows (trace_id, task_id, parent_id, name_code, start_ts, "
         "end_ts_delta, start_g, end_g_delta) VALUES (?, ?, ?, ?, ?, ?, 1, 0)",
@@ -286,8 +276,8 @@ def busy(samples_server: Served, sample_ids: dict[str, int],
          for i in range(30_000)])
     seq = dst.execute("SELECT max(seq) FROM logs WHERE trace_id = ?", (tid,)).fetchone()[0]
     msgs = ["100% done_now", "100x done-now", "1005 doneXnow", "DONE_NOW 100%", "a\\b%_c"]
-    busy_code = _new_codes(dst, tid, "logs.category", ["busy"])[0]
-    msg_codes = _new_codes(dst, tid, "logs.message", msgs)
+    busy_code = new_codes(dst, tid, "logs.category", ["busy"])[0]
+    msg_codes = new_codes(dst, tid, "logs.message", msgs)
     dst.executemany(
         "INSERT INTO log_rows (trace_id, seq, ts, g, task_id, category_code, message_code, "
         "stack_id) VALUES (?, ?, ?, 1, ?, ?, ?, 0)",
