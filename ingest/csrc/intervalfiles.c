@@ -5,9 +5,10 @@
  *                     process, gets the eponymous virtual table
  *                     gmpscope_intervals
  *
- * and gmpscope_proc_run_index, proc_run_index's rows kept as the frames'
+ * gmpscope_proc_run_index, proc_run_index's rows kept as the frames'
  * proc_runs.row.npy (proc_run_files), each run's interval id its row there
- * plus the trace's first interval id.
+ * plus the trace's first interval id, and gmpscope_syscall_outcomes,
+ * syscall_outcomes' rows kept as the frames' syscalls.*.npy (syscall_files).
  *
  * Why: on SQLite a trace's intervals (19.5 M rows for a 200 MB trace) were
  * kept twice, as SQL rows (815 MB) and as the views' memory-mapped column
@@ -49,10 +50,17 @@
 /* Every table here has id and trace_id as its first two columns. */
 enum { C_ID, C_TRACE, MAX_COLS = 11 };
 
+/* How a column's SQL value is made from its file's value v. */
+enum {
+    AS_IS,      /* v */
+    PLUS_BASE,  /* v + the set's base (an interval id stored as the interval's row) */
+    NULL_IF_NEG,/* NULL where v is -1 (the frames' NULL), else v */
+    TEXT_CODE,  /* the text texts[v] */
+};
+
 /* A table of files: its columns, the files they are read from, and the SQL
  * listing its traces: (trace_id, first_id, last_id, base, directory), in
- * first_id order; a column with add_base gets base added (an interval id
- * stored as the interval's row). */
+ * first_id order. */
 typedef struct {
     const char *name;
     const char *label; /* in error messages */
@@ -60,7 +68,9 @@ typedef struct {
     const char *sets_sql;
     int ncols;
     const char *const file[MAX_COLS]; /* the column's file (NULL: id, trace_id) */
-    const int add_base[MAX_COLS];
+    const int how[MAX_COLS];
+    const char *const *texts; /* TEXT_CODE's texts */
+    int ntexts;
 } TableDesc;
 
 /* gmpscope_intervals: the intervals (interval_files). */
@@ -75,7 +85,8 @@ static const TableDesc INTERVALS = {
     11,
     {NULL, NULL, "intervals.rid", "intervals.start_ts", "intervals.seq", "intervals.end_ts",
      "intervals.kind", "intervals.m", "intervals.p", "intervals.g", "intervals.stack_id"},
-    {0},
+    {AS_IS},
+    NULL, 0,
 };
 
 /* gmpscope_proc_run_index: proc_run_index's rows (proc_run_files), each run's
@@ -89,7 +100,28 @@ static const TableDesc PROC_RUNS = {
     "ORDER BY r.first_id",
     3,
     {NULL, NULL, "proc_runs.row"},
-    {0, 0, 1},
+    {AS_IS, AS_IS, PLUS_BASE},
+    NULL, 0,
+};
+
+/* ingest.derive.intervals.SYSCALL_OUTCOMES, in its order. */
+static const char *const OUTCOMES[] = {"returned", "blocked", "exited", "unfinished", "other"};
+
+/* gmpscope_syscall_outcomes: syscall_outcomes' rows (syscall_files), from the
+ * frames' syscalls files. */
+static const TableDesc SYSCALLS = {
+    "gmpscope_syscall_outcomes",
+    "syscalls",
+    "CREATE TABLE x(id INTEGER, trace_id INTEGER, interval_id INTEGER, start_known INTEGER, "
+    "outcome TEXT, p_lost INTEGER, stolen_ts INTEGER, stolen_by_m INTEGER)",
+    "SELECT s.trace_id, s.first_id, s.last_id, f.first_id, f.directory "
+    "FROM main.syscall_files s JOIN main.interval_files f ON f.trace_id = s.trace_id "
+    "ORDER BY s.first_id",
+    8,
+    {NULL, NULL, "syscalls.row", "syscalls.start_known", "syscalls.outcome", "syscalls.p_lost",
+     "syscalls.stolen_ts", "syscalls.stolen_by_m"},
+    {AS_IS, AS_IS, PLUS_BASE, AS_IS, TEXT_CODE, AS_IS, NULL_IF_NEG, NULL_IF_NEG},
+    OUTCOMES, 5,
 };
 
 /* idxNum bits: which constraints xFilter gets, in this order in argv. */
@@ -507,9 +539,23 @@ static int files_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int j) {
     const Set *s = &c->sets[c->cur];
     if (j == C_ID) sqlite3_result_int64(ctx, c->id);
     else if (j == C_TRACE) sqlite3_result_int64(ctx, s->trace_id);
-    else if (j > 0 && j < desc->ncols)
-        sqlite3_result_int64(ctx, value_at(&s->cols[j], c->id - s->first_id) +
-                                      (desc->add_base[j] ? s->base : 0));
+    else if (j > 0 && j < desc->ncols) {
+        sqlite3_int64 v = value_at(&s->cols[j], c->id - s->first_id);
+        switch (desc->how[j]) {
+        case PLUS_BASE: sqlite3_result_int64(ctx, v + s->base); break;
+        case NULL_IF_NEG:
+            if (v == -1) sqlite3_result_null(ctx);
+            else sqlite3_result_int64(ctx, v);
+            break;
+        case TEXT_CODE:
+            if (v >= 0 && v < desc->ntexts)
+                sqlite3_result_text(ctx, desc->texts[v], -1, SQLITE_STATIC);
+            else
+                sqlite3_result_null(ctx);
+            break;
+        default: sqlite3_result_int64(ctx, v);
+        }
+    }
     return SQLITE_OK;
 }
 
@@ -537,6 +583,7 @@ static sqlite3_module files_module = {
 static int files_entry(sqlite3 *db, const char **errmsg, const void *api) {
     (void)sqlite3_create_module_v2(db, INTERVALS.name, &files_module, (void *)&INTERVALS, NULL);
     (void)sqlite3_create_module_v2(db, PROC_RUNS.name, &files_module, (void *)&PROC_RUNS, NULL);
+    (void)sqlite3_create_module_v2(db, SYSCALLS.name, &files_module, (void *)&SYSCALLS, NULL);
     return SQLITE_OK;
 }
 

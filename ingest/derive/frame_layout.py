@@ -20,17 +20,22 @@ import numpy.typing as npt
 Arr = npt.NDArray[Any]
 
 #: Bumped whenever the file layout changes; older files are rebuilt.
-LAYOUT_VERSION = "4"
+LAYOUT_VERSION = "5"
 
 #: Columns stored per table (booleans as 0/1, NULL as -1). A proc run and a
 #: syscall are each one goroutine interval: their tables store the interval's
 #: ``row`` (its index in ``intervals``) and only what is their own (layout 4;
-#: layout 3 stored copies, 443 of the 200 MB busyservice trace's MB).
+#: layout 3 stored copies, 443 of the 200 MB busyservice trace's MB); a
+#: syscall's outcome as its code in SYSCALL_OUTCOMES (layout 5).
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "intervals": ("rid", "start_ts", "end_ts", "kind", "m", "p", "g", "stack_id", "seq"),
     "proc_runs": ("row",),
-    "syscalls": ("row", "start_known", "p_lost", "stolen_ts", "stolen_by_m"),
+    "syscalls": ("row", "start_known", "p_lost", "stolen_ts", "stolen_by_m", "outcome"),
 }
+
+#: ``syscalls.outcome``'s codes (ingest.derive.intervals.syscalls; the C
+#: virtual table gmpscope_syscall_outcomes has the same list).
+SYSCALL_OUTCOMES = ("returned", "blocked", "exited", "unfinished", "other")
 
 #: The columns proc_runs and syscalls read from their interval's row: table
 #: column -> intervals column (as the SQL views proc_runs and syscalls do).
@@ -42,7 +47,7 @@ ROW_COLUMNS: dict[str, dict[str, str]] = {
 }
 
 #: The loader's name of a stored column, where it differs (ingest.derive.intervals).
-LOADER_NAME = {"row": "interval_row"}
+LOADER_NAME = {"row": "interval_row", "outcome": "outcome_code"}
 
 
 @dataclass(frozen=True)

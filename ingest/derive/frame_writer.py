@@ -191,8 +191,10 @@ class FrameWriter:
     def _write(self, table: str, cols: dict[str, Any], n: int) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)
         for name in TABLE_COLUMNS[table]:
+            # The loader's own column where it has one (its ``outcome`` is text).
+            loader = LOADER_NAME.get(name)
             write_column(self.staging, table, name,
-                         cols[name] if name in cols else cols[LOADER_NAME[name]], n)
+                         cols[loader] if loader in cols else cols[name], n)
             if table in self.durable:
                 # Here, on the writer's thread, while the loader goes on:
                 # publish() finds the pages already on the disk.

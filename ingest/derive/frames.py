@@ -36,6 +36,7 @@ from sqlalchemy import Boolean, Connection, Engine, select
 from ingest.derive.cache import release_cached
 from ingest.derive.cache import release_pages as release_pages  # re-exported: the lane sets use it
 from ingest.derive.frame_layout import (
+    SYSCALL_OUTCOMES,
     TABLE_COLUMNS,
     Kind,
     Table,
@@ -214,10 +215,13 @@ def build_arrays(engine: Engine, trace_id: int,
             .where(rr.c.trace_id == trace_id))}
         tables: dict[str, Table] = {}
         ibase = blocks.get("intervals", (0, 0))[0]
-        # proc_run_index's rows, wherever they are kept (models.proc_runs_view).
-        runs = ("(SELECT id, trace_id, interval_id FROM proc_run_index UNION ALL "
-                f"SELECT id, trace_id, interval_id FROM {models.PROC_RUN_FILES_VTAB})"
-                if conn.dialect.name == "sqlite" and interval_files.register() else None)
+        # proc_run_index's and syscall_outcomes' rows, wherever they are kept
+        # (models.file_views).
+        files = conn.dialect.name == "sqlite" and interval_files.register()
+        sources = {"proc_runs": models.proc_run_source(files),
+                   "syscalls": models.syscall_source(files)}
+        outcome = "CASE outcome " + " ".join(
+            f"WHEN '{o}' THEN {i}" for i, o in enumerate(SYSCALL_OUTCOMES)) + " END"
         for name, cols in TABLE_COLUMNS.items():
             # proc_runs and syscalls: their rows in the tables that store
             # them, the interval's id as its row in intervals.
@@ -226,9 +230,10 @@ def build_arrays(engine: Engine, trace_id: int,
                 continue
             if name in blocks:
                 lo, hi = blocks[name]
-                tables[name] = Table(_read_block(conn, table, cols, lo, hi,
-                                                 {"row": f"interval_id - {int(ibase)}"},
-                                                 runs if name == "proc_runs" else None))
+                tables[name] = Table(_read_block(
+                    conn, table, cols, lo, hi,
+                    {"row": f"interval_id - {int(ibase)}", "outcome": outcome},
+                    sources.get(name)))
             else:
                 tables[name] = Table({c: np.zeros(0, np.int64) for c in cols})
     facts = {"trace_id": trace_id, "first_ts": int(row.first_ts or 0),
@@ -326,7 +331,7 @@ class FrameStore:
                     home = interval_files.trace_home(
                         conn, interval_files.db_file(self.engine), trace_id)
                 linked = {} if home is None else {
-                    t: home for t in ("intervals", "proc_runs")
+                    t: home for t in TABLE_COLUMNS
                     if (home / f"{t}.{TABLE_COLUMNS[t][0]}.npy").exists()}
                 facts, tables = build_arrays(self.engine, trace_id, frozenset(linked))
                 write_frames(self.data_dir, facts, tables, linked)

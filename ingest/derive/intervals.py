@@ -25,6 +25,7 @@ import numpy.typing as npt
 from ingest.codes import GOROUTINE, PROC, RESOURCE_NAMES, STATE_NAMES
 from ingest.columns import Computed, Diff, Gather, Nullable, Transitions, narrow_ids
 from ingest.derive import fallback
+from ingest.derive.frame_layout import SYSCALL_OUTCOMES as FRAME_SYSCALL_OUTCOMES
 from ingest.derive.interval_order import (
     I64,
     IDLE,
@@ -221,7 +222,7 @@ def thread_sums(tr: Transitions, o: Ordered) -> tuple[I64, ...]:
 
 
 #: What became of a syscall (``syscalls.outcome``), by code.
-SYSCALL_OUTCOMES = ("returned", "blocked", "exited", "unfinished", "other")
+SYSCALL_OUTCOMES = FRAME_SYSCALL_OUTCOMES
 
 
 def syscalls(tr: Transitions, o: Ordered) -> Columns:
@@ -261,6 +262,7 @@ def syscalls(tr: Transitions, o: Ordered) -> Columns:
         "p": p_entry,
         "start_known": tr.frm[seq] != UNDETERMINED,
         "outcome": Gather(np.array(SYSCALL_OUTCOMES, dtype=object), outcome),
+        "outcome_code": outcome,  # the frames' (ingest.derive.frame_layout)
         "p_lost": p_lost,
         "stolen_ts": _nullable(stolen_ts),
         "stolen_by_m": _nullable(stolen_m),

@@ -390,32 +390,35 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
 
 
 #: The tables whose files are their home when a trace keeps its intervals in
-#: files: the intervals, and proc_run_index as proc_runs' rows.
-_IN_FILES = frozenset({"intervals", "proc_runs"})
+#: files: the intervals, proc_run_index as proc_runs', syscall_outcomes as
+#: syscalls'.
+_IN_FILES = frozenset({"intervals", "proc_runs", "syscalls"})
 
 
 def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[str, int],
                        counts: dict[str, int], staged: _Staged, timings: Timings) -> None:
-    """The intervals' and proc runs' files made their home, and the rows saying
-    where, in the load's transaction: durable on the disk before the commit
-    that names them."""
+    """The intervals', proc runs' and syscalls' files made their home, and the
+    rows saying where, in the load's transaction: durable on the disk before
+    the commit that names them."""
     frames = staged.frames
     db = interval_files.db_file(conn.engine)
     if frames is None or db is None:
         raise OSError("the intervals' files were not written")
     home = interval_files.home_dir(frames.data_dir, trace_id, sha)
-    runs = counts.get("proc_runs", 0)
+    tables = tuple(t for t in ("intervals", "proc_runs", "syscalls") if counts.get(t))
     with timings.phase("interval files"):
         staged.home = home
-        frames.publish(("intervals", "proc_runs") if runs else ("intervals",), home)
+        frames.publish(tables, home)
     first, n = bases["intervals"], counts["intervals"]
     conn.execute(models.interval_files.insert().values(
         trace_id=trace_id, first_id=first, last_id=first + n - 1,
         directory=interval_files.stored_directory(db, home)))
-    if runs:
-        conn.execute(models.proc_run_files.insert().values(
-            trace_id=trace_id, first_id=bases["proc_runs"],
-            last_id=bases["proc_runs"] + runs - 1))
+    for table, listing in (("proc_runs", models.proc_run_files),
+                           ("syscalls", models.syscall_files)):
+        if table in tables:
+            conn.execute(listing.insert().values(
+                trace_id=trace_id, first_id=bases[table],
+                last_id=bases[table] + counts[table] - 1))
 
 
 def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: _Staged,

@@ -230,7 +230,8 @@ def next_id(conn: Connection, table: Any) -> int:
     top = int(conn.execute(select(func.max(table.c.id))).scalar() or 0)
     # And the ids of the rows kept in files.
     files = {models.interval_rows.name: models.interval_files,
-             models.proc_run_index.name: models.proc_run_files}.get(table.name)
+             models.proc_run_index.name: models.proc_run_files,
+             models.syscall_outcomes.name: models.syscall_files}.get(table.name)
     if files is not None:
         top = max(top, int(conn.execute(select(func.max(files.c.last_id))).scalar() or 0))
     return top + 1

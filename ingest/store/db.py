@@ -65,7 +65,8 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
 
 
 def _ensure_intervals_view(engine: Engine) -> None:
-    """Make the views ``intervals`` and ``proc_runs`` read the files exactly
+    """Make the views over rows kept in files (``intervals``, ``proc_runs``,
+    ``syscalls``: models.file_views) read the files exactly
     when this process can (ingest.store.interval_files): a database first
     opened where the extension was not built gets the files' half once it is.
     Raises IntervalFilesError when traces are kept in files and it is not built."""
@@ -76,8 +77,7 @@ def _ensure_intervals_view(engine: Engine) -> None:
             for name, select in models.file_views(files).items()}
     with engine.connect() as conn:
         have: dict[str, str] = {str(n): str(q) for n, q in conn.exec_driver_sql(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'view' "
-            "AND name IN ('intervals', 'proc_runs')")}
+            "SELECT name, sql FROM sqlite_master WHERE type = 'view'") if n in want}
         in_files = not files and conn.exec_driver_sql(
             "SELECT 1 FROM interval_files LIMIT 1").scalar() is not None
     if in_files:

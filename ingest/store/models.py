@@ -169,6 +169,17 @@ proc_run_files = Table(
     Column("last_id", BigInteger, nullable=False),
 )
 
+# The same for syscall_outcomes' rows: the frames' syscalls files (row and
+# what is the syscall's own), read through gmpscope_syscall_outcomes.
+syscall_files = Table(
+    "syscall_files",
+    metadata,
+    trace_key(),
+    traces_fk(),
+    Column("first_id", BigInteger, nullable=False),
+    Column("last_id", BigInteger, nullable=False),
+)
+
 # "Which G ran on P3 at t": every goroutine Running interval, by the P it ran
 # on, in (p, time) order. The index holds each run's interval; the
 # proc_runs view (below) shows the run's columns.
@@ -403,7 +414,7 @@ RANGE_NAME = {table.name: name for name, table in RANGED.items()}
 TRACE_TABLES: tuple[Table, ...] = (
     poller_events, poller_recordings,
     interval_rows, interval_files, proc_run_index, proc_run_files, syscall_outcomes,
-    row_ranges,
+    syscall_files, row_ranges,
     transition_stacks,
     transition_counts, state_edges, *(c.table for c in CODED.values()), strings, procs,
     threads, other_events, stacks,
@@ -432,30 +443,54 @@ def intervals_view(files: bool) -> str:
     return f"{rows} UNION ALL SELECT {cols} FROM {INTERVAL_FILES_VTAB}" if files else rows
 
 
-#: The virtual table of the proc runs kept in files, with proc_run_index's columns.
+#: The virtual tables of the proc runs' and syscalls' rows kept in files, with
+#: proc_run_index's and syscall_outcomes' columns.
 PROC_RUN_FILES_VTAB = "gmpscope_proc_run_index"
+SYSCALL_FILES_VTAB = "gmpscope_syscall_outcomes"
+
+_SYSCALL_OUTCOME_COLUMNS = ("id, trace_id, interval_id, start_known, outcome, p_lost, "
+                            "stolen_ts, stolen_by_m")
+
+
+def proc_run_source(files: bool) -> str:
+    """proc_run_index's rows, and with ``files`` those kept in files too."""
+    return ("(SELECT id, trace_id, interval_id FROM proc_run_index UNION ALL "
+            f"SELECT id, trace_id, interval_id FROM {PROC_RUN_FILES_VTAB})"
+            if files else "proc_run_index")
+
+
+def syscall_source(files: bool) -> str:
+    """syscall_outcomes' rows, and with ``files`` those kept in files too."""
+    c = _SYSCALL_OUTCOME_COLUMNS
+    return (f"(SELECT {c} FROM syscall_outcomes UNION ALL SELECT {c} FROM {SYSCALL_FILES_VTAB})"
+            if files else "syscall_outcomes")
 
 
 def proc_runs_view(files: bool) -> str:
-    """The SELECT of the view ``proc_runs``: over proc_run_index, and with
-    ``files`` the runs kept in files too."""
-    index = ("(SELECT id, trace_id, interval_id FROM proc_run_index UNION ALL "
-             f"SELECT id, trace_id, interval_id FROM {PROC_RUN_FILES_VTAB})"
-             if files else "proc_run_index")
+    """The SELECT of the view ``proc_runs``."""
     return ("SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
-            f"FROM {index} r JOIN intervals i ON i.id = r.interval_id")
+            f"FROM {proc_run_source(files)} r JOIN intervals i ON i.id = r.interval_id")
+
+
+def syscalls_view(files: bool) -> str:
+    """The SELECT of the view ``syscalls``."""
+    return ("SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
+            "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
+            "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
+            f"FROM {syscall_source(files)} s JOIN intervals i ON i.id = s.interval_id")
 
 
 def file_views(files: bool) -> dict[str, str]:
     """The views whose SELECT depends on whether the process reads files
     (SQLite with the extension, ingest.store.interval_files), in the order
     they are made."""
-    return {"intervals": intervals_view(files), "proc_runs": proc_runs_view(files)}
+    return {"intervals": intervals_view(files), "proc_runs": proc_runs_view(files),
+            "syscalls": syscalls_view(files)}
 
 
 #: Views created by the migrations (name -> SELECT), for users writing SQL;
-#: ``intervals`` (intervals_view) is made before them. ``proc_runs`` as
-#: without files (file_views gives the other form).
+#: ``intervals`` (intervals_view) is made before them. ``proc_runs`` and
+#: ``syscalls`` as without files (file_views gives the other form).
 VIEWS = {
     "transitions": (
         "SELECT i.trace_id, i.seq, i.start_ts AS ts, k.resource, i.rid AS id, "
@@ -478,12 +513,7 @@ VIEWS = {
         "AND i.m <> -1"
     ),
     "proc_runs": proc_runs_view(False),
-    "syscalls": (
-        "SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
-        "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
-        "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
-        "FROM syscall_outcomes s JOIN intervals i ON i.id = s.interval_id"
-    ),
+    "syscalls": syscalls_view(False),
 }
 #: And the views over the coded tables (ingest.store.coded_models).
 VIEWS.update({name: coded.select_sql() for name, coded in CODED.items()})

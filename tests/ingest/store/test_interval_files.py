@@ -56,6 +56,8 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, Engin
     # proc_run_index's rows are the frames' proc_runs.row files too.
     assert _rows(files_engine, "SELECT count(*) FROM proc_run_index") == [(0,)]
     assert len(_rows(files_engine, "SELECT * FROM proc_run_files")) == 2
+    assert _rows(files_engine, "SELECT count(*) FROM syscall_outcomes") == [(0,)]
+    assert len(_rows(files_engine, "SELECT * FROM syscall_files")) == 2
     return files_engine, rows_engine
 
 
@@ -74,6 +76,9 @@ QUERIES = [
     "SELECT * FROM proc_runs WHERE id BETWEEN :lo AND :lo + 50 ORDER BY id",
     "SELECT p, count(*), sum(end_ts - start_ts) FROM proc_runs GROUP BY trace_id, p",
     "SELECT * FROM syscalls ORDER BY id",
+    "SELECT outcome, count(*), sum(p_lost), count(stolen_ts), count(stolen_by_m), "
+    "sum(start_known) FROM syscalls GROUP BY trace_id, outcome",
+    "SELECT * FROM syscalls WHERE stolen_by_m IS NULL AND id % 7 = 0 ORDER BY id",
     "SELECT * FROM transitions ORDER BY trace_id, seq",
     "SELECT * FROM thread_intervals ORDER BY trace_id, seq",
     "SELECT g.goid, v.state, v.start_ts FROM goroutines g JOIN interval_view v "
