@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
-from sqlalchemy import Engine, and_, select
+from sqlalchemy import Engine, select
 
 from ingest.derive.cache import cached, cached_json
 from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
+from ingest.store.coded_models import CodedQuery, goroutine_rows, read_strings
 from ingest.views.histo import released
 from ingest.views.quantiles import lane_chunks
 
@@ -127,9 +128,9 @@ def assist_ranges(engine: Engine, frames: TraceFrames) -> AssistRanges:
 
 def _assist_ranges(engine: Engine, frames: TraceFrames) -> list[tuple[int, int, int]]:
     """(goid, start, end) of every GC mark assist range (open ends: the trace's)."""
-    r = models.ranges
-    query = select(r.c.scope_id, r.c.start_ts, r.c.end_ts).where(and_(
-        r.c.trace_id == frames.trace_id, r.c.name == ASSIST_RANGE, r.c.scope == "goroutine"))
+    q = CodedQuery("ranges", frames.trace_id)  # the texts matched once, not per row
+    query = q.select(("scope_id", "start_ts", "end_ts")).where(
+        q.codes("name", [ASSIST_RANGE]), q.codes("scope", ["goroutine"]))
     with engine.connect() as conn:
         # Straight through the DB-API cursor: tens of thousands of rows on big traces.
         sql = query.compile(conn, compile_kwargs={"literal_binds": True})
@@ -333,13 +334,16 @@ def _start_functions(engine: Engine, trace_id: int) -> dict[int, str | None]:
     """goid -> start function, straight through the DB-API cursor (the
     goroutines of a big trace are 100k+ rows; SQLAlchemy rows cost more than
     the query)."""
-    sql = ("SELECT goid, start_function FROM goroutines WHERE trace_id = "
+    # The coded table's function codes (ingest.store.coded_models), not a
+    # joined string a row.
+    sql = (f"SELECT goid, start_function_code FROM {goroutine_rows.name} WHERE trace_id = "
            f"{int(trace_id)}")
     with engine.connect() as conn:
+        names = read_strings(conn, trace_id, "goroutines.start_function")
         cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             cur.execute(sql)
-            return dict(cur.fetchall())
+            return {goid: None if c is None else names[c] for goid, c in cur.fetchall()}
         finally:
             cur.close()
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames, release_pages
 from ingest.derive.overview_counters import COUNTER_METRICS, GOMAXPROCS_METRIC, trace_counters
-from ingest.store import models
+from ingest.store.coded_models import CodedQuery
 from ingest.store.traces import get_trace
 from ingest.views.counters import DEFAULT_BUCKETS, bucket_edges, reduce_counter
 from ingest.views.overview_series import series
@@ -101,11 +101,11 @@ def gc_bands(engine: Engine, trace_id: int, first_ts: int, last_ts: int
              ) -> list[dict[str, Any]]:
     """GC cycles and stop-the-world pauses: kind, name, start_ts, end_ts
     (clipped to the trace where the range began before it or never ended)."""
-    rg = models.ranges
+    q = CodedQuery("ranges", trace_id)  # the kinds matched once, not per row
     with engine.connect() as conn:
-        rows = conn.execute(select(rg.c.kind, rg.c.name, rg.c.start_ts, rg.c.end_ts)
-                            .where(rg.c.trace_id == trace_id, rg.c.kind.in_(("gc", "stw")))
-                            .order_by(rg.c.start_ts)).all()
+        rows = conn.execute(q.select(("kind", "name", "start_ts", "end_ts"))
+                            .where(q.codes("kind", ["gc", "stw"]))
+                            .order_by(q.col("start_ts"), q.col("id"))).all()
     return [{"kind": r.kind, "name": r.name,
              "start_ts": first_ts if r.start_ts is None else int(r.start_ts),
              "end_ts": last_ts if r.end_ts is None else int(r.end_ts),

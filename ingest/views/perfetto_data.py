@@ -31,8 +31,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, func, select
 
 from ingest.derive.frames import TraceFrames
-from ingest.store import models
-from ingest.store.coded_models import CodedQuery, metric_rows, read_strings
+from ingest.store.coded_models import CodedQuery, goroutine_rows, metric_rows, read_strings
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -106,15 +105,17 @@ def goroutines(engine: Engine, frames: TraceFrames) -> Goroutines:
     fn_code = np.full(len(ids), -1, np.int64)
     functions: list[str] = []
     codes: dict[str, int] = {}
-    g = models.goroutines
-    stmt = (select(g.c.goid, g.c.start_function)
+    g = goroutine_rows  # the functions as codes (ingest.store.coded_models)
+    stmt = (select(g.c.goid, g.c.start_function_code)
             .where(g.c.trace_id == frames.trace_id).order_by(g.c.goid))
     with engine.connect() as conn:
+        names = [*read_strings(conn, frames.trace_id, "goroutines.start_function"), ""]
         cursor = conn.execute(stmt).cursor
         assert cursor is not None
         while rows := cursor.fetchmany(_FETCH):
             goids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-            fns = [codes.setdefault(r[1] or "", len(codes)) for r in rows]
+            fns = [codes.setdefault(names[-1 if r[1] is None else r[1]], len(codes))
+                   for r in rows]
             if len(codes) > len(functions):
                 functions.extend(list(codes)[len(functions):])
             at = np.searchsorted(ids, goids)
