@@ -215,7 +215,7 @@ def metrics(parts: EventParts) -> Columns:
         "name": _coded(t.text("name"), ""),
         # Go's uint64 values as signed 64-bit SQL integers (above 2**63 they wrap).
         "value": Nullable(value.values.astype(np.uint64).view(np.int64), value.nulls()),
-        "value_str": t.text("value_str").objects()}
+        "value_str": _coded(t.text("value_str"))}
 
 
 def other_events(parts: EventParts) -> Columns:

@@ -103,9 +103,23 @@ def stored_columns(coded: Coded, cols: dict[str, Any]
             v, base = ints(col), ints(cols[coded.deltas[name]])
             out[coded.stored(name)] = _plain(
                 Nullable(v.values - np.where(base.null, 0, base.values), v.null))
-        else:
+        elif not _all_null(col):  # (a column of NULLs is left to its default)
             out[name] = col
     return out, texts
+
+
+def _all_null(col: Any) -> bool:
+    """Whether every row of a column is NULL (a metric's ``value_str`` on
+    every sample of Go's new traces): left out of the insert, the rest of
+    the columns are integers, bound as such (PostgreSQL: a binary COPY)."""
+    if isinstance(col, Nullable):
+        return bool(np.all(col.null))
+    if isinstance(col, CodedText) and col.codes is not None:
+        none = np.array([v is None for v in col.values] or [True], bool)
+        return bool(none[col.codes].all())
+    if isinstance(col, np.ndarray) and col.dtype == object or isinstance(col, list):
+        return all(v is None for v in col)
+    return False
 
 
 def store_coded(conn: Connection, trace_id: int, view: str, cols: dict[str, Any],

@@ -124,3 +124,19 @@ def test_views_read_the_coded_columns(engine: Engine, tmp_path: Path) -> None:
             "WHERE r.trace_id = :t"), {"t": res.id}).all()
         assert rows and all(d == (e - (s or 0) if e is not None else None)
                             for d, s, e in rows)
+
+
+def test_columns_of_nulls_left_out() -> None:
+    """A nullable column NULL on every row is not bound (the metrics of Go's
+    new traces have no value_str): the rest are integers."""
+    none = coded_text(np.zeros(3, np.int32), [None])
+    cols: dict[str, Any] = {"seq": np.arange(3), "ts": np.arange(3), "name": ["a"] * 3,
+                            "value": np.arange(3), "value_str": none}
+    table, _ = stored_columns(CODED["metrics"], cols)
+    assert list(table) == ["seq", "ts", "name_code", "value"]
+    some = coded_text(np.array([0, 1, 0], np.int32), [None, "x"])
+    for value_str in (some, [None, "x", None]):
+        table, _ = stored_columns(CODED["metrics"], {**cols, "value_str": value_str})
+        assert list(table)[-1] == "value_str"
+    table, _ = stored_columns(CODED["metrics"], {**cols, "value_str": [None] * 3})
+    assert "value_str" not in table
