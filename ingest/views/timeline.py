@@ -324,7 +324,7 @@ def _shape_columns(frames: TraceFrames, range_g: I64, s: Shapes, t1: int) -> dic
         kind[iv] = frames.intervals["kind"][r]
     run = src == SRC_RUN
     if run.any():
-        g[run] = frames.proc_runs["g"][row[run]]
+        g[run] = _run_column(frames, "g", row[run])
     rg = src == SRC_RANGE
     if rg.any():
         g[rg] = range_g[row[rg]]
@@ -333,6 +333,17 @@ def _shape_columns(frames: TraceFrames, range_g: I64, s: Shapes, t1: int) -> dic
             "d": d.tolist(), "cat": s.cat.tolist(), "n": s.n.tolist(),
             "ref": ref.tolist(), "g": g.tolist(), "kind": kind.tolist(),
             "cover": cover_column(s.covered, d).tolist()}
+
+
+def _run_column(frames: TraceFrames, name: str, rows: I64) -> npt.NDArray[np.integer[Any]]:
+    """Column ``name`` of proc runs ``rows``: read at their interval's row
+    where the frames keep a run as that row (``proc_runs[name]`` would make
+    the whole column: 0.1 s and 32 MB of the 200 MB trace's, each request)."""
+    runs = frames.proc_runs
+    at, col = runs.columns.get("row"), runs.via_row.get(name)
+    if at is not None and col is not None:
+        return np.asarray(col[np.asarray(at[rows], np.int64)])
+    return np.asarray(runs[name][rows])
 
 
 def _goroutine_rows(frames: TraceFrames) -> int:
