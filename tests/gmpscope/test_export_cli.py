@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.figures.timeline import RUNNING_BY_G
+from ingest.store import interval_files
 from ingest.store.db import make_engine
 from ingest.views.states import state_graph, to_dot, to_mermaid
 from tests.support.coded_rows import set_text
@@ -35,6 +36,9 @@ def gmpscope(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def db(data_dir: Path) -> sqlite3.Connection:
+    # The intervals read the files beside the database through the store's
+    # SQLite extension, registered before the connection opens.
+    assert interval_files.register()
     return sqlite3.connect(data_dir / "gmpscope.db")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from ingest.store import interval_files
 from ingest.views.tables import TABLES
 from tests.support.coded_rows import set_text
 from tests.support.server import REPO, Served
@@ -35,6 +36,10 @@ _SQL_COUNT = {
 
 def db_count(served: Served, table: str, tid: int) -> int:
     sql = _SQL_COUNT.get(table, f"SELECT count(*) FROM {table} WHERE trace_id = ?")
+    # The intervals and the views over them read the files kept beside the
+    # database through the store's SQLite extension: registered before this
+    # process opens the connection (ingest.store.interval_files).
+    assert interval_files.register()
     with sqlite3.connect(served.data_dir / "gmpscope.db") as c:
         return int(c.execute(sql, (tid,)).fetchone()[0])
 
