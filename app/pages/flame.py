@@ -26,12 +26,11 @@ from app.pages._analysis import (
     window,
 )
 from app.router import PageError
-from ingest.views.flame import KIND_TITLES, flame_goroutines, flame_tree
+from ingest.views.flame import DEFAULT_KIND, KIND_TITLES, flame_goroutines, flame_tree
 from ingest.views.pprof import TYPES
 
 ROUTES = ("/traces/<int:trace_id>/flame",)
 TITLE = "Flame graphs"
-DEFAULT_KIND = "sync"
 #: What each kind's frames are: the stack where the wait began, or the sample's.
 _WHERE = {
     "net": "where goroutines parked in the netpoller (Waiting, reason network)",

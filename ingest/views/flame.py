@@ -28,6 +28,9 @@ from ingest.views.pprof import waits as profile_waits
 
 I64 = npt.NDArray[np.int64]
 
+#: The kind the flame page opens with (its tree is built ahead for big traces:
+#: ingest.api.warm).
+DEFAULT_KIND = "sync"
 #: Shown names of the kinds, in the page's order.
 KIND_TITLES: dict[str, str] = {
     "net": "Network", "lock": "Locks", "chan": "Channels & select", "sync": "All sync",
@@ -186,4 +189,4 @@ def _start_functions(engine: Engine, trace_id: int, goids: list[int]) -> dict[in
     return out
 
 
-__all__ = ["KIND_TITLES", "TYPES", "flame_goroutines", "flame_tree"]
+__all__ = ["DEFAULT_KIND", "KIND_TITLES", "TYPES", "flame_goroutines", "flame_tree"]

@@ -18,7 +18,7 @@ SAMPLE = REPO / "samples" / "go1.27-httpnet-2MB.trace"
 #: The report caches every page opens with (ingest/derive/cache.py's keys).
 REPORTS = {"goroutine_groups_summary.json", "latency_report-worst50.json",
            "netpoll_summary-top10.json", "syscall_summary-top10.json",
-           "states_goroutine_split.json"}
+           "states_goroutine_split.json", "flame-sync.json"}
 
 
 def _reports(tmp_path: Path, engine: object, tid: int) -> set[str]:
@@ -44,7 +44,7 @@ def test_reports_built_at_ingest_above_the_threshold(
         assert REPORTS <= have, REPORTS - have
         assert any(n.startswith("overview-") for n in have)
         assert any(n.startswith("findings-") for n in have)
-        assert {f"warm {s}" for s in ("overview", "findings")} <= set(res.timings)
+        assert {f"warm {s}" for s in ("overview", "findings", "flame")} <= set(res.timings)
     else:
         assert not REPORTS & have and not reports
     engine.dispose()
