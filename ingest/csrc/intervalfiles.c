@@ -22,9 +22,10 @@
  * NumPy ``.npy`` file per column (intervals.<column>.npy: little-endian signed
  * integers of 1, 2, 4 or 8 bytes, one dimension) and is relative to the
  * database file's directory unless absolute. The list is read once per
- * statement (a statement sees one snapshot of the database), each file is
- * mapped read-only when a statement first reaches its trace and unmapped when
- * the statement ends.
+ * statement (a statement sees one snapshot of the database); each column's
+ * file is mapped read-only when a statement first reads that column of that
+ * trace (a point lookup of one column maps one file) and unmapped when the
+ * statement ends.
  *
  * Constraints used: id (=, <, <=, >, >=) and trace_id (=); the rows come in
  * id order, so ORDER BY id costs nothing. Every constraint is checked again
@@ -375,27 +376,25 @@ static const char *map_column(const char *path, sqlite3_int64 rows, Column *col)
     return NULL;
 }
 
-static int map_set(FilesCursor *c, Set *s) {
+/* Map set s's column j's file (when first read: a statement maps only the
+ * columns it reads, a point lookup of one column one file). */
+static int map_col(FilesCursor *c, Set *s, int j) {
     const TableDesc *desc = ((FilesVtab *)c->base.pVtab)->desc;
-    sqlite3_int64 rows = s->last_id - s->first_id + 1;
-    for (int j = 0; j < desc->ncols; j++) {
-        if (!desc->file[j]) continue;
-        char *path = sqlite3_mprintf("%s/%s.npy", s->dir, desc->file[j]);
-        if (!path) return SQLITE_NOMEM;
-        const char *why = map_column(path, rows, &s->cols[j]);
-        if (why) {
-            char tid[32];
-            snprintf(tid, sizeof tid, "%lld", (long long)s->trace_id);
-            sqlite3_free(c->base.pVtab->zErrMsg);
-            c->base.pVtab->zErrMsg = sqlite3_mprintf(
-                "trace %s's %s cannot be read from %s: %s", tid, desc->label, path, why);
-            sqlite3_free(path);
-            unmap_set(s);
-            return SQLITE_ERROR;
-        }
+    char *path = sqlite3_mprintf("%s/%s.npy", s->dir, desc->file[j]);
+    if (!path) return SQLITE_NOMEM;
+    const char *why = map_column(path, s->last_id - s->first_id + 1, &s->cols[j]);
+    if (why) {
+        char tid[32];
+        snprintf(tid, sizeof tid, "%lld", (long long)s->trace_id);
+        sqlite3_free(c->base.pVtab->zErrMsg);
+        c->base.pVtab->zErrMsg = sqlite3_mprintf(
+            "trace %s's %s cannot be read from %s: %s", tid, desc->label, path, why);
         sqlite3_free(path);
+        if (s->cols[j].map) munmap(s->cols[j].map, s->cols[j].map_len);
+        memset(&s->cols[j], 0, sizeof s->cols[j]);
+        return SQLITE_ERROR;
     }
-    s->mapped = 1;
+    sqlite3_free(path);
     return SQLITE_OK;
 }
 
@@ -407,10 +406,6 @@ static int seek(FilesCursor *c) {
         if (c->has_trace && s->trace_id != c->trace_id) continue;
         if (s->last_id < c->id || s->last_id < s->first_id) continue;
         if (c->id < s->first_id) c->id = s->first_id;
-        if (!s->mapped) {
-            int rc = map_set(c, s);
-            if (rc != SQLITE_OK) return rc;
-        }
         return SQLITE_OK;
     }
     c->cur = c->nsets;
@@ -534,12 +529,19 @@ static sqlite3_int64 value_at(const Column *col, sqlite3_int64 r) {
 }
 
 static int files_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int j) {
-    const FilesCursor *c = (const FilesCursor *)cur;
+    FilesCursor *c = (FilesCursor *)cur;
     const TableDesc *desc = ((const FilesVtab *)cur->pVtab)->desc;
-    const Set *s = &c->sets[c->cur];
+    Set *s = &c->sets[c->cur];
     if (j == C_ID) sqlite3_result_int64(ctx, c->id);
     else if (j == C_TRACE) sqlite3_result_int64(ctx, s->trace_id);
     else if (j > 0 && j < desc->ncols) {
+        if (!s->cols[j].data) {
+            int rc = map_col(c, s, j);
+            if (rc != SQLITE_OK) {
+                sqlite3_result_error(ctx, cur->pVtab->zErrMsg ? cur->pVtab->zErrMsg : "", -1);
+                return rc;
+            }
+        }
         sqlite3_int64 v = value_at(&s->cols[j], c->id - s->first_id);
         switch (desc->how[j]) {
         case PLUS_BASE: sqlite3_result_int64(ctx, v + s->base); break;

@@ -466,18 +466,34 @@ def syscall_source(files: bool) -> str:
             if files else "syscall_outcomes")
 
 
+_RUNS_SELECT = ("SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
+                "FROM {index} r JOIN {intervals} i ON i.id = r.interval_id")
+_SYSCALLS_SELECT = ("SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
+                    "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
+                    "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
+                    "FROM {index} s JOIN {intervals} i ON i.id = s.interval_id")
+
+
+def _rows_and_files(select: str, index: str, vtab: str, files: bool) -> str:
+    # A trace keeps its runs and syscalls where it keeps its intervals, so the
+    # files' half joins the files' intervals: a plain UNION ALL of two joins,
+    # which SQLite flattens into the caller's query (a join of two UNION ALL
+    # subqueries is materialised instead: a range of 1,000 proc runs by id took
+    # 1.7 s that way on the 25 MB benchmark trace, 4 ms this way).
+    rows = select.format(index=index, intervals="intervals")
+    if not files:
+        return rows
+    return f"{rows} UNION ALL {select.format(index=vtab, intervals=INTERVAL_FILES_VTAB)}"
+
+
 def proc_runs_view(files: bool) -> str:
     """The SELECT of the view ``proc_runs``."""
-    return ("SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
-            f"FROM {proc_run_source(files)} r JOIN intervals i ON i.id = r.interval_id")
+    return _rows_and_files(_RUNS_SELECT, "proc_run_index", PROC_RUN_FILES_VTAB, files)
 
 
 def syscalls_view(files: bool) -> str:
     """The SELECT of the view ``syscalls``."""
-    return ("SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
-            "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
-            "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
-            f"FROM {syscall_source(files)} s JOIN intervals i ON i.id = s.interval_id")
+    return _rows_and_files(_SYSCALLS_SELECT, "syscall_outcomes", SYSCALL_FILES_VTAB, files)
 
 
 def file_views(files: bool) -> dict[str, str]:

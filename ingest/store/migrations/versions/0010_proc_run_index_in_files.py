@@ -25,9 +25,12 @@ branch_labels = None
 depends_on = None
 
 _RUNS = ("SELECT r.id, r.trace_id, i.p, i.start_ts, i.end_ts, i.rid AS g, i.m, i.seq "
-         "FROM {index} r JOIN intervals i ON i.id = r.interval_id")
-_UNION = ("(SELECT id, trace_id, interval_id FROM proc_run_index UNION ALL "
-          "SELECT id, trace_id, interval_id FROM gmpscope_proc_run_index)")
+         "FROM {index} r JOIN {intervals} i ON i.id = r.interval_id")
+# The rows' runs join intervals, the files' the files' intervals (a trace
+# keeps both in one place): one UNION ALL of two joins, which SQLite flattens.
+_VIEW = _RUNS.format(index="proc_run_index", intervals="intervals")
+_VIEW_FILES = (_VIEW + " UNION ALL "
+               + _RUNS.format(index="gmpscope_proc_run_index", intervals="gmpscope_intervals"))
 
 # Frozen copy of ingest.store.models.PG_DELETE_ROWS's function at this revision.
 _PG_FUNCTION = """CREATE OR REPLACE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger
@@ -93,8 +96,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("trace_id"),
     )
     op.execute("DROP VIEW proc_runs")
-    op.execute("CREATE VIEW proc_runs AS "
-               + _RUNS.format(index=_UNION if _files() else "proc_run_index"))
+    op.execute(f"CREATE VIEW proc_runs AS {_VIEW_FILES if _files() else _VIEW}")
     if pg:
         op.execute(_PG_FUNCTION)
 
@@ -110,7 +112,7 @@ def downgrade() -> None:
         op.execute("INSERT INTO proc_run_index (id, trace_id, interval_id) "
                    "SELECT id, trace_id, interval_id FROM gmpscope_proc_run_index")
     op.execute("DROP VIEW proc_runs")
-    op.execute("CREATE VIEW proc_runs AS " + _RUNS.format(index="proc_run_index"))
+    op.execute(f"CREATE VIEW proc_runs AS {_VIEW}")
     op.drop_table("proc_run_files")
     if bind.dialect.name == "postgresql":
         op.execute(_PG_FUNCTION.replace(

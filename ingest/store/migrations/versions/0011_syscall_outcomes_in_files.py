@@ -29,11 +29,11 @@ _COLUMNS = "id, trace_id, interval_id, start_known, outcome, p_lost, stolen_ts, 
 _SELECT = ("SELECT s.id, s.trace_id, i.rid AS goid, i.start_ts, i.seq, i.end_ts, "
            "i.end_ts - i.start_ts AS duration_ns, i.m, i.p, s.start_known, s.outcome, "
            "s.p_lost, s.stolen_ts, s.stolen_by_m, i.stack_id "
-           "FROM {source} s JOIN intervals i ON i.id = s.interval_id")
-_VIEW = _SELECT.format(source="syscall_outcomes")
-_VIEW_FILES = _SELECT.format(
-    source=f"(SELECT {_COLUMNS} FROM syscall_outcomes UNION ALL "
-           f"SELECT {_COLUMNS} FROM gmpscope_syscall_outcomes)")
+           "FROM {source} s JOIN {intervals} i ON i.id = s.interval_id")
+# As 0010: the rows' syscalls join intervals, the files' the files' intervals.
+_VIEW = _SELECT.format(source="syscall_outcomes", intervals="intervals")
+_VIEW_FILES = (_VIEW + " UNION ALL " + _SELECT.format(source="gmpscope_syscall_outcomes",
+                                                     intervals="gmpscope_intervals"))
 
 # Frozen copy of ingest.store.models.PG_DELETE_ROWS's function at this revision.
 _PG_FUNCTION = """CREATE OR REPLACE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger
