@@ -156,29 +156,21 @@ interval_files = Table(
     Column("directory", Text, nullable=False),
 )
 
+def _kept_in_files(name: str) -> Table:
+    # A table's traces whose rows are kept in files, with their id block.
+    return Table(name, metadata, trace_key(), traces_fk(),
+                 Column("first_id", BigInteger, nullable=False),
+                 Column("last_id", BigInteger, nullable=False))
+
+
 # The traces whose proc_run_index rows are kept in files too (SQLite only):
 # ids first_id..last_id, each run's interval as its row in the trace's
 # intervals (proc_runs.row.npy in the interval_files directory), read through
 # the virtual table gmpscope_proc_run_index.
-proc_run_files = Table(
-    "proc_run_files",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("first_id", BigInteger, nullable=False),
-    Column("last_id", BigInteger, nullable=False),
-)
-
+proc_run_files = _kept_in_files("proc_run_files")
 # The same for syscall_outcomes' rows: the frames' syscalls files (row and
 # what is the syscall's own), read through gmpscope_syscall_outcomes.
-syscall_files = Table(
-    "syscall_files",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("first_id", BigInteger, nullable=False),
-    Column("last_id", BigInteger, nullable=False),
-)
+syscall_files = _kept_in_files("syscall_files")
 
 # "Which G ran on P3 at t": every goroutine Running interval, by the P it ran
 # on, in (p, time) order. The index holds each run's interval; the
