@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
@@ -28,6 +28,9 @@ import requests
 
 from ingest.views.samples import parse_table
 from tests.support.goparsed import go_parsed
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -187,9 +190,8 @@ def test_the_live_demo_moves(made_run: Run) -> None:
 
 
 @pytest.mark.slow
-def test_the_library_shows_each_samples_line_and_the_demo(made_run: Run) -> None:
-    from playwright.sync_api import sync_playwright
-
+def test_the_library_shows_each_samples_line_and_the_demo(made_run: Run,
+                                                          browser: Browser) -> None:
     from tests.support.browser import shot, wait_for_dash
 
     readme = {re.sub(r"`([^`]*)`.*", r"\1", first, count=1): (shows, click)
@@ -197,30 +199,30 @@ def test_the_library_shows_each_samples_line_and_the_demo(made_run: Run) -> None
     hints = made_run.get("/api/samples")["samples"]
     assert len(hints) == len(readme)
     note = wait_for("the demo's note", lambda: made_run.get("/api/live/demo")["demo"])
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(made_run.url + "/")
-            wait_for_dash(page, "#library-demo")
-            shot(page, "library-samples-and-demo")
-            for h in hints:
-                shows, click = readme[h["path"]]
-                page_name, hint = re.match(r"`(\w+)`:\s*(.*)", click).groups()  # type: ignore[union-attr]
-                line = page.locator(f"#library-hint-{h['id']}")
-                text = " ".join(line.inner_text().split())
-                want = f"{shows} Click first: {page_name} ({hint})".replace("`", "")
-                assert text == " ".join(want.split())
-                assert line.locator("a").get_attribute("href") == \
-                    f"/traces/{h['id']}/{page_name}"
-            demo = " ".join(page.locator("#library-demo").inner_text().split())
-            for proc in note["processes"]:
-                assert f"{proc['name']} (pid {proc['pid']})" in demo
-            assert "make run LIVE_DEMO=0" in demo
-            assert page.locator("#library-demo-link").get_attribute("href") == "/live/demo"
-        finally:
-            browser.close()
+    # The session's Chromium (tests/conftest.py): a second Playwright in this
+    # worker would fail.
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(made_run.url + "/")
+        wait_for_dash(page, "#library-demo")
+        shot(page, "library-samples-and-demo")
+        for h in hints:
+            shows, click = readme[h["path"]]
+            page_name, hint = re.match(r"`(\w+)`:\s*(.*)", click).groups()  # type: ignore[union-attr]
+            line = page.locator(f"#library-hint-{h['id']}")
+            text = " ".join(line.inner_text().split())
+            want = f"{shows} Click first: {page_name} ({hint})".replace("`", "")
+            assert text == " ".join(want.split())
+            assert line.locator("a").get_attribute("href") == \
+                f"/traces/{h['id']}/{page_name}"
+        demo = " ".join(page.locator("#library-demo").inner_text().split())
+        for proc in note["processes"]:
+            assert f"{proc['name']} (pid {proc['pid']})" in demo
+        assert "make run LIVE_DEMO=0" in demo
+        assert page.locator("#library-demo-link").get_attribute("href") == "/live/demo"
+    finally:
+        context.close()
 
 
 @pytest.mark.slow

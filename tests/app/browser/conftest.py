@@ -1,6 +1,8 @@
 """Playwright fixtures for the browser tests (Debian's /usr/bin/chromium, headless).
 
-``browser`` is one Chromium per session; ``page`` is a fresh 1400x900 page per
+``browser`` (tests/conftest.py: every test of a session that drives Chromium shares it,
+since a second Playwright in one process fails) is one Chromium per session; ``page``
+is a fresh 1400x900 page per
 test that records console errors and uncaught page errors and fails the test
 when any occurred (``page_errors`` lets a test inspect or clear them first).
 Helpers in tests/support/browser.py: ``shot(page, name)`` saves a screenshot under
@@ -13,32 +15,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize
 
 from tests.support.browser import RENDER_GUARD_MS
 
-CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT: ViewportSize = {"width": 1400, "height": 900}
 #: Console messages that are not errors of the app (the browser's own noise).
 IGNORED_CONSOLE = re.compile(r"favicon\.ico|Failed to load resource: net::ERR_ABORTED")
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole session (Debian's; `make test` installs it)."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: the browser tests need Debian's chromium "
-                    "(`make test-setup` installs it: apt-get install chromium)", pytrace=False)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                              args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
