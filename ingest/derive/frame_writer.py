@@ -123,6 +123,19 @@ def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
             f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=dtype).data)
 
 
+def _link_or_copy(src: Path, dest: Path) -> bool:
+    """``dest`` as a hard link of ``src`` (True), or a copy where links cannot
+    be made (False: another file system)."""
+    import shutil
+
+    try:
+        os.link(src, dest)
+        return True
+    except OSError:
+        shutil.copyfile(src, dest)
+        return False
+
+
 def _fsync(path: Path) -> None:
     """Flush a file's (or a directory's) content to the disk."""
     fd = os.open(path, os.O_RDONLY)
@@ -224,10 +237,7 @@ class FrameWriter:
                     src = self.staging / f"{table}.{name}.npy"
                     if table not in self.durable:
                         _fsync(src)
-                    try:
-                        os.link(src, tmp / src.name)
-                    except OSError:
-                        shutil.copyfile(src, tmp / src.name)
+                    if not _link_or_copy(src, tmp / src.name):
                         _fsync(tmp / src.name)
             _fsync(tmp)
             if home.exists():  # a deleted trace's, whose removal failed
@@ -241,16 +251,11 @@ class FrameWriter:
     def link(self, table: str, source: Path) -> None:
         """Take ``table``'s files from directory ``source`` (hard links; copies
         where links cannot be made) instead of writing them."""
-        import shutil
-
         self._drain()
         self.staging.mkdir(parents=True, exist_ok=True)
         for name in TABLE_COLUMNS[table]:
             src = source / f"{table}.{name}.npy"
-            try:
-                os.link(src, self.staging / src.name)
-            except OSError:
-                shutil.copyfile(src, self.staging / src.name)
+            _link_or_copy(src, self.staging / src.name)
         self.written.add(table)
 
     def _run(self) -> None:
