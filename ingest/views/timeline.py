@@ -121,7 +121,7 @@ class _Lane:
 
 
 @dataclass
-class _Batch:
+class Batch:
     """Rows of the drawn lanes, concatenated lane by lane."""
 
     start: list[I64]
@@ -151,18 +151,18 @@ class _Batch:
                 np.concatenate(self.lane))
 
 
-def _window(start: Times, lo: int, hi: int, t1: int, t2: int) -> tuple[int, int]:
+def window_rows(start: Times, lo: int, hi: int, t1: int, t2: int) -> tuple[int, int]:
     """Rows of one time-ordered, non-overlapping lane that may overlap [t1, t2)."""
     a = int(lane_search(start, lo, hi, t1, "right")[0])
     b = int(lane_search(start, lo, hi, t2, "left")[0])
     return max(lo, a - 1), b
 
 
-def _add_laneset(batch: _Batch, ls: LaneSet, i: int, lane_no: int, t1: int, t2: int,
+def add_laneset(batch: Batch, ls: LaneSet, i: int, lane_no: int, t1: int, t2: int,
                  overlapping: bool = False) -> int:
     """Queue lane ``i`` of ``ls`` for reduction; returns its rows in the window."""
     lo, hi = int(ls.lo[i]), int(ls.hi[i])
-    a, b = _window(ls.start, lo, hi, t1, t2)
+    a, b = window_rows(ls.start, lo, hi, t1, t2)
     if overlapping:
         a = lo  # an earlier row may reach into the window
     if ls.index is not None:
@@ -180,11 +180,11 @@ def timeline(engine: Engine, frames: TraceFrames, params: Params) -> dict[str, A
     if t2 <= t1:
         t2 = t1 + 1
     lanes: list[_Lane] = []
-    batch = _Batch([], [], [], [], [])
+    batch = Batch([], [], [], [], [])
     rng = range_lanes(engine, frames)
     for i, lane_id in enumerate(rng.lanes.ids):
         kind, label = RANGE_LANES[int(lane_id)]
-        batch.rows += _add_laneset(batch, rng.lanes, i, len(lanes), t1, t2, overlapping=True)
+        batch.rows += add_laneset(batch, rng.lanes, i, len(lanes), t1, t2, overlapping=True)
         lanes.append(_Lane(kind, label, "range", -1))
     extra: dict[str, Any] = {}
     focus = -1
@@ -201,7 +201,7 @@ def timeline(engine: Engine, frames: TraceFrames, params: Params) -> dict[str, A
             name = f"P{lid}" if params.mode == "p" else f"M{lid}"
             if want == lid:
                 focus = len(lanes)
-            batch.rows += _add_laneset(batch, ls, i, len(lanes), t1, t2)
+            batch.rows += add_laneset(batch, ls, i, len(lanes), t1, t2)
             lanes.append(_Lane(name.lower(), name, params.mode, lid))
     else:
         total, offset, focus, extra = _goroutine_lanes(engine, frames, params, t1, t2,
@@ -232,7 +232,7 @@ def timeline(engine: Engine, frames: TraceFrames, params: Params) -> dict[str, A
                   for f in ("key", "label", "type", "id", "group")},
         "focus": focus, "total_lanes": total, "offset": offset, "limit": params.limit,
         **extra,
-        "shapes": _shape_columns(frames, rng.g, shapes, t1),
+        "shapes": shape_columns(frames, rng.g, shapes, t1),
         "mix": _mix(shapes),
     }
     out["stats"] = {"rows": rows, "shapes": len(shapes),
@@ -246,7 +246,7 @@ def timeline(engine: Engine, frames: TraceFrames, params: Params) -> dict[str, A
 
 
 def _goroutine_lanes(engine: Engine, frames: TraceFrames, params: Params, t1: int, t2: int,
-                     lanes: list[_Lane], batch: _Batch
+                     lanes: list[_Lane], batch: Batch
                      ) -> tuple[int, int, int, dict[str, Any]]:
     """G lanes: goroutines alive in the window, grouped by start function, one page."""
     gt = goroutine_table(engine, frames)
@@ -296,7 +296,7 @@ def _goroutine_lanes(engine: Engine, frames: TraceFrames, params: Params, t1: in
         goid = int(gt.goid[r])
         if r == focus_row:
             focus = len(lanes)
-        a, b = _window(start_all, int(gt.lo[r]), int(gt.hi[r]), t1, t2)
+        a, b = window_rows(start_all, int(gt.lo[r]), int(gt.hi[r]), t1, t2)
         batch.rows += b - a
         if int(gt.hi[r] - gt.lo[r]) >= BIG_LANE:
             # A long-lived goroutine: reduce it from its prefix sums, not row by row.
@@ -310,8 +310,14 @@ def _goroutine_lanes(engine: Engine, frames: TraceFrames, params: Params, t1: in
     return total, offset, focus, {"groups": groups, "per_group": per_group}
 
 
-def _shape_columns(frames: TraceFrames, range_g: I64, s: Shapes, t1: int) -> dict[str, Any]:
+def shape_columns(frames: TraceFrames, range_g: I64, s: Shapes, t1: int) -> dict[str, Any]:
     """Shapes as columns; times as offsets from t1 (shorter JSON)."""
+    return {k: v.tolist() for k, v in shape_arrays(frames, range_g, s, t1).items()}
+
+
+def shape_arrays(frames: TraceFrames, range_g: I64, s: Shapes, t1: int
+                 ) -> dict[str, npt.NDArray[Any]]:
+    """Shapes as numpy columns (see :func:`shape_columns`)."""
     ref = s.ref
     src = np.where(ref >= 0, ref % REF_SOURCES, -1)
     row = np.where(ref >= 0, ref // REF_SOURCES, 0)
@@ -329,10 +335,8 @@ def _shape_columns(frames: TraceFrames, range_g: I64, s: Shapes, t1: int) -> dic
     if rg.any():
         g[rg] = range_g[row[rg]]
     d = s.end - s.start
-    return {"lane": s.lane.tolist(), "s": (s.start - t1).tolist(),
-            "d": d.tolist(), "cat": s.cat.tolist(), "n": s.n.tolist(),
-            "ref": ref.tolist(), "g": g.tolist(), "kind": kind.tolist(),
-            "cover": cover_column(s.covered, d).tolist()}
+    return {"lane": s.lane, "s": s.start - t1, "d": d, "cat": s.cat, "n": s.n,
+            "ref": ref, "g": g, "kind": kind, "cover": cover_column(s.covered, d)}
 
 
 def _run_column(frames: TraceFrames, name: str, rows: I64) -> npt.NDArray[np.integer[Any]]:
