@@ -77,21 +77,24 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
     # holds (the benchmark's: one every five); the columns' untouched room
     # takes no memory, and a trace denser than that goes on as parts.
     builder = TransitionsBuilder(capacity=len(data) // 2)
+    events = EventParts()
     if handoff is None:
         handoff = RowGroupHandOff()
-    handoff.bind(builder.add)
+    # Both kinds of row group go through the one hand-off, in the decoder's
+    # order: the events' split (Python and Arrow, 2.3 s of the 200 MB
+    # trace's decode) runs beside the C decoder on the second core as the
+    # transitions' copy does, instead of between its row groups.
+    handoff.bind(_add_row_group)
 
     def add(table: Any) -> None:
         if cancelled():
             raise DecodeCancelled(str(path))
-        handoff.put(table)
-
-    events = EventParts()
+        handoff.put((builder.add, table))
 
     def add_events(table: Any) -> None:
         if cancelled():
             raise DecodeCancelled(str(path))
-        events.add(table)
+        handoff.put((events.add, table))
 
     source = {"name": path.name, "size": len(data), "sha256": sha256}
     try:
@@ -102,6 +105,12 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
         handoff.close()
     return Decoded(meta, builder.finish(int(meta["transitions"])), events,
                    tables["transition_stacks"], tables["stacks"])
+
+
+def _add_row_group(item: tuple[Callable[[Any], None], Any]) -> None:
+    """Hand-off target: (where the row group goes, the row group)."""
+    add, table = item
+    add(table)
 
 
 def import_decoder() -> None:
