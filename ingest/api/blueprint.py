@@ -51,6 +51,7 @@ bp = Blueprint("gmpscope_ingest", __name__)
 #: one blueprint module each, mounted with this one.
 VIEW_APIS = (
     "ingest.api.timeline",
+    "ingest.api.causality",
     "ingest.api.jobs",
     "ingest.api.overview",
     "ingest.api.states",

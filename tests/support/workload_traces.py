@@ -42,6 +42,7 @@ WORKLOADS_DIR = REPO / "collectors" / "workloads"
 #: Every workload, one per collectors/workloads/cmd/<name>.
 WORKLOADS: tuple[str, ...] = (
     "annotations",
+    "chain",
     "connleak",
     "gcpressure",
     "goroutineleak",
