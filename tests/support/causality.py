@@ -48,14 +48,15 @@ class Loaded:
             return list(conn.execute(text(sql), params).all())
 
 
-def load_traces(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
-    """Every trace of TRACES ingested once into a ``backend`` database (a
-    module fixture's body: ``yield from load_traces(request.param, ...)``)."""
+def load_traces(backend: str, tmp_path_factory: pytest.TempPathFactory,
+                names: tuple[str, ...] = tuple(TRACES)) -> Iterator[Loaded]:
+    """The traces ``names`` of TRACES ingested once into a ``backend`` database
+    (a module fixture's body: ``yield from load_traces(request.param, ...)``)."""
     from ingest.load.pipeline import ingest_trace_file
     from ingest.store.db import make_engine
 
     base = tmp_path_factory.mktemp("causality")
-    files = {name: Path(get()) for name, get in TRACES.items()}
+    files = {name: Path(TRACES[name]()) for name in names}
     for url in make_db_url(backend, base):
         eng = make_engine(url)
         try:
