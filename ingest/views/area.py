@@ -21,6 +21,7 @@ goroutines in the window are counted by function too (``cpu_samples``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -57,10 +58,25 @@ class Lane:
     key: str
 
 
+_CANVAS_KEY = re.compile(r"([pmg])(\d+)")
+#: The timeline's lanes that hold no goroutine or proc (GC, STW, sweep, assist bands).
+RANGE_KEYS = ("gc", "stw", "sweep", "assist")
+
+
 def parse_lanes(specs: list[str]) -> list[Lane]:
-    """``["p:0", "g:17", "group:main.worker"]`` -> lanes; raises BadLanes."""
+    """``["p:0", "g:17", "group:main.worker"]`` -> lanes; raises BadLanes. The
+    timeline canvas's lane keys are taken too: ``p0``, ``m12``, ``g42`` and
+    ``group:<n>`` (a group header: ``n`` indexes the goroutine table's
+    start functions); its band lanes (``gc``, ``stw``, ``sweep``, ``assist``)
+    hold no goroutine and are skipped."""
     out: list[Lane] = []
     for spec in specs:
+        if spec in RANGE_KEYS:
+            continue
+        m = _CANVAS_KEY.fullmatch(spec)
+        if m is not None:
+            out.append(Lane(m.group(1), m.group(2)))
+            continue
         kind, sep, key = spec.partition(":")
         if not sep or kind not in LANE_KINDS or not key:
             raise BadLanes(f"lane {spec!r}: expected p:N, m:N, g:N or group:NAME")
@@ -71,10 +87,19 @@ def parse_lanes(specs: list[str]) -> list[Lane]:
                 raise BadLanes(f"lane {spec!r}: {kind} takes an integer id") from None
         out.append(Lane(kind, key))
     if not out:
-        raise BadLanes("name at least one lane (lane=p:0, lane=g:17, lane=group:NAME)")
+        raise BadLanes("name at least one lane of goroutines or procs "
+                       "(lane=p:0, lane=g:17, lane=group:NAME)")
     if len(out) > MAX_LANES:
         raise BadLanes(f"at most {MAX_LANES} lanes")
     return out
+
+
+def _group_codes(names: list[str], keys: set[str]) -> list[int]:
+    """The goroutine table's group codes of ``group:`` keys: a start function's
+    name, or (digits: the timeline's group lane key) the code itself."""
+    codes = [i for i, name in enumerate(names) if name in keys]
+    codes += [int(k) for k in keys if k.isdigit() and int(k) < len(names)]
+    return codes
 
 
 def _goroutine_rows(engine: Engine, frames: TraceFrames, lanes: list[Lane],
@@ -87,7 +112,7 @@ def _goroutine_rows(engine: Engine, frames: TraceFrames, lanes: list[Lane],
     groups = {x.key for x in lanes if x.kind == "group"}
     if groups:
         table = goroutine_table(engine, frames)
-        codes = [i for i, name in enumerate(table.names) if name in groups]
+        codes = _group_codes(table.names, groups)
         goids += table.goid[np.isin(table.group, codes)].tolist()
     rid = iv["rid"][:n]
     if goids:

@@ -107,8 +107,26 @@ def test_proc_states_equal_sql(store: Loaded, name: str) -> None:
         assert d["links"]["latency"] == f"/traces/{tid}/latency?t1={t1}&t2={t2}"
 
 
+def test_canvas_lane_keys_name_the_same_rows(store: Loaded) -> None:
+    """The timeline's keys (p0, m12, g42, group:<code>) select what p:0, m:12,
+    g:42 and group:<name> do; its GC/STW bands hold nothing."""
+    from ingest.derive.goroutine_lanes import goroutine_table
+
+    f = store.get("chain-1.27")
+    names = goroutine_table(store.engine, f).names
+    code = names.index("main.holder")
+    m = store.rows("SELECT m FROM threads WHERE trace_id = :t LIMIT 1",
+                   t=store.ids["chain-1.27"])[0][0]
+    a = area(store.engine, f, f.first_ts, f.last_ts,
+             parse_lanes(["gc", "stw", "p0", f"m{m}", "g1", f"group:{code}"]))
+    b = area(store.engine, f, f.first_ts, f.last_ts,
+             parse_lanes(["p:0", f"m:{m}", "g:1", "group:main.holder"]))
+    assert a["states"] == b["states"] and a["groups"] == b["groups"] and a["rows"] > 0
+
+
 def test_lanes_are_checked() -> None:
     assert parse_lanes(["group:pkg.F[a,b]"]) == [Lane("group", "pkg.F[a,b]")]
-    for bad in ([], ["x:1"], ["p:zero"], ["g:"], ["p"]):
+    assert parse_lanes(["p3", "m77", "g5"]) == [Lane("p", "3"), Lane("m", "77"), Lane("g", "5")]
+    for bad in ([], ["gc"], ["x:1"], ["p:zero"], ["g:"], ["p"], ["q3"]):
         with pytest.raises(BadLanes):
             parse_lanes(bad)
