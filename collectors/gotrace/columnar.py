@@ -20,6 +20,7 @@ the extension is built and ``GMPSCOPE_PURE`` is not ``1``.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import queue
 import threading
@@ -105,10 +106,10 @@ class ChunkDecoder:
     SCHEMAS = (TRANSITIONS_SCHEMA, EVENTS_SCHEMA, TRANSITION_STACKS_SCHEMA)
     NAMES = ("transitions", "events", "transition_stacks")
 
-    def __init__(self, data: bytes | memoryview) -> None:
+    def __init__(self, data: bytes | memoryview | mmap.mmap) -> None:
         if _v2fast is None:
             raise RuntimeError("the C decoder (collectors.gotrace._v2fast) is not built")
-        version, family = read_header(data)
+        version, family = read_header(data[:16])
         if family != "v2":
             raise ValueError(f"the fast decoder reads Go 1.22+ traces, not {version}")
         self.version = version
@@ -136,10 +137,15 @@ class ChunkDecoder:
             arrays.append(_array(f.type, rows, c, dictionary))
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    def chunks(self) -> Iterator[tuple[str, Any]]:
-        """Yield (file name, Arrow table) per row group, in decoding order."""
+    def chunks(self, release: Callable[[int], None] | None = None
+               ) -> Iterator[tuple[str, Any]]:
+        """Yield (file name, Arrow table) per row group, in decoding order;
+        ``release(n)`` hears, after each step, that the first ``n`` bytes of
+        the data will not be read again."""
         while True:
             got = self._dec.next_chunk(CHUNK_ROWS)
+            if release is not None:
+                release(self._dec.consumed())
             if got is None:
                 return
             for which, rows, cols in got:
@@ -286,10 +292,11 @@ READ_SCHEMAS = {"events": EVENTS_SCHEMA, "transition_stacks": TRANSITION_STACKS_
 
 
 def decode_in_memory(
-    data: bytes | memoryview,
+    data: bytes | memoryview | mmap.mmap,
     transitions: Callable[[pa.Table], None],
     source: dict[str, Any] | None = None,
     events: Callable[[pa.Table], None] | None = None,
+    release: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """Decode a Go 1.22+ trace with the C decoder without writing files.
 
@@ -299,10 +306,12 @@ def decode_in_memory(
     no events table is returned). Returns meta.json's content and the events,
     transition_stacks and stacks tables with the types their Parquet files
     read back with. Raises TraceFormatError as write_parquet_fast does.
+    ``release``: as :meth:`ChunkDecoder.chunks` (a mapped file gives back
+    what the decoder has passed: collectors.gotrace.mapped).
     """
     dec = ChunkDecoder(data)
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_SCHEMAS}
-    for name, table in dec.chunks():
+    for name, table in dec.chunks(release):
         if name == "transitions":
             transitions(table)
         elif name == "events" and events is not None:

@@ -12,12 +12,12 @@ modules half initialised (CPython breaks import-lock cycles that way).
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from collectors.gotrace.mapped import MappedTrace
 from ingest.load.row_group_handoff import RowGroupHandOff
 
 if TYPE_CHECKING:
@@ -57,9 +57,11 @@ class DecodeAhead:
                 import_decoder()
             finally:
                 self._imported.set()
-            content = [self.path.read_bytes()]
-            self._sha = hashlib.sha256(content[0]).hexdigest()
+            mapped = MappedTrace(self.path)
+            self._sha = mapped.sha256()
             self._hashed.set()
+            content: list[bytes | MappedTrace] = [mapped]
+            del mapped  # decode_bytes takes it out of ``content``
             self._decoded = decode_bytes(self.path, content, self._sha, self._cancelled.is_set,
                                          self._handoff)
         except BaseException as e:  # noqa: BLE001 - handed to result()

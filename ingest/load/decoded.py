@@ -8,11 +8,11 @@ is imported.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collectors.gotrace.mapped import MappedTrace
 from ingest.load.row_group_handoff import RowGroupHandOff
 
 if TYPE_CHECKING:
@@ -46,16 +46,19 @@ def decode_file_in_memory(path: Path) -> Decoded | None:
     """Decode a Go 1.22+ trace with the C decoder straight into memory (no
     Parquet written and read back); None when that decoder does not apply.
     Raises TraceFormatError for a file that is not a trace."""
-    content = [path.read_bytes()]
-    return decode_bytes(path, content, hashlib.sha256(content[0]).hexdigest())
+    from collectors.gotrace.mapped import MappedTrace
+
+    mapped = MappedTrace(path)
+    return decode_bytes(path, [mapped], mapped.sha256())
 
 
-def decode_bytes(path: Path, content: list[bytes], sha256: str,
+def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
                  cancelled: Callable[[], bool] = lambda: False,
                  handoff: RowGroupHandOff | None = None) -> Decoded | None:
     """:func:`decode_file_in_memory` of the file's content, the one item of
-    ``content`` (whose hash is ``sha256``), which it takes out: the raw bytes
-    are freed as soon as they are decoded, before the columns are joined.
+    ``content`` (whose hash is ``sha256``), which it takes out: raw bytes are
+    freed as soon as they are decoded, before the columns are joined; a
+    mapped file gives back each generation's pages once it is decoded.
     Stops with DecodeCancelled between row groups once ``cancelled()`` is true.
     With ``handoff``, the row groups are copied into the transitions' columns
     through it (by a thread that helps, or by this one); it is closed when
@@ -64,11 +67,16 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
     from collectors.gotrace.errors import TraceFormatError
     from collectors.gotrace.reader import read_header
 
-    data = content.pop()
-    if not data:
+    item = content.pop()
+    mapped = item if isinstance(item, MappedTrace) else None
+    data = item.buffer if isinstance(item, MappedTrace) else item
+    del item
+    if not len(data):
         raise TraceFormatError(-1, "empty file, not a Go trace")
-    _, family = read_header(data)
+    _, family = read_header(data[:16])
     if family != "v2" or not columnar.available():
+        if mapped is not None:
+            mapped.close()
         return None
     from ingest.load.event_split import EventParts
     from ingest.load.transitions_builder import TransitionsBuilder
@@ -98,8 +106,12 @@ def decode_bytes(path: Path, content: list[bytes], sha256: str,
 
     source = {"name": path.name, "size": len(data), "sha256": sha256}
     try:
-        meta, tables = columnar.decode_in_memory(data, add, source=source, events=add_events)
+        meta, tables = columnar.decode_in_memory(
+            data, add, source=source, events=add_events,
+            release=mapped.release_before if mapped is not None else None)
         del data
+        if mapped is not None:
+            mapped.close()
         handoff.finish()
     finally:
         handoff.close()

@@ -326,6 +326,26 @@ static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
         "finished", d->finished ? Py_True : Py_False, "generations_lost", gens_lost);
 }
 
+/* How many leading bytes of the data the decoder will not read again: those
+ * before the generation being decoded (a caller reading a mapped file may
+ * give their pages back). */
+static PyObject *Decoder_consumed(DecoderObject *self, PyObject *unused)
+{
+    Dec *d = self->d;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+        return NULL;
+    }
+    if (!d) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    int64_t done = d->gen.start;
+    if (done < 0 || (size_t)done > d->pos)
+        done = (int64_t)d->pos;
+    return PyLong_FromLongLong(done > 16 ? done : 0);
+}
+
 /* The decoder-built dictionaries: every reason index a transitions chunk
  * taken so far uses, and whether any from_state was "Bad". */
 static PyObject *Decoder_dictionaries(DecoderObject *self, PyObject *unused)
@@ -448,6 +468,8 @@ static PyMethodDef Decoder_methods[] = {
      "Decode until a table holds `limit` rows; return the full tables, or all at the end; None when done."},
     {"result", (PyCFunction)Decoder_result, METH_NOARGS, "Facts known at the end of decoding."},
     {"stacks", (PyCFunction)Decoder_stacks, METH_NOARGS, "Columns of stacks.parquet."},
+    {"consumed", (PyCFunction)Decoder_consumed, METH_NOARGS,
+     "Leading bytes of the data not read again (those before the generation being decoded)."},
     {"dictionaries", (PyCFunction)Decoder_dictionaries, METH_NOARGS,
      "(reason dictionary so far, index 0 the empty reason; whether the Bad state occurred)."},
     {NULL, NULL, 0, NULL},
