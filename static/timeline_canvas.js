@@ -136,6 +136,14 @@
         return Math.round(ns) + " ns";
     }
 
+    /** An axis label: t in the unit of the step, with the decimals the step needs. */
+    function fmtTick(t, step) {
+        var units = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]], u = units[3];
+        for (var i = 0; i < units.length; i++) if (step >= units[i][0] / 10 || i === 3) { u = units[i]; break; }
+        var dec = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / u[0]) - 1e-9)));
+        return (t / u[0]).toFixed(dec) + " " + u[1];
+    }
+
     function niceStep(ns) {
         var p = Math.pow(10, Math.floor(Math.log10(ns))), m = ns / p;
         return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
@@ -575,12 +583,13 @@
     };
 
     View.prototype.drawTile = function (ctx, t, rowY) {
-        var c = t.cols, scale = this.plotW() / (this.v2 - this.v1);
+        var c = t.cols, scale = this.plotW() / (this.v2 - this.v1), dpr = this.dpr;
         var base = LABEL_W + (t.r1 - this.v1) * scale;
         var minX = LABEL_W - 1, maxX = this.w + 1, last = null;
         if (t.level > this.coarsest) {
             // A finer tile over a coarser one: its span shows its own shapes only.
-            var x0 = Math.max(LABEL_W, base), x9 = Math.min(this.w, base + (t.r2 - t.r1) * scale);
+            var x0 = Math.round(Math.max(LABEL_W, base) * dpr) / dpr;
+            var x9 = Math.round(Math.min(this.w, base + (t.r2 - t.r1) * scale) * dpr) / dpr;
             for (var ln = t.lanes[0]; ln < t.lanes[1]; ln++) {
                 var yy = rowY[ln];
                 if (yy === undefined) continue;
@@ -593,13 +602,15 @@
             if (y === undefined) continue;
             var r = t.laneAt[lane], yb = y + (LANE_H + BAR_H) / 2;
             for (var i = r[0]; i < r[1]; i++) {
-                var x = base + c.s[i] * scale, w = c.d[i] * scale;
-                if (x > maxX || x + w < minX) continue;
-                if (w < 1) w = 1;
+                var x = base + c.s[i] * scale, x2 = x + c.d[i] * scale;
+                if (x > maxX || x2 < minX) continue;
+                // Whole device pixels: tiles meet without seams; at least one pixel wide.
+                x = Math.round(x * dpr) / dpr;
+                x2 = Math.max(x + 1 / dpr, Math.round(x2 * dpr) / dpr);
                 var n = c.n[i], hgt = n > 1 ? Math.max(1, BAR_H * c.cover[i]) : BAR_H;
                 var col = this.shapeColor(c.cat[i], n, c.g[i]);
                 if (col !== last) { ctx.fillStyle = col; last = col; }
-                ctx.fillRect(x, yb - hgt, w, hgt);
+                ctx.fillRect(x, yb - hgt, x2 - x, hgt);
             }
         }
         if (t.marks && t.marks.length) this.drawMarks(ctx, t, rowY, base, scale);
@@ -634,7 +645,7 @@
             ctx.fillStyle = "#c9ced6";
             ctx.fillRect(x, AXIS_H - 6, 1, 6);
             ctx.fillStyle = "#2a3f5f";
-            ctx.fillText(fmtNs(t), x + 3, AXIS_H / 2);
+            ctx.fillText(fmtTick(t, step), x + 3, AXIS_H / 2);
         }
     };
 
@@ -828,14 +839,34 @@
     View.prototype.shapeInfo = function (t, i, lane) {
         var c = t.cols, mix = [];
         for (var j = c.mix_off[i]; j < c.mix_off[i + 1]; j++) mix.push([c.mix_cat[j], c.mix_ns[j]]);
-        var l = this.lane(lane);
-        return {lane: lane, laneKey: l ? l.key : null, laneLabel: l ? l.label : "",
-                r1: t.r1 + c.s[i], r2: t.r1 + c.s[i] + c.d[i], d: c.d[i], cat: c.cat[i],
+        var l = this.lane(lane), r1 = t.r1 + c.s[i], r2 = r1 + c.d[i], cut = false;
+        if (c.n[i] === 1) {
+            // A tile holds the part of an interval inside its span: join the parts
+            // the drawn tiles hold (the span's own answer has its whole extent).
+            (this.drawnTiles || []).forEach(function (u) {
+                var q = u.laneAt[lane];
+                if (!q || u === t) return;
+                for (var j = q[0]; j < q[1]; j++) {
+                    if (u.cols.ref[j] !== c.ref[i] || u.cols.n[j] !== 1) continue;
+                    r1 = Math.min(r1, u.r1 + u.cols.s[j]);
+                    r2 = Math.max(r2, u.r1 + u.cols.s[j] + u.cols.d[j]);
+                }
+            });
+            var tiles = this.drawnTiles || [];
+            var lo = Math.min.apply(null, tiles.map(function (u) { return u.r1; }));
+            var hi = Math.max.apply(null, tiles.map(function (u) { return u.r2; }));
+            cut = (r1 <= lo && lo > 0) || (r2 >= hi && hi < this.span);
+        }
+        return {lane: lane, laneKey: l ? l.key : null, laneLabel: l ? l.label : "", cut: cut,
+                r1: r1, r2: r2, d: r2 - r1, cat: c.cat[i],
                 state: this.meta.categories[c.cat[i]], n: c.n[i], ref: c.ref[i], g: c.g[i],
                 kind: c.kind[i], cover: c.cover[i], mix: mix, level: t.level};
     };
 
+    /** Select a shape: a single span's details are fetched (its whole extent and
+     *  stacks) and then announced as select-span; a merged shape as select-merged. */
     View.prototype.select = function (info) {
+        var self = this, seq = this.selectSeq = (this.selectSeq || 0) + 1;
         this.selected = info;
         if (info) this.focusLane = info.lane;
         this.invalidate();
@@ -843,8 +874,24 @@
         var detail = {ref: info.n === 1 ? info.ref : -1, goroutine: info.g >= 0 ? info.g : null,
                       t1: absNs(this.first, info.r1), t2: absNs(this.first, info.r2),
                       lane: info.laneKey, laneIndex: info.lane, state: info.state, n: info.n,
-                      shape: info};
-        api.emit(info.n === 1 ? "select-span" : "select-merged", detail);
+                      shape: info, span: null};
+        if (info.n !== 1) { api.emit("select-merged", detail); return; }
+        api.emit("select-start", detail);
+        fetch("/api/traces/" + this.traceId + "/span?ref=" + info.ref).then(function (r) {
+            return r.json().then(function (j) { if (!r.ok) throw new Error(j.error); return j; });
+        }).then(function (span) {
+            if (seq !== self.selectSeq || !self.alive) return;
+            detail.span = span;
+            detail.t1 = String(span.start_ts);
+            detail.t2 = String(span.end_ts);
+            if (span.goroutine != null && span.goroutine >= 0) detail.goroutine = span.goroutine;
+            info.r1 = relNs(self.first, span.start_ts);
+            info.r2 = relNs(self.first, span.end_ts);
+            self.invalidate();
+            api.emit("select-span", detail);
+        }).catch(function (e) {
+            if (seq === self.selectSeq) api.emit("select-error", {message: e.message});
+        });
     };
 
     /** The next (dir 1) or previous (-1) shape on the focused lane, from the drawn tiles. */

@@ -70,6 +70,15 @@
         }, 120);
     });
 
+    var statusAt = 0;
+    tl.on("frame", function (f) {
+        // Tiles arrive between moves: the cache counts follow, 4 times a second at most.
+        if (f.drawnAt - statusAt < 250) return;
+        statusAt = f.drawnAt;
+        var v = tl.getView();
+        if (v) status(v);
+    });
+
     function status(v) {
         var r = root(), s = r && r.querySelector(".timeline-status");
         if (!s || !tl.current) return;
@@ -166,7 +175,8 @@
             lines.push(head + ": " + who + s.state +
                        (reason && s.state.indexOf("Waiting") < 0 ? " (" + reason + ")" : ""));
         }
-        lines.push(fmt(s.d) + " from " + fmt(s.r1));
+        lines.push((s.cut ? "at least " : "") + fmt(s.d) + " from " + fmt(s.r1) +
+                   (s.cut ? " (continues out of view)" : ""));
         return lines;
     }
 
@@ -266,18 +276,18 @@
         p.appendChild(el("span", "muted", " (Enter)"));
     }
 
-    var detailSeq = 0;
-    tl.on("select-span", function (d) {
-        var view = tl.current, seq = ++detailSeq, p = panel();
-        if (!view || d.ref < 0) return;
+    tl.on("select-start", function () {
+        var p = panel();
         if (p) p.setAttribute("aria-busy", "true");
-        fetch("/api/traces/" + view.traceId + "/span?ref=" + d.ref).then(function (r) {
-            return r.json().then(function (j) { if (!r.ok) throw new Error(j.error); return j; });
-        }).then(function (j) {
-            if (seq === detailSeq) showSpan(j, view);
-        }).catch(function (e) {
-            if (seq === detailSeq && p) p.textContent = "No details: " + e.message;
-        }).finally(function () { if (p) p.removeAttribute("aria-busy"); });
+    });
+    tl.on("select-span", function (d) {
+        var p = panel();
+        if (p) p.removeAttribute("aria-busy");
+        if (tl.current && d.span) showSpan(d.span, tl.current);
+    });
+    tl.on("select-error", function (e) {
+        var p = panel();
+        if (p) { p.removeAttribute("aria-busy"); p.textContent = "No details: " + e.message; }
     });
     tl.on("select-merged", function (d) { if (tl.current) showMerged(d.shape, tl.current); });
 
