@@ -35,10 +35,15 @@ class Options:
     strace: str | None = None
     baseline: bool = False  # spawn mode: run the command once untraced first
     seccomp_bpf: bool = True
+    backend: str = "strace"  # "strace" or "ebpf" (collectors.poller.backend.choose)
+    bpftrace: str | None = None
+    sched: bool = True  # eBPF: also record the kernel's scheduling (sched.parquet)
 
 
 def record(opts: Options) -> dict[str, Any]:
     """Record, parse and write; returns meta.json's content."""
+    if opts.backend == "ebpf":
+        return record_ebpf(opts)
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     raw = opts.out_dir / _RAW_TMP
     raw.unlink(missing_ok=True)
@@ -61,8 +66,67 @@ def record(opts: Options) -> dict[str, Any]:
         # Spawn mode: the program's main thread is the only one before its first clone.
         rec.pid = int(table.column("tid")[0].as_py())
     meta = build_meta(opts, rec, summary, parser.stats, recorder.strace_version(exe), baseline)
+    meta["backend"] = "strace"
     meta["alignment"] = _alignment(opts.go_trace, table, rec.clock)
     write_recording(opts.out_dir, table, meta)
+    return meta
+
+
+def record_ebpf(opts: Options) -> dict[str, Any]:
+    """The eBPF backend (collect_ebpf): bpftrace, with the scheduling recorder
+    started on the same target before it runs, when there is one."""
+    from collectors.poller import collect_ebpf
+    from collectors.poller.ebpf_recorder import EbpfRecorder
+
+    if opts.pid is not None and opts.duration is None:
+        raise recorder.RecorderError("attaching needs a --duration")
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    baseline = None
+    if opts.baseline and opts.pid is None:
+        baseline = recorder.run_baseline(opts.command, opts.duration)
+    sched: list[Any] = []
+    sched_note: dict[str, Any] = {}
+
+    def start_sched(pid: int) -> None:
+        if not opts.sched:
+            return
+        try:
+            from collectors.poller.sched_recorder import SchedRecorder, SchedRecorderError
+        except ImportError:
+            return
+        rec = SchedRecorder(pid, opts.out_dir)
+        try:
+            rec.start()
+        except SchedRecorderError as e:
+            sched_note["error"] = str(e)
+            return
+        sched.append(rec)
+
+    ebpf = EbpfRecorder(opts.out_dir, bpftrace=opts.bpftrace)
+    try:
+        run = ebpf.run(command=opts.command, pid=opts.pid, duration=opts.duration,
+                       on_attached=start_sched)
+    finally:
+        for s in sched:
+            sched_note.update(s.stop())
+    notes = {"mode": run.mode, "command": run.command, "pid": run.pid, "clock": run.clock,
+             "io_uring": run.io_uring, "started_ns": run.started_ns}
+    meta = collect_ebpf.write(opts.out_dir, notes, run, baseline, {})
+    meta["ebpf"]["version"] = collect_ebpf.bpftrace_version(ebpf.exe)
+    if opts.go_trace is not None:
+        path = opts.go_trace.resolve()
+        meta["go_trace"] = {"path": str(path), "name": path.name, "exists": path.is_file(),
+                            "size": path.stat().st_size if path.is_file() else None}
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+        meta["alignment"] = _alignment(opts.go_trace,
+                                       pq.read_table(opts.out_dir / "poller.parquet"), run.clock)
+    else:
+        meta["alignment"] = None
+    meta["sched"] = sched_note or None
+    import pyarrow.parquet as pq
+
+    write_recording(opts.out_dir, pq.read_table(opts.out_dir / "poller.parquet"), meta)
     return meta
 
 

@@ -16,9 +16,10 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from collectors.poller.ready import ReadyResolver
 from collectors.poller.records import COLUMNS, KIND_SYSCALL, Row
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: ready_fds added (readers accept 1, without it)
 POLLER_FILE = "poller.parquet"
 META_FILE = "meta.json"
 
@@ -48,6 +49,7 @@ POLLER_SCHEMA = pa.schema(
         ("addr", pa.string()),
         ("args", pa.string()),
         ("partial", pa.bool_()),
+        ("ready_fds", pa.string()),
     ],
     metadata={b"schema_version": SCHEMA_VERSION.encode(), b"producer": b"gmpscope poller"},
 )
@@ -86,11 +88,17 @@ class Summary:
 
 
 def collect_table(rows: Iterable[Row]) -> tuple[Any, Summary]:
-    """All rows as one table in entry-time order (then thread id), and their summary."""
+    """All rows as one table in entry-time order (then thread id), and their summary.
+
+    The epoll waits' ``ready_fds`` are resolved here (:mod:`.ready`): that needs
+    the registrations of the whole recording, which come in any order.
+    """
     summary = Summary()
     chunks: list[Any] = []
     buf: list[Row] = []
+    ready = ReadyResolver()
     for row in rows:
+        ready.note(summary.rows, row)
         summary.rows += 1
         summary.syscalls += row.kind == KIND_SYSCALL
         summary.tids.add(row.tid)
@@ -105,6 +113,11 @@ def collect_table(rows: Iterable[Row]) -> tuple[Any, Summary]:
             buf = []
     chunks.append(rows_to_table(buf))
     table = pa.concat_tables(chunks)
+    resolved = ready.resolve()
+    if resolved:
+        col = [resolved.get(i) for i in range(table.num_rows)]
+        table = table.set_column(COLUMNS.index("ready_fds"), POLLER_SCHEMA.field("ready_fds"),
+                                 pa.array(col, pa.string()))
     if table.num_rows:
         table = table.sort_by([("ts_ns", "ascending"), ("tid", "ascending")])
     return table, summary

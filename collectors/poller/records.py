@@ -72,6 +72,7 @@ class Row:
     addr: str | None = None  # socket address (connect, accept, sendto, recvfrom) or futex word
     args: str = ""  # the raw argument text, both halves joined
     partial: bool = False  # the call's start was not seen (it began before attaching)
+    ready_fds: str | None = None  # epoll waits: the fds returned ready, "7,9,?" (ready.py)
     extra: dict[str, str] = field(default_factory=dict)  # not written; handy in tests
 
     @property

@@ -1,14 +1,18 @@
 """``gmpscope record``: a program's system calls, as the OS sees them, to Parquet.
 
 ``gmpscope record [--go-trace FILE] -o DIR -- COMMAND ARGS...`` runs COMMAND
-under strace; ``gmpscope record --pid PID --duration S -o DIR`` attaches to a
-running process. Both write DIR/poller.parquet and DIR/meta.json.
+under the recorder; ``gmpscope record --pid PID --duration S -o DIR`` attaches
+to a running process. Both write DIR/poller.parquet and DIR/meta.json.
+``--backend ebpf`` records with bpftrace (the default where it can run),
+``--backend strace`` with strace (collectors/poller/backend.py).
+``gmpscope record --finish DIR`` makes a recording of what a killed recorder left.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +22,24 @@ from gmpscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, CLIError
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "record",
-        help="record a program's system calls (epoll, poll, io_uring, fds) with strace",
-        description="Run COMMAND under strace, or attach to --pid for --duration seconds, "
+        help="record a program's system calls (epoll, poll, io_uring, fds) with eBPF or strace",
+        description="Run COMMAND under the recorder (eBPF with bpftrace where it can run, "
+        "else strace), or attach to --pid for --duration seconds, "
         "and write poller.parquet and meta.json into DIR. Pass the Go program's own -trace "
         "flag yourself and name the file with --go-trace to tie the two together.",
-        usage="gmpscope record [-h] -o DIR [--go-trace FILE] [--duration S] [--baseline] "
-        "(--pid PID | -- COMMAND [ARGS...])",
+        usage="gmpscope record [-h] -o DIR [--backend ebpf|strace] [--go-trace FILE] "
+        "[--duration S] [--baseline] (--pid PID | -- COMMAND [ARGS...]) | --finish DIR",
     )
-    p.add_argument("-o", "--out", type=Path, required=True, help="output directory")
+    p.add_argument("-o", "--out", type=Path, help="output directory")
+    p.add_argument("--backend", choices=("ebpf", "strace"),
+                   help="ebpf (bpftrace; needs root or CAP_BPF, tracefs) or strace; default: "
+                   "ebpf when it can run here, else strace")
+    p.add_argument("--bpftrace", help="bpftrace binary (default: bpftrace on PATH)")
+    p.add_argument("--no-sched", action="store_true",
+                   help="eBPF: do not record the kernel's scheduling (sched.parquet)")
+    p.add_argument("--finish", type=Path, metavar="DIR",
+                   help="make a recording (marked partial) of what a killed eBPF recorder "
+                   "left in DIR")
     p.add_argument("--pid", type=int, help="attach to this running process instead")
     p.add_argument("--duration", type=float,
                    help="seconds to record (required with --pid; stops a command early)")
@@ -43,9 +57,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from collectors.poller.backend import choose
     from collectors.poller.collect import Options, record
     from collectors.poller.recorder import RecorderError
 
+    if args.finish is not None:
+        return _finish(args)
+    if args.out is None:
+        raise CLIError("-o DIR is required", EXIT_BAD_INPUT)
     command = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]
@@ -61,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--baseline needs a command to run twice, not --pid", EXIT_BAD_INPUT)
     if args.out.exists() and not args.out.is_dir():
         raise CLIError(f"output exists and is not a directory: {args.out}", EXIT_BAD_INPUT)
+    backend, why_not = choose(args.backend, args.bpftrace)
+    if backend == "ebpf" and why_not is not None:
+        raise CLIError(why_not, EXIT_FAILURE)
+    if why_not is not None and args.backend is None:
+        print(f"gmpscope record: {why_not}", file=sys.stderr)
     opts = Options(
         out_dir=args.out,
         command=command,
@@ -70,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         strace=args.strace,
         baseline=args.baseline,
         seccomp_bpf=not args.no_seccomp_bpf,
+        backend=backend,
+        bpftrace=args.bpftrace,
+        sched=not args.no_sched,
     )
     try:
         meta = record(opts)
@@ -82,24 +109,44 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _finish(args: argparse.Namespace) -> int:
+    from collectors.poller.collect_ebpf import finish
+
+    if not args.finish.is_dir():
+        raise CLIError(f"not a directory: {args.finish}", EXIT_BAD_INPUT)
+    meta = finish(args.finish)
+    if meta is None:
+        raise CLIError(f"{args.finish}: nothing to finish (no raw eBPF output and notes of a "
+                       "killed recorder there)", EXIT_BAD_INPUT)
+    print(json.dumps(meta, indent=2, ensure_ascii=False) if args.json
+          else summary_text(meta, args.finish))
+    return EXIT_OK
+
+
 def summary_text(meta: dict[str, Any], out: Path) -> str:
     """A short human summary of a recording."""
     parse, ov = meta["parse"], meta["overhead"]
+    backend = "bpftrace" if meta.get("backend") == "ebpf" else "strace"
     top = sorted(parse["by_name"].items(), key=lambda kv: -kv[1])[:8]
     span = ""
     if meta["first_ts_ns"] is not None:
         span = f" over {(meta['last_ts_ns'] - meta['first_ts_ns']) / 1e9:.3f} s"
     lines = [
         f"{out}/poller.parquet: {parse['syscalls']:,} syscalls on {len(meta['tids'])} threads"
-        f"{span} ({meta['mode']}, pid {meta['pid']}, stopped by {meta['stopped_by']})",
+        f"{span} ({backend}, {meta['mode']}, pid {meta['pid']}, stopped by {meta['stopped_by']})"
+        + (" PARTIAL" if meta.get("partial") else ""),
         "  " + ", ".join(f"{k} {v:,}" for k, v in top),
         f"  {parse['signals']:,} signals, {parse['unknown']:,} unknown lines, "
         f"{parse['never_resumed']:,} calls unfinished at the end",
         f"  overhead: traced {ov['traced_wall_s']:.3f} s"
         + (f", untraced {ov['baseline_wall_s']:.3f} s (x{ov['slowdown']})"
            if ov["baseline_wall_s"] is not None else "")
-        + f", strace CPU {ov['strace_cpu_s']:.2f} s",
+        + f", {backend} CPU {ov['strace_cpu_s']:.2f} s",
     ]
+    if backend == "ebpf":
+        lines.append(f"  {parse.get('ready_events', 0):,} ready epoll events, "
+                     f"{parse.get('uring_requests', 0):,} io_uring requests, "
+                     f"{parse.get('lost', 0):,} events lost")
     if meta["go_trace"] is not None:
         gt = meta["go_trace"]
         lines.append(f"  Go trace: {gt['path']}" + ("" if gt["exists"] else " (not written)"))

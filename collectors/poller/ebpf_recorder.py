@@ -1,0 +1,330 @@
+"""Run the eBPF backend: bpftrace over one process, spawned or attached.
+
+Spawn mode starts the command *stopped* (a tiny Python prologue sends itself
+SIGSTOP before ``exec``), attaches the probes filtered on its pid, and only
+then lets it run (SIGCONT): nothing it does is missed, and nothing of any other
+process is recorded. Attach mode filters on the given pid from the moment the
+probes are attached.
+
+bpftrace writes to a file in the output directory (``ebpf.txt``, fully
+buffered: a write per event would cost the machine more than the probes).
+Readiness is known by a canary: the last probe of the program prints a line
+when the recorder itself calls ``getppid``, and the recorder calls it until a
+buffer of those lines reaches the file. Beside the raw file the recorder keeps
+its notes (``.ebpf.notes.json``: the clock reading, the target) and the
+descriptor snapshots (``fds.jsonl``), so a recorder killed mid-way leaves a
+directory that :func:`collectors.poller.collect_ebpf.finish` turns into a
+recording marked partial. bpftrace gets SIGINT when the recorder dies (a
+parent-death signal): it runs its END block and flushes, instead of recording
+for ever.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collectors.poller.backend import uring_submit_tracepoint
+from collectors.poller.ebpf_fds import SNAPSHOT_EVERY_S, snapshot
+from collectors.poller.ebpf_program import CANARY_PAD, program
+from collectors.poller.recorder import RecorderError, clock_pair
+
+RAW_FILE = "ebpf.txt"
+NOTES_FILE = ".ebpf.notes.json"
+FDS_FILE = "fds.jsonl"
+READY_TIMEOUT_S = 120.0
+STOP_GRACE_S = 15.0
+#: Per-CPU perf buffer pages (bpftrace's default is 64): a loopback server
+#: makes a hundred thousand calls a second.
+PERF_RB_PAGES = 2048
+MAP_KEYS_MAX = 65536
+_PR_SET_PDEATHSIG = 1
+_POLL_S = 0.02
+#: Runs before the command: stop, and exec it once the recorder sends SIGCONT.
+_STOPPED_EXEC = ("import os, signal, sys; os.kill(os.getpid(), signal.SIGSTOP); "
+                 "os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    f = stat[stat.rfind(")") + 2:].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class EbpfRun:
+    """What one bpftrace run produced, before parsing."""
+
+    mode: str  # "spawn" or "attach"
+    argv: list[str]
+    raw: Path
+    command: list[str]
+    pid: int
+    started_ns: int  # wall clock when the probes were attached
+    ended_ns: int  # wall clock when bpftrace had stopped (it takes seconds to detach)
+    exit_status: int | None
+    bpftrace_status: int | None
+    stopped_by: str  # "exit", "duration", "interrupt", "terminated"
+    cpu_s: float  # bpftrace's own CPU time
+    stderr: str
+    clock: dict[str, int]  # read when the probes were attached
+    clock_end: dict[str, int]
+    io_uring: str | None  # the submission tracepoint used, or None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds recorded."""
+        return (self.ended_ns - self.started_ns) / 1e9
+
+
+class EbpfRecorder:
+    """One recording; :meth:`run` does it all, ``on_attached`` runs before the target resumes."""
+
+    def __init__(self, out_dir: Path, *, bpftrace: str | None = None) -> None:
+        self.out_dir = out_dir
+        self.exe = shutil.which(bpftrace or "bpftrace") or "bpftrace"
+        self.raw = out_dir / RAW_FILE
+        self._script = out_dir / ".ebpf.bt"
+        self._fds = out_dir / FDS_FILE
+        self._last_fds: dict[int, str] | None = None
+
+    def _start(self, target: int) -> tuple[subprocess.Popen[bytes], Any, str | None]:
+        uring = uring_submit_tracepoint()
+        self._script.write_text(program(target, os.getpid(), io_uring=uring), encoding="utf-8")
+        self.raw.unlink(missing_ok=True)
+        self._fds.unlink(missing_ok=True)
+        env = {**os.environ, "BPFTRACE_PERF_RB_PAGES": str(PERF_RB_PAGES),
+               "BPFTRACE_MAP_KEYS_MAX": str(MAP_KEYS_MAX)}
+        err = open(self.out_dir / ".ebpf.stderr", "w+b")  # noqa: SIM115 - closed by run
+        try:
+            proc = subprocess.Popen([self.exe, "-q", "-B", "full", "-o", str(self.raw),
+                                     str(self._script)], stdin=subprocess.DEVNULL,
+                                    stdout=err, stderr=err, env=env,
+                                    preexec_fn=_die_with_parent)
+        except OSError as e:
+            err.close()
+            raise RecorderError(f"cannot run {self.exe}: {e}") from None
+        return proc, err, uring
+
+    def _wait_attached(self, proc: subprocess.Popen[bytes], err: Any) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        mark = b"C " + CANARY_PAD.encode()
+        pos = 0
+        while time.monotonic() < deadline:
+            os.getppid()  # the canary
+            try:
+                with open(self.raw, "rb") as fh:
+                    fh.seek(max(0, pos - len(mark)))
+                    chunk = fh.read()
+                    if mark in chunk:
+                        return
+                    pos = fh.tell()
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                raise RecorderError("bpftrace exited before its probes were attached: "
+                                    + _stderr(err) + "; strace is the fallback (--backend strace)")
+            time.sleep(0.002)
+        _stop(proc)
+        raise RecorderError(f"bpftrace did not attach its probes in {READY_TIMEOUT_S:.0f} s")
+
+    def _snapshot(self, pid: int) -> None:
+        snap = snapshot(pid, time.time_ns())
+        if snap is None or snap.fds == self._last_fds:
+            return
+        self._last_fds = snap.fds
+        with open(self._fds, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"wall_ns": snap.wall_ns, "fds": snap.fds}) + "\n")
+
+    def _notes(self, **kv: Any) -> None:
+        tmp = self.out_dir / f"{NOTES_FILE}.tmp"
+        tmp.write_text(json.dumps(kv, sort_keys=True), encoding="utf-8")
+        tmp.replace(self.out_dir / NOTES_FILE)
+
+    def run(self, *, command: Sequence[str] = (), pid: int | None = None,
+            duration: float | None = None,
+            on_attached: Callable[[int], None] | None = None) -> EbpfRun:
+        """Record ``command`` (spawned stopped) or ``pid`` until it exits, ``duration``
+        passes, Ctrl-C or SIGTERM."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        child: subprocess.Popen[bytes] | None = None
+        if pid is None:
+            exe = shutil.which(command[0]) if command else None
+            if exe is None:
+                raise RecorderError(f"no such command (or not executable): {command[0]}")
+            child = subprocess.Popen([sys.executable, "-c", _STOPPED_EXEC, exe, *command[1:]],
+                                     stdin=subprocess.DEVNULL)
+            while _state(child.pid) not in ("T", None):
+                time.sleep(0.001)
+            target, mode = child.pid, "spawn"
+        else:
+            if _state(pid) in (None, "Z", "X"):
+                raise RecorderError(f"no such process: {pid}")
+            target, mode = pid, "attach"
+            command = _cmdline(pid)
+        proc, err, uring = self._start(target)
+        try:
+            self._wait_attached(proc, err)
+        except BaseException:
+            if child is not None:
+                child.kill()
+                child.wait()
+            self._cleanup(err)
+            raise
+        clock = clock_pair()
+        self._notes(mode=mode, command=list(command), pid=target, clock=clock, io_uring=uring,
+                    bpftrace_argv=proc.args, started_ns=clock["realtime_ns"])
+        if child is None:  # a spawned target is still the stopped prologue: nothing to see
+            self._snapshot(target)
+        if on_attached is not None:
+            on_attached(target)
+        if child is not None:
+            os.kill(child.pid, signal.SIGCONT)
+        stopped_by, cpu = self._wait(proc, child, target, duration)
+        target_done = time.time_ns()
+        if child is not None and child.poll() is None:
+            self._snapshot(target)
+            _interrupt(child)
+        if proc.poll() is None and child is None:
+            self._snapshot(target)
+        status = _stop(proc)
+        clock_end = clock_pair()
+        stderr = _stderr(err)
+        self._cleanup(err)
+        return EbpfRun(mode=mode, argv=[str(a) for a in proc.args], raw=self.raw,  # type: ignore[union-attr]
+                       command=list(command), pid=target, started_ns=clock["realtime_ns"],
+                       ended_ns=clock_end["realtime_ns"],
+                       exit_status=child.returncode if child is not None and stopped_by == "exit"
+                       else None, bpftrace_status=status, stopped_by=stopped_by, cpu_s=cpu,
+                       stderr=stderr, clock=clock, clock_end=clock_end, io_uring=uring,
+                       extra={"target_done_ns": target_done})
+
+    def _wait(self, proc: subprocess.Popen[bytes], child: subprocess.Popen[bytes] | None,
+              target: int, duration: float | None) -> tuple[str, float]:
+        deadline = None if duration is None else time.monotonic() + duration
+        next_snap = time.monotonic() + SNAPSHOT_EVERY_S
+        cpu = 0.0
+        old = signal.getsignal(signal.SIGTERM)
+
+        def _term(signum: int, frame: Any) -> None:
+            raise _Terminated
+
+        in_main = _is_main_thread()
+        if in_main:
+            signal.signal(signal.SIGTERM, _term)
+        try:
+            while True:
+                if child is not None and child.poll() is not None:
+                    return "exit", cpu
+                if child is None and _state(target) in (None, "Z", "X"):
+                    return "exit", cpu
+                if proc.poll() is not None:  # bpftrace ended by itself: the group exited
+                    return "exit", cpu
+                sample = _cpu_seconds(proc.pid)
+                cpu = sample if sample is not None else cpu
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return "duration", cpu
+                if now >= next_snap:
+                    self._snapshot(target)
+                    next_snap = now + SNAPSHOT_EVERY_S
+                time.sleep(_POLL_S)
+        except KeyboardInterrupt:
+            return "interrupt", cpu
+        except _Terminated:
+            return "terminated", cpu
+        finally:
+            if in_main:
+                signal.signal(signal.SIGTERM, old)
+
+    def _cleanup(self, err: Any) -> None:
+        self._script.unlink(missing_ok=True)
+        if not err.closed:
+            err.close()
+        (self.out_dir / ".ebpf.stderr").unlink(missing_ok=True)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def _stderr(err: Any) -> str:
+    if err.closed:
+        return ""
+    err.flush()
+    err.seek(0)
+    text: str = err.read().decode(errors="replace")
+    # bpftrace 0.17 warns about RLIMIT_MEMLOCK on kernels that account BPF
+    # memory by cgroup (5.11+), where the limit no longer matters.
+    return " ".join(ln.strip() for ln in text.splitlines()
+                    if ln.strip() and "RLIMIT_MEMLOCK" not in ln)
+
+
+def _interrupt(child: subprocess.Popen[bytes]) -> None:
+    """SIGINT the spawned program (as Ctrl-C would), then insist."""
+    for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            child.send_signal(sig)
+            child.wait(timeout=wait)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired, KeyboardInterrupt):
+            continue
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int | None:
+    """SIGINT bpftrace (its END block prints the calls still open, then it flushes)."""
+    for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 5.0),
+                      (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            break
+        try:
+            proc.send_signal(sig)
+            proc.wait(timeout=wait)
+        except ProcessLookupError:
+            break
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            continue
+    return proc.returncode
