@@ -459,7 +459,10 @@
                 t1: absNs(this.first, this.v1), t2: absNs(this.first, this.v2),
                 firstTs: this.first, lastTs: absNs(this.first, this.span),
                 offset: this.scrollRow, focus: this.focusId, lanes: this.total,
-                pinned: this.pinned.map(function (i) { return i; })};
+                pinned: this.pinned.map(function (i) { return i; }),
+                // Where the plot is on the canvas (CSS px): t1 at plotLeft, t2 at its end.
+                plotLeft: LABEL_W, plotWidth: this.plotW(), laneHeight: LANE_H,
+                devicePixelRatio: this.dpr};
     };
 
     View.prototype.invalidate = function () {

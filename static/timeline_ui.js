@@ -73,7 +73,7 @@
     var statusAt = 0;
     tl.on("frame", function (f) {
         // Tiles arrive between moves: the cache counts follow, 4 times a second at most.
-        if (f.drawnAt - statusAt < 250) return;
+        if (f.drawnAt - statusAt < 250 && !f.complete) return;
         statusAt = f.drawnAt;
         var v = tl.getView();
         if (v) status(v);

@@ -1,145 +1,242 @@
-"""The timeline page in a real browser: it draws the whole trace, zooming asks the
-server for the smaller window (more detail: a pixel stands for less time and the
-bars stay inside the window), clicking a bar shows the span's details, and the
-mode and deep links work. Screenshots go to the artifacts directory."""
+"""The timeline page in a real browser: lanes on a canvas (static/timeline_canvas.js).
+
+Wheel, drag and keys move the window as they say (wheel zooms about the
+pointer, drag pans by the pixels dragged, W/S zoom, A/D pan, Esc and
+double-click return to the whole trace), and after each the page's URL carries
+the visible window; a reload shows the same window. On a real workload trace
+the canvas pixel in the middle of the longest proc run (found by SQL) has that
+goroutine's colour on its P lane (docs/timeline.md's palette rule), and the
+Running colour on the goroutine's own lane by G. Clicking a span shows its
+details; Shift+drag announces an area. Screenshots go to the artifacts directory.
+"""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
+import pytest
 from playwright.sync_api import Page
 
-from tests.support.browser import shot, wait_for_dash
+from app.figures.timeline import COLORS, goroutine_color
+from tests.support.browser import shot
 from tests.support.server import Served
+from tests.support.workload_traces import workload_trace
 
 SAMPLE = "go1.27-httpnet-2MB.trace"
-BARS = "#timeline-graph .bars path"
 
-#: Reads the figure Plotly holds: x range and, per bar, its start and end (ms).
-FIGURE_JS = """() => {
-    const gd = document.querySelector('#timeline-graph .js-plotly-plot');
-    const bars = [];
-    for (const t of gd.data) {
-        for (let i = 0; i < t.base.length; i++) bars.push([t.base[i], t.base[i] + t.x[i]]);
-    }
-    return {range: gd.layout.xaxis.range, bars: bars,
-            status: document.querySelector('#timeline-status').innerText};
+#: True once the view drew a frame with every tile it wants and nothing is loading.
+SETTLED_JS = """() => {
+    const v = window.gmpscopeTimeline && window.gmpscopeTimeline.current;
+    return !!(v && v.meta && v.lastFrame && v.lastFrame.complete && v.inflight.size === 0
+              && !v.dirty);
+}"""
+#: True once the URL carries the view's window.
+SYNCED_JS = """() => {
+    const v = window.gmpscopeTimeline.getView();
+    const q = new URLSearchParams(location.search);
+    return !!v && q.get('t1') === v.t1 && q.get('t2') === v.t2 && q.get('mode') === v.mode;
 }"""
 
 
-def _figure(page: Page) -> dict[str, Any]:
-    fig: dict[str, Any] = page.evaluate(FIGURE_JS)
-    return fig
+def _settle(page: Page) -> dict[str, Any]:
+    page.wait_for_function(SETTLED_JS, polling=50)
+    page.wait_for_function(SYNCED_JS, polling=50)
+    view: dict[str, Any] = page.evaluate("() => window.gmpscopeTimeline.getView()")
+    return view
 
 
-def _pixel_ns(status: str) -> str:
-    m = re.search(r"one pixel ≈ ([^)]+)\)", status)
-    assert m, status
-    return m.group(1)
+def _window(view: dict[str, Any]) -> tuple[int, int]:
+    return int(view["t1"]), int(view["t2"])
 
 
-def _to_ns(text: str) -> float:
-    value, unit = text.split()
-    return float(value) * {"s": 1e9, "ms": 1e6, "µs": 1e3, "ns": 1.0}[unit]
+def _url_window(page: Page) -> tuple[int, int]:
+    q = parse_qs(urlparse(page.url).query)
+    return int(q["t1"][0]), int(q["t2"][0])
 
 
-def test_timeline_zoom_refines_and_click_shows_details(
+def _canvas_box(page: Page) -> dict[str, float]:
+    box = page.locator("#timeline-canvas").bounding_box()
+    assert box is not None
+    return box
+
+
+def _open(page: Page, url: str) -> dict[str, Any]:
+    page.goto(url)
+    page.wait_for_selector("#timeline-canvas")
+    return _settle(page)
+
+
+def test_wheel_drag_keys_move_the_window_and_the_url_follows(
         page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
     tid = sample_ids[SAMPLE]
-    page.goto(f"{samples_server.url}/traces/{tid}/timeline?mode=m")
-    wait_for_dash(page, "#timeline-graph")
-    page.wait_for_selector(BARS, state="attached")
-    shot(page, "timeline-m-full")
-    before = _figure(page)
-    assert len(before["bars"]) > 50
-    full_pixel = _to_ns(_pixel_ns(before["status"]))
+    view = _open(page, f"{samples_server.url}/traces/{tid}/timeline?mode=m")
+    first, last = int(view["firstTs"]), int(view["lastTs"])
+    assert _window(view) == (first, last) == _url_window(page)
+    shot(page, "timeline-m-whole")
+    box = _canvas_box(page)
+    left, width = view["plotLeft"], view["plotWidth"]
+    y = box["y"] + 120
 
-    # Zoom to 1/200 of the trace, as a drag would (a relayout event).
-    lo, hi = before["range"]
-    z0 = lo + (hi - lo) * 0.4
-    z1 = z0 + (hi - lo) / 200
-    page.evaluate("""([a, b]) => Plotly.relayout(
-        document.querySelector('#timeline-graph .js-plotly-plot'),
-        {'xaxis.range[0]': a, 'xaxis.range[1]': b})""", [z0, z1])
-    page.wait_for_function(
-        """(old) => document.querySelector('#timeline-status').innerText !== old""",
-        arg=before["status"])
-    wait_for_dash(page)
-    after = _figure(page)
-    shot(page, "timeline-m-zoomed")
-    zoom_pixel = _to_ns(_pixel_ns(after["status"]))
-    assert zoom_pixel < full_pixel / 100, "a pixel stands for less time after zooming"
-    assert after["bars"], "the zoomed window has bars"
-    eps = (z1 - z0) * 1e-6
-    assert all(a >= z0 - eps and b <= z1 + max(eps, zoom_pixel / 1e6 * 1.01)
-               for a, b in after["bars"]), "bars stay inside the window"
+    # Wheel up at 70% of the plot: the window narrows, the time under the pointer stays.
+    frac = 0.7
+    x = box["x"] + left + frac * width
+    t1, t2 = _window(view)
+    under = t1 + frac * (t2 - t1)
+    page.mouse.move(x, y)
+    page.mouse.wheel(0, -400)
+    view = _settle(page)
+    z1, z2 = _window(view)
+    assert z2 - z1 < (t2 - t1) / 2
+    assert abs(z1 + frac * (z2 - z1) - under) <= 2 + (z2 - z1) * 1e-6
+    assert _url_window(page) == (z1, z2)
+    shot(page, "timeline-m-wheel")
 
-    # Click a bar: its details, with a link to the goroutine's page.
-    page.locator(BARS).nth(len(after["bars"]) // 2).click(force=True)
-    page.wait_for_selector("#timeline-details h3")
-    wait_for_dash(page)
-    shot(page, "timeline-m-clicked")
+    # Drag 200 px to the left: the window moves 200 px of time later, same span.
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x - 100, y, steps=4)
+    page.mouse.move(x - 200, y, steps=4)
+    page.mouse.up()
+    view = _settle(page)
+    d1, d2 = _window(view)
+    assert abs((d2 - d1) - (z2 - z1)) <= 2
+    want = 200 * (z2 - z1) / width
+    assert abs((d1 - z1) - want) <= 2 + want * 1e-6
+    assert _url_window(page) == (d1, d2)
+
+    # Keys on the focused canvas: W zooms in, S out, A pans earlier, D later.
+    page.locator("#timeline-canvas").focus()
+    for key, check in (("w", lambda a, b: b[1] - b[0] < a[1] - a[0]),
+                       ("s", lambda a, b: b[1] - b[0] > a[1] - a[0]),
+                       # (spans equal to the ns each end is rounded to)
+                       ("a", lambda a, b: b[0] < a[0] and abs(b[1] - b[0] - a[1] + a[0]) <= 2),
+                       ("d", lambda a, b: b[0] > a[0] and abs(b[1] - b[0] - a[1] + a[0]) <= 2)):
+        before = _window(view)
+        page.keyboard.down(key)
+        page.wait_for_function(
+            "([t1, t2]) => { const v = window.gmpscopeTimeline.getView();"
+            " return v.t1 !== t1 || v.t2 !== t2; }", arg=[view["t1"], view["t2"]])
+        page.wait_for_timeout(150)
+        page.keyboard.up(key)
+        view = _settle(page)
+        assert check(before, _window(view)), (key, before, _window(view))
+        assert _url_window(page) == _window(view)
+    shot(page, "timeline-m-keys")
+
+    # A reload (or a shared link) shows the same window.
+    kept = _window(view)
+    page.reload()
+    page.wait_for_selector("#timeline-canvas")
+    view = _settle(page)
+    assert _window(view) == kept == _url_window(page)
+
+    # Esc returns to the whole trace; so does a double-click after zooming again.
+    page.locator("#timeline-canvas").focus()
+    page.keyboard.press("Escape")
+    view = _settle(page)
+    assert _window(view) == (first, last) == _url_window(page)
+    page.mouse.move(x, y)
+    page.mouse.wheel(0, -400)
+    view = _settle(page)
+    assert _window(view) != (first, last)
+    page.mouse.dblclick(x, y)
+    view = _settle(page)
+    assert _window(view) == (first, last) == _url_window(page)
+
+
+def test_click_shows_details_and_shift_drag_selects_an_area(
+        page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
+    tid = sample_ids[SAMPLE]
+    p, s, e = samples_server.get(
+        "/api/sql", params={"sql": "SELECT p, start_ts, end_ts FROM proc_runs WHERE "
+                            f"trace_id = {tid} ORDER BY end_ts - start_ts DESC LIMIT 1"}
+    ).json()["rows"][0]
+    _open(page, f"{samples_server.url}/traces/{tid}/timeline?mode=p&t1={s}&t2={e}")
+    page.evaluate("""() => { window.__events = [];
+        for (const n of ['select-span', 'select-area'])
+            window.gmpscopeTimeline.on(n, d => window.__events.push([n, d.ref, d.t1, d.t2,
+                                                                     d.lane, d.lanes])); }""")
+    view = page.evaluate("() => window.gmpscopeTimeline.getView()")
+    box = _canvas_box(page)
+    lane_y = page.evaluate(f"""() => window.gmpscopeTimeline.current.layerHelpers()
+                               .laneY('p{p}')""")
+    x = box["x"] + view["plotLeft"] + view["plotWidth"] / 2
+    page.mouse.click(x, box["y"] + lane_y + 9)
+    page.wait_for_selector("#timeline-detail-stack")
+    shot(page, "timeline-p-clicked")
     details = page.locator("#timeline-details").inner_text()
-    assert "intervals merged" in details or "Stack where it entered" in details
+    assert "Running" in details and "Stack where it entered" in details
+    events = page.evaluate("() => window.__events")
+    assert events[0][0] == "select-span" and events[0][1] >= 0
+    assert (int(events[0][2]), int(events[0][3])) == (s, e), "the whole run, not a tile's part"
+    assert events[0][4] == f"p{p}"
+
+    # Shift+drag over the P lanes: an area with their keys and the dragged time.
+    page.keyboard.down("Shift")
+    page.mouse.move(x - 100, box["y"] + lane_y + 4)
+    page.mouse.down()
+    page.mouse.move(x + 100, box["y"] + lane_y + 30, steps=5)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    shot(page, "timeline-p-area")
+    events = page.evaluate("() => window.__events")
+    kind, _ref, a1, a2, _lane, lanes = events[-1]
+    assert kind == "select-area" and f"p{p}" in lanes
+    span = e - s
+    assert abs((int(a2) - int(a1)) - 200 * span / view["plotWidth"]) <= 2 + span * 1e-6
 
 
-def test_timeline_modes_and_deep_link(page: Page, samples_server: Served,
-                                      sample_ids: dict[str, int]) -> None:
-    tid = sample_ids[SAMPLE]
-    api = samples_server.get(f"/api/traces/{tid}/timeline?mode=g&limit=20").json()
-    goid = next(i for i, t in zip(api["lanes"]["id"], api["lanes"]["type"], strict=True)
-                if t == "g" and i > 0)
-    t1 = api["first_ts"]
-    t2 = t1 + (api["last_ts"] - t1) // 10
-    page.goto(f"{samples_server.url}/traces/{tid}/timeline?mode=g&g={goid}&t1={t1}&t2={t2}")
-    wait_for_dash(page, "#timeline-graph")
-    page.wait_for_selector(BARS, state="attached")
-    fig = _figure(page)
-    assert abs(fig["range"][1] - fig["range"][0] - (t2 - t1) / 1e6) < 1e-6
-    ticks = page.evaluate("""() => [...document.querySelectorAll('#timeline-graph .ytick text')]
-                             .map(e => e.textContent)""")
-    assert any(t.startswith("▶") and t.endswith(f"G{goid}") for t in ticks), ticks
-    shot(page, "timeline-g-deeplink")
-    # Switch to P lanes: the lanes change, the window stays.
-    page.locator("#timeline-mode input[value=p]").check()
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('#timeline-graph .ytick text')]
-                 .some(e => e.textContent === 'P0')""")
-    wait_for_dash(page)
-    assert abs(_figure(page)["range"][0] - fig["range"][0]) < 1e-6
-    shot(page, "timeline-p-window")
+@pytest.fixture(scope="module")
+def workload_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server with the gcpressure workload's trace (Go 1.27.3): long CPU runs."""
+    trace = workload_trace("1.27.3", "gcpressure")
+    with Served(tmp_path_factory.mktemp("timeline-workload"), [Path(trace)]) as served:
+        yield served
 
 
-#: Per drawn bar of the range lanes: lane (rounded y), intervals it stands for,
-#: the data's thickness and the drawn height in pixels.
-BAR_HEIGHTS_JS = """() => {
-    const gd = document.querySelector('#timeline-graph .js-plotly-plot');
-    const layers = gd.querySelectorAll('.barlayer .trace');
-    const out = [];
-    gd.data.filter(t => t.type === 'bar').forEach((t, k) => {
-        const pts = layers[k].querySelectorAll('.point path');
-        t.y.forEach((y, i) => out.push([Math.round(y), t.customdata[i][2], t.width[i],
-                                        pts[i] ? pts[i].getBBox().height : -1]));
-    });
-    return {bars: out, help: document.querySelector('#timeline-cover-help').innerText};
-}"""
+def _pixel(page: Page, x: float, y: float) -> str:
+    """The canvas pixel at CSS (x, y) of the canvas, as #rrggbb."""
+    rgb: list[int] = page.evaluate("""([x, y]) => {
+        const c = document.querySelector('#timeline-canvas');
+        const dpr = window.gmpscopeTimeline.getView().devicePixelRatio;
+        return [...c.getContext('2d').getImageData(Math.round(x * dpr),
+                                                   Math.round(y * dpr), 1, 1).data];
+    }""", [x, y])
+    return "#" + "".join(f"{v:02x}" for v in rgb[:3])
 
 
-def test_merged_bars_show_how_much_of_their_span_is_covered(
-        page: Page, samples_server: Served, sample_ids: dict[str, int]) -> None:
-    """The whole trace by P: a merged shape of a mostly empty range lane (sweep
-    covers a fraction of a percent of the trace) is drawn as a sliver, not a
-    band as tall as a single interval's bar."""
-    tid = sample_ids[SAMPLE]
-    page.goto(f"{samples_server.url}/traces/{tid}/timeline?mode=p")
-    wait_for_dash(page, "#timeline-graph")
-    page.wait_for_selector(BARS, state="attached")
-    shot(page, "timeline-p-whole-cover")
-    got = page.evaluate(BAR_HEIGHTS_JS)
-    assert "as tall as the share of its span" in got["help"]
-    full = max(h for _y, n, _w, h in got["bars"] if n == 1)
-    assert full > 8
-    slivers = [(y, w, h) for y, n, w, h in got["bars"] if n > 1 and y < 4 and w < 0.2]
-    assert slivers, "merged range-lane shapes that cover little of their span"
-    assert all(0 < h < full / 3 for _y, _w, h in slivers), (full, slivers[:5])
+def test_known_span_has_its_colour_at_its_place(page: Page, workload_server: Served) -> None:
+    tid = workload_server.get("/api/traces").json()["traces"][0]["id"]
+    rows = workload_server.get(
+        "/api/sql", params={"sql": "SELECT p, g, start_ts, end_ts FROM proc_runs WHERE "
+                            f"trace_id = {tid} ORDER BY end_ts - start_ts DESC LIMIT 1"}
+    ).json()["rows"]
+    p, g, s, e = rows[0]
+    d = e - s
+    view = _open(page, f"{workload_server.url}/traces/{tid}/timeline?mode=p")
+    # Zoom to the run with some room on each side (through the published interface).
+    page.evaluate("([a, b]) => window.gmpscopeTimeline.goto(a, b)", [str(s - d // 4),
+                                                                    str(e + d // 4)])
+    view = _settle(page)
+    t1, t2 = _window(view)
+    assert (t1, t2) == (s - d // 4, e + d // 4) == _url_window(page)
+    lane_y = page.evaluate(f"() => window.gmpscopeTimeline.current.layerHelpers().laneY('p{p}')")
+    assert lane_y is not None
+    bar_y = lane_y + view["laneHeight"] - 5  # inside the bar, which stands on the baseline
+    shot(page, "timeline-p-known-span")
+    for frac in (0.1, 0.5, 0.9):  # inside the run: its goroutine's colour
+        t = s + frac * d
+        x = view["plotLeft"] + (t - t1) / (t2 - t1) * view["plotWidth"]
+        assert _pixel(page, x, bar_y) == goroutine_color(g), (frac, g)
+    # By G: the goroutine's own lane shows Running at the same place.
+    page.goto(f"{workload_server.url}/traces/{tid}/timeline?mode=g&g={g}&t1={t1}&t2={t2}")
+    view = _settle(page)
+    assert _window(view) == (t1, t2)
+    lane_y = page.evaluate(f"() => window.gmpscopeTimeline.current.layerHelpers().laneY('g{g}')")
+    assert lane_y is not None, "the linked goroutine's lane is scrolled into view"
+    shot(page, "timeline-g-known-span")
+    x = view["plotLeft"] + (s + d / 2 - t1) / (t2 - t1) * view["plotWidth"]
+    assert _pixel(page, x, lane_y + view["laneHeight"] - 5) == COLORS["Running"]
