@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import FloatRect, Page
 
 from app.figures.timeline import COLORS, goroutine_color
 from tests.support.browser import shot
@@ -57,10 +57,18 @@ def _url_window(page: Page) -> tuple[int, int]:
     return int(q["t1"][0]), int(q["t2"][0])
 
 
-def _canvas_box(page: Page) -> dict[str, float]:
+def _canvas_box(page: Page) -> FloatRect:
     box = page.locator("#timeline-canvas").bounding_box()
     assert box is not None
     return box
+
+
+def _moved_as(key: str, a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether window ``a`` became ``b`` as key ``key`` says: W zooms in, S out, A pans
+    earlier, D later (a pan keeps the span, to the ns each end is rounded to)."""
+    same_span = abs((b[1] - b[0]) - (a[1] - a[0])) <= 2
+    return {"w": b[1] - b[0] < a[1] - a[0], "s": b[1] - b[0] > a[1] - a[0],
+            "a": b[0] < a[0] and same_span, "d": b[0] > a[0] and same_span}[key]
 
 
 def _open(page: Page, url: str) -> dict[str, Any]:
@@ -109,11 +117,7 @@ def test_wheel_drag_keys_move_the_window_and_the_url_follows(
 
     # Keys on the focused canvas: W zooms in, S out, A pans earlier, D later.
     page.locator("#timeline-canvas").focus()
-    for key, check in (("w", lambda a, b: b[1] - b[0] < a[1] - a[0]),
-                       ("s", lambda a, b: b[1] - b[0] > a[1] - a[0]),
-                       # (spans equal to the ns each end is rounded to)
-                       ("a", lambda a, b: b[0] < a[0] and abs(b[1] - b[0] - a[1] + a[0]) <= 2),
-                       ("d", lambda a, b: b[0] > a[0] and abs(b[1] - b[0] - a[1] + a[0]) <= 2)):
+    for key in "wsad":
         before = _window(view)
         page.keyboard.down(key)
         page.wait_for_function(
@@ -122,7 +126,7 @@ def test_wheel_drag_keys_move_the_window_and_the_url_follows(
         page.wait_for_timeout(150)
         page.keyboard.up(key)
         view = _settle(page)
-        assert check(before, _window(view)), (key, before, _window(view))
+        assert _moved_as(key, before, _window(view)), (key, before, _window(view))
         assert _url_window(page) == _window(view)
     shot(page, "timeline-m-keys")
 
