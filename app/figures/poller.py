@@ -127,14 +127,65 @@ def io_uring_figure(u: dict[str, Any]) -> go.Figure:
     return _empty(fig, "no io_uring_enter call") if not calls else fig
 
 
+_OPCODE_COLORS = ("#2f6fdf", "#2e9d57", "#c44e52", "#e0a526", "#8064a2", "#18202c")
+
+
+def uring_latency_figure(u: dict[str, Any]) -> go.Figure:
+    """io_uring requests: submission-to-completion latency per opcode (log bins)."""
+    edges = u["edges_ns"]
+    fig = go.Figure()
+    centers = [(edges[i] * edges[i + 1]) ** 0.5 / 1e3 for i in range(len(edges) - 1)]
+    widths = [(edges[i + 1] - edges[i]) / 1e3 for i in range(len(edges) - 1)]
+    for k, (op, counts) in enumerate(sorted(u["histogram"].items())):
+        fig.add_trace(go.Bar(x=centers, y=counts, width=widths, name=op,
+                             marker={"color": _OPCODE_COLORS[k % len(_OPCODE_COLORS)]},
+                             hovertemplate=f"{op}: %{{y}} requests near %{{x:.3g}} us"
+                                           "<extra></extra>"))
+    _title(fig, "io_uring requests: latency, submission to completion")
+    fig.update_layout(barmode="stack", xaxis={"type": "log", "title": "latency (us)"},
+                      yaxis_title="requests", legend=LEGEND_BELOW)
+    return _empty(fig, "no io_uring request recorded (the eBPF backend records them)") \
+        if not u["requests"] else fig
+
+
+def uring_depth_figure(u: dict[str, Any]) -> go.Figure:
+    """io_uring queue depth: requests submitted and not yet completed, over time."""
+    d = u["depth"]
+    fig = go.Figure(go.Scatter(x=[t / 1e6 for t in d["rel_ns"]], y=d["depth"], mode="lines",
+                               line={"shape": "hv", "color": "#2f6fdf"}, name="in flight",
+                               hovertemplate="%{y} in flight at +%{x:.6g} ms<extra></extra>"))
+    _title(fig, f"io_uring queue depth (max {d['max']})")
+    fig.update_layout(xaxis_title="time since the recording's start (ms)",
+                      yaxis_title="requests in flight")
+    return _empty(fig, "no io_uring request recorded") if not u["requests"] else fig
+
+
+def ready_fds_figure(r: dict[str, Any]) -> go.Figure:
+    """Descriptors by how often an epoll wait returned them ready."""
+    top = r["top"]
+    labels = [f"fd {t['fd']}" + (f" {t['fd_path']}" if t["fd_path"] else "") for t in top]
+    fig = go.Figure(go.Bar(x=[t["count"] for t in top], y=labels, orientation="h",
+                           marker={"color": "#2e9d57"},
+                           hovertemplate="%{y}: ready %{x} times<extra></extra>"))
+    _title(fig, f"Descriptors returned ready by epoll waits ({r['waits']:,} waits, "
+                f"{r['events']:,} events)", max(240, 90 + 18 * len(top)))
+    fig.update_layout(yaxis={"autorange": "reversed", "automargin": True},
+                      xaxis_title="times returned ready")
+    return _empty(fig, "no epoll wait returned events with known descriptors") \
+        if not top else fig
+
+
 def _wait_hover(w: dict[str, Any], epfd: int) -> str:
     tmo = w["timeout_ns"]
     asked = "no timeout" if tmo is None or tmo < 0 else f"timeout {fmt_ns(tmo)}"
     got = ("unfinished" if w["duration_ns"] is None else f"waited {fmt_ns(w['duration_ns'])}")
     res = (f"{w['errno']}" if w["errno"] else f"{w['result']} events returned"
            if w["result"] is not None else "no result")
+    ready = w.get("ready_fds")
+    fds = f"<br>ready fds {plotly_text(str(ready))}" if ready else ""
     return (f"epfd {epfd} · {plotly_text(w['syscall'])} on thread {w['tid']}<br>{asked}, "
-            f"{got}<br>{res} (maxevents {w['maxevents']})<br>at +{w['rel_ns'] / 1e6:.6g} ms")
+            f"{got}<br>{res} (maxevents {w['maxevents']}){fds}"
+            f"<br>at +{w['rel_ns'] / 1e6:.6g} ms")
 
 
 def epoll_lanes_figure(e: dict[str, Any]) -> go.Figure:
@@ -291,5 +342,9 @@ DIAGRAMS = {
     "poller-epoll-ctl": _one(epoll_ctl_figure, "epoll_ctl", "epoll_ctl over time"),
     "poller-errors": _one(errors_figure, "errors", "errors"),
     "poller-io-uring": _one(io_uring_figure, "io_uring", "io_uring"),
+    "poller-uring-latency": _one(uring_latency_figure, "uring_requests",
+                                 "io_uring request latency"),
+    "poller-uring-depth": _one(uring_depth_figure, "uring_requests", "io_uring queue depth"),
+    "poller-ready-fds": _one(ready_fds_figure, "ready", "descriptors returned ready"),
     "os-syscalls": _os,
 }

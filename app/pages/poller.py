@@ -26,6 +26,9 @@ from app.figures.poller import (
     jitter_figure,
     open_fds_figure,
     os_syscalls_figure,
+    ready_fds_figure,
+    uring_depth_figure,
+    uring_latency_figure,
     wait_duration_figure,
 )
 from app.pages._analysis import (
@@ -83,14 +86,17 @@ def _alignment_card(al: dict[str, Any]) -> html.Div:
     over = al.get("overhead") or {}
     extra = [f"recording {al['name']}", f"{al['rows']:,} rows ({al['syscalls']:,} calls, "
              f"{al['signals']:,} signals, {al['exits']:,} thread exits) on {al['threads']} "
-             f"threads", f"{al['unknown_lines']} strace lines not understood"]
+             f"threads", f"{al['unknown_lines']} recorder lines not understood",
+             f"recorded with {'eBPF (bpftrace)' if al.get('backend') == 'ebpf' else 'strace'}"
+             + (" · PARTIAL (the recording was cut short)" if al.get("partial") else "")]
     if cmd:
         extra.append(f"command: {cmd}")
+    tracer = "bpftrace" if al.get("backend") == "ebpf" else "strace"
     if over.get("slowdown"):
-        extra.append(f"strace slowed the program {over['slowdown']}x "
+        extra.append(f"{tracer} slowed the program {over['slowdown']}x "
                      f"({over.get('added_us_per_syscall')} µs per traced call)")
     elif over.get("strace_cpu_s") is not None:
-        extra.append(f"strace used {over['strace_cpu_s']} s of CPU over "
+        extra.append(f"{tracer} used {over['strace_cpu_s']} s of CPU over "
                      f"{over.get('traced_wall_s')} s (no untraced baseline run)")
     items.append(html.P(" · ".join(extra), className="muted"))
     return html.Div(items, className="card", id="poller-alignment")
@@ -122,6 +128,44 @@ def _stats(d: dict[str, Any]) -> list[Any]:
                   f"{sum(errs.values())} failed calls"),
         stat_card("io_uring_enter", fmt_count(u["enters"]),
                   f"{u['submitted']} of {u['to_submit']} entries submitted"),
+        stat_card("io_uring requests", fmt_count(d["uring_requests"]["requests"]),
+                  _uring_note(d["uring_requests"])),
+    ]
+
+
+def _uring_note(r: dict[str, Any]) -> str:
+    if not r["requests"]:
+        return "none recorded (the eBPF backend records them)"
+    lat = r["latency"]
+    return (f"p50 {fmt_ns(lat['p50'] or 0)}, p99 {fmt_ns(lat['p99'] or 0)}; "
+            f"max depth {r['depth']['max']}" + (f"; {r['in_flight']} in flight at the end"
+                                                 if r["in_flight"] else ""))
+
+
+def _uring_table(r: dict[str, Any]) -> html.Table:
+    head = html.Tr([html.Th(h) for h in ("opcode", "requests", "errors", "p50", "p90", "p99",
+                                         "max")])
+    body = [html.Tr([html.Td(o["opcode"], className="mono"), html.Td(fmt_count(o["count"])),
+                     html.Td(o["errors"]),
+                     *(html.Td("–" if o[k] is None else fmt_ns(o[k]))
+                       for k in ("p50", "p90", "p99", "max"))]) for o in r["by_opcode"]]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="table",
+                      id="poller-uring-table")
+
+
+def _uring_section(d: dict[str, Any], fn: str) -> list[Any]:
+    r = d["uring_requests"]
+    if not r["requests"]:
+        return []
+    return [
+        html.H3("io_uring requests", id="poller-uring-requests"),
+        html.Div([_graph("poller-uring-latency", uring_latency_figure(r),
+                         f"{fn}-poller-uring-latency"),
+                  _graph("poller-uring-depth", uring_depth_figure(r), f"{fn}-poller-uring-depth")],
+                 className="row"),
+        html.Div([html.P(f"{r['requests']:,} requests from submission "
+                         "(io_uring:io_uring_submit_req) to completion (io_uring_complete)",
+                         className="muted"), _uring_table(r)], className="card"),
     ]
 
 
@@ -234,6 +278,10 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
                   _graph("poller-early", early_figure(w), f"{fn}-poller-early")],
                  className="row"),
         _graph("poller-epoll", epoll_lanes_figure(d["epoll"]), f"{fn}-poller-epoll"),
+        (_graph("poller-ready", ready_fds_figure(d["ready"]), f"{fn}-poller-ready-fds")
+         if d["ready"]["waits"] else
+         html.Div(html.P("No epoll wait with its ready descriptors in this recording.",
+                         className="muted", id="poller-ready"), className="card")),
         html.Div([_graph("poller-ctl", epoll_ctl_figure(d["epoll_ctl"]), f"{fn}-poller-ctl"),
                   _graph("poller-fds", open_fds_figure(d["open_fds"]), f"{fn}-poller-fds")],
                  className="row"),
@@ -244,6 +292,7 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
          if d["io_uring"]["enters"] else
          html.Div(html.P("No io_uring_enter call in this recording.", className="muted",
                          id="poller-uring"), className="card")),
+        *_uring_section(d, fn),
         _os_section(trace_id, o, tr),
         html.Div([api_link(f"{api}/poller"), api_link(f"{api}/poller/os-syscalls"),
                   api_link(f"{api}/poller/alignment")], className="card"),

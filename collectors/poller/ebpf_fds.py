@@ -192,19 +192,21 @@ class Describer:
             self._learn(row)
 
     def _learn(self, row: Row) -> None:
-        """What a bind or a connect says about its socket, for the calls after it."""
+        """What a bind, getsockname or connect says about its socket, for the calls
+        after it (strace prints a socket's ends as they are at each call)."""
         assert row.fd is not None
         cur = self._cur.get(row.fd)
-        proto = cur.split(":[", 1)[0] if cur and ":[" in cur else None
-        if proto is None or "->" in (cur or "") or proto.startswith(("/", "anon")):
+        if not cur or ":[" not in cur or cur.startswith(("/", "anon")):
             return
-        if row.name == "bind" and row.extra.get("local"):
-            self._cur[row.fd] = f"{proto}:[{row.extra['local']}]"
+        proto, rest = cur.split(":[", 1)
+        local, _, remote = rest[:-1].partition("->")
+        if row.name in ("bind", "getsockname") and row.extra.get("local"):
+            local = row.extra["local"]
         elif row.name == "connect" and row.addr:
-            remote = _addr_end(row.addr)
-            if remote:
-                local = (cur or "")[len(proto) + 2:-1]
-                self._cur[row.fd] = f"{proto}:[{local if ':' in local else ''}->{remote}]"
+            remote = _addr_end(row.addr) or remote
+        else:
+            return
+        self._cur[row.fd] = f"{proto}:[{local}->{remote}]" if remote else f"{proto}:[{local}]"
 
     def _created(self, row: Row) -> str | None:
         if row.name in _CREATORS:

@@ -278,6 +278,12 @@ def decode(row: Row, a: list[int], extra: dict[str, object]) -> None:
     elif name == "socket":
         row.extra["socket"] = nm.socket_kind(a[0], a[1])
         row.flags = nm.sock_flags(a[1] & ~0xF)
+    elif name == "getsockname":
+        row.fd = a[0]
+        peer = extra.get("peer")
+        if isinstance(peer, list):
+            row.addr = nm.sockaddr_text(*peer)
+            row.extra["local"] = nm.endpoint(*peer) or ""
     elif name == "bind":
         row.fd, row.addr = a[0], nm.sockaddr_text(*a[1:6])
         row.extra["local"] = nm.endpoint(*a[1:6]) or ""

@@ -127,6 +127,8 @@ assert tuple(c.name for c in CALLS) == COVERED_SYSCALLS, "eBPF calls and COVERED
 EXTRA_CALLS: tuple[Call, ...] = (
     Call("socket", ("@a0[tid] = args->family; @a1[tid] = args->type;",), 2),
     Call("bind", ("@a0[tid] = args->fd;", _sockaddr("args->umyaddr", 1)), 6),
+    Call("getsockname", ("@a0[tid] = args->fd; @p[tid] = (uint64)args->usockaddr;",), 1,
+         "peer"),
 )
 ALL_CALLS = CALLS + EXTRA_CALLS
 

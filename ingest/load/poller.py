@@ -29,6 +29,7 @@ from ingest.store.db import write_tx
 
 POLLER_FILE = "poller.parquet"
 META_FILE = "meta.json"
+URING_FILE = "uring.parquet"
 SOURCE = "poller"
 FAMILY = "os"
 GO_VERSION = "n/a"
@@ -40,7 +41,8 @@ _BATCH = 5000
 _RENAMED = {"name": "syscall", "ts_ns": "wall_ns"}
 _COPIED = ("tid", "kind", "name", "ts_ns", "fd", "fd_path", "new_fd", "new_fd_path", "epfd",
            "op", "events", "timeout_ns", "maxevents", "count", "to_submit", "min_complete",
-           "flags", "path", "addr", "args", "partial", "result", "errno", "duration_ns")
+           "flags", "path", "addr", "args", "partial", "result", "errno", "duration_ns",
+           "ready_fds")
 
 
 class BadRecordingError(IngestError):
@@ -55,6 +57,7 @@ class Recording:
     table: Any  # pyarrow Table in poller.parquet's schema
     meta: dict[str, Any]
     sha256: str  # of poller.parquet (with a prefix: never equal to a Go trace's hash)
+    uring: Any = None  # uring.parquet's table (eBPF recordings), or None
 
     @property
     def rows(self) -> int:
@@ -81,15 +84,29 @@ class AttachResult:
 
 
 def is_recording_dir(path: Path) -> bool:
-    """True for a directory holding poller.parquet."""
-    return path.is_dir() and (path / POLLER_FILE).is_file()
+    """True for a directory holding poller.parquet, or what a killed eBPF recorder left."""
+    from collectors.poller.collect_ebpf import pending
+
+    return path.is_dir() and ((path / POLLER_FILE).is_file() or pending(path))
 
 
 def read_recording(directory: Path) -> Recording:
-    """Read and check a recording directory; BadRecordingError says what is wrong."""
+    """Read and check a recording directory; BadRecordingError says what is wrong.
+
+    A directory a killed eBPF recorder left (its raw output and notes, no
+    poller.parquet) is first made into a recording marked partial.
+    """
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+    from collectors.poller.collect_ebpf import finish, pending
+
     pfile = directory / POLLER_FILE
+    if not pfile.is_file() and pending(directory):
+        try:
+            finish(directory)
+        except (OSError, ValueError, KeyError) as e:
+            raise BadRecordingError(f"{directory.name}: the partial eBPF recording could not "
+                                    f"be read: {e}") from None
     if not pfile.is_file():
         raise BadRecordingError(f"{directory.name}: no {POLLER_FILE} (not a gmpscope recording)")
     try:
@@ -112,7 +129,16 @@ def read_recording(directory: Path) -> Recording:
     with open(pfile, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return Recording(directory, table, meta, h.hexdigest())
+    uring = None
+    ufile = directory / URING_FILE
+    if ufile.is_file():
+        try:
+            uring = pq.read_table(ufile)
+        except Exception as e:  # noqa: BLE001 - pyarrow raises many types for bad files
+            raise BadRecordingError(f"{URING_FILE}: not a readable Parquet file: {e}") from None
+        if "submit_ns" not in uring.column_names or "opcode" not in uring.column_names:
+            raise BadRecordingError(f"{URING_FILE}: missing columns submit_ns, opcode")
+    return Recording(directory, table, meta, h.hexdigest(), uring)
 
 
 def fd_kind(path: str | None) -> str | None:
@@ -256,10 +282,34 @@ def _store(conn: Connection, trace_id: int, rec: Recording, name: str, standalon
         conn.execute(insert(poller_models.poller_events), batch)
     conn.execute(insert(poller_models.poller_recordings),
                  [_recording_row(trace_id, rec, name, standalone, al)])
+    rows = _uring_rows(trace_id, rec.uring, None if offset is None else int(offset))
+    if rows:
+        conn.execute(insert(poller_models.poller_uring), rows)
+
+
+def _uring_rows(trace_id: int, table: Any, offset_ns: int | None) -> list[dict[str, Any]]:
+    """poller_uring rows from uring.parquet's table (none without one)."""
+    if table is None or table.num_rows == 0:
+        return []
+    cols = {c: table.column(c).to_pylist() for c in table.column_names}
+    out = []
+    for i in range(table.num_rows):
+        def get(c: str, i: int = i) -> Any:
+            return cols[c][i] if c in cols else None
+
+        submit = int(get("submit_ns"))
+        out.append({"trace_id": trace_id, "seq": i, "tid": int(get("tid") or 0),
+                    "submit_wall_ns": submit, "complete_wall_ns": get("complete_ns"),
+                    "ts": None if offset_ns is None else submit - offset_ns,
+                    "latency_ns": get("latency_ns"), "ring": get("ring"),
+                    "user_data": get("user_data"), "opcode": str(get("opcode")),
+                    "result": get("result"), "cflags": get("cflags")})
+    return out
 
 
 def _clear(conn: Connection, trace_id: int) -> None:
-    for table in (poller_models.poller_events, poller_models.poller_recordings):
+    for table in (poller_models.poller_events, poller_models.poller_recordings,
+                  poller_models.poller_uring):
         conn.execute(delete(table).where(table.c.trace_id == trace_id))
 
 

@@ -6,7 +6,18 @@ Both are a trace's rows (ingest.store.models.TRACE_TABLES): deleted with it.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, DateTime, Float, Integer, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKeyConstraint,
+    Integer,
+    String,
+    Table,
+    Text,
+)
 
 from ingest.store.schema_base import metadata, trace_key, traces_fk
 
@@ -43,7 +54,31 @@ poller_events = Table(
     Column("result", BigInteger),
     Column("errno", String(24)),
     Column("duration_ns", BigInteger),
+    # Revision 0012: epoll waits' descriptors returned ready, "7,9,?" (collectors/poller/ready.py).
+    Column("ready_fds", Text),
     sqlite_with_rowid=False,
+)
+
+#: io_uring requests of an eBPF recording (uring.parquet), revision 0012. A
+#: handful of rows per trace: a plain foreign key with ON DELETE CASCADE on both
+#: dialects deletes them with their trace (the PostgreSQL trigger that deletes
+#: the big tables' rows need not know this one).
+poller_uring = Table(
+    "poller_uring",
+    metadata,
+    trace_key(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # submission order
+    Column("tid", BigInteger, nullable=False),  # the submitting thread
+    Column("submit_wall_ns", BigInteger, nullable=False),
+    Column("complete_wall_ns", BigInteger),  # NULL: in flight when the recording ended
+    Column("ts", BigInteger),  # submission in trace ns; NULL when it cannot be aligned
+    Column("latency_ns", BigInteger),
+    Column("ring", BigInteger),  # the ring's kernel address (one per io_uring instance)
+    Column("user_data", BigInteger),
+    Column("opcode", String(24), nullable=False),
+    Column("result", BigInteger),
+    Column("cflags", BigInteger),
+    ForeignKeyConstraint(["trace_id"], ["traces.id"], ondelete="CASCADE"),
 )
 
 poller_recordings = Table(

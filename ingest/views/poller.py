@@ -33,7 +33,7 @@ MAX_MARKS = 4000
 
 _COLS = ("seq", "ts", "wall_ns", "tid", "m", "kind", "syscall", "fd", "fd_kind", "fd_path",
          "new_fd", "new_fd_path", "epfd", "op", "timeout_ns", "maxevents", "to_submit",
-         "min_complete", "flags", "result", "errno", "duration_ns")
+         "min_complete", "flags", "result", "errno", "duration_ns", "ready_fds")
 
 
 class NoRecording(LookupError):
@@ -104,6 +104,8 @@ def alignment(engine: Engine, trace_id: int) -> dict[str, Any]:
     rec["parse"] = meta.get("parse")
     rec["overhead"] = meta.get("overhead")
     rec["recorded_alignment"] = meta.get("alignment")
+    rec["backend"] = meta.get("backend") or "strace"
+    rec["partial"] = bool(meta.get("partial"))
     return rec
 
 
@@ -285,20 +287,23 @@ def epoll_lanes(ev: Events, limit: int = MAX_EPOLL_WAITS) -> dict[str, Any]:
             "duration_ns": None if ev["duration_ns"][i] is None else int(d),
             "timeout_ns": ev["timeout_ns"][i], "result": ev["result"][i],
             "errno": ev["errno"][i], "tid": int(ev["tid"][i]), "syscall": ev["syscall"][i],
-            "maxevents": ev["maxevents"][i]})
+            "maxevents": ev["maxevents"][i], "ready_fds": ev["ready_fds"][i]})
     return {"lanes": [{"epfd": k, "waits": v} for k, v in sorted(lanes.items())],
             "dropped": dropped}
 
 
 def poller_page(engine: Engine, trace_id: int) -> dict[str, Any]:
     """Everything the poller page shows."""
+    from ingest.views.poller_uring import ready_fds, uring_requests
+
     al = alignment(engine, trace_id)
     ev = load_events(engine, trace_id)
     by_name = _count_values(ev["syscall"])
     return {"trace_id": trace_id, "alignment": al, "rows": len(ev), "origin_wall_ns": ev.origin,
             "by_syscall": by_name, "waits": waits(ev), "epoll_ctl": epoll_ctl_over_time(ev),
             "open_fds": open_fds(ev), "errors": errors(ev), "io_uring": io_uring(ev),
-            "epoll": epoll_lanes(ev)}
+            "epoll": epoll_lanes(ev), "ready": ready_fds(ev),
+            "uring_requests": uring_requests(engine, trace_id, ev.origin)}
 
 
 # --------------------------------------------------------------------------
