@@ -161,20 +161,41 @@ def own_stacks(frames: TraceFrames, rows: I64) -> I64:
     return stack
 
 
-def _by(keys: npt.NDArray[Any], ns: I64, state: npt.NDArray[np.int8]
-        ) -> list[tuple[Any, int, dict[str, int]]]:
-    """(key, ns, ns per state) for each distinct key, most time first."""
+def _dense_unique(values: I64) -> tuple[I64, I64]:
+    """``np.unique(values, return_inverse=True)`` for ids of a small range
+    (stack ids): a table lookup instead of a sort of every row."""
+    if not len(values) or int(values.min()) < 0 or int(values.max()) > 4 * len(values) + 1024:
+        uniq, inv = np.unique(values, return_inverse=True)
+        return uniq, inv.astype(np.int64)
+    present = np.nonzero(np.bincount(values))[0]
+    code = np.zeros(int(values.max()) + 1, np.int64)
+    code[present] = np.arange(len(present))
+    return present.astype(np.int64), code[values]
+
+
+def _by(keys: npt.NDArray[np.int64], ns: I64, state: npt.NDArray[np.int8],
+        top: int | None = TOP) -> list[tuple[int, int, dict[str, int]]]:
+    """(key, ns, ns per state) of the ``top`` keys with most time, most first.
+
+    Keys are small integers (codes, goroutine ids): counted with bincount
+    over their range, no sort of the rows."""
+    if not len(keys):
+        return []
     names = {c: s for s, c in STATE_CODE.items()}
-    uniq, inv = np.unique(keys, return_inverse=True)
-    total = np.bincount(inv, weights=ns, minlength=len(uniq)).astype(np.int64)
-    per: list[dict[str, int]] = [{} for _ in uniq]
-    for code in np.unique(state).tolist():
-        sel = state == code
-        sums = np.bincount(inv[sel], weights=ns[sel], minlength=len(uniq)).astype(np.int64)
-        for i in np.nonzero(sums)[0].tolist():
-            per[i][names[code]] = int(sums[i])
-    order = np.argsort(-total, kind="stable")
-    return [(uniq[i].item(), int(total[i]), per[i]) for i in order.tolist()]
+    lo = int(keys.min())
+    k = keys - lo
+    size = int(k.max()) + 1
+    total = np.bincount(k, weights=ns, minlength=size).astype(np.int64)
+    present = np.nonzero(np.bincount(k, minlength=size))[0]
+    chosen = present[np.argsort(-total[present], kind="stable")][:top]
+    out = []
+    per_state = {code: np.bincount(k[state == code], weights=ns[state == code],
+                                   minlength=size).astype(np.int64)
+                 for code in np.unique(state).tolist()}
+    for i in chosen.tolist():
+        per = {names[c]: int(v[i]) for c, v in per_state.items() if v[i]}
+        out.append((i + lo, int(total[i]), per))
+    return out
 
 
 def _proc_states(frames: TraceFrames, ps: list[int], t1: int, t2: int) -> dict[str, int]:
@@ -229,29 +250,35 @@ def area(engine: Engine, frames: TraceFrames, t1: int, t2: int,
     iv = frames.intervals
     rid = np.asarray(iv["rid"][rows], np.int64)
     table = goroutine_table(engine, frames)
-    gi = np.searchsorted(table.goid, rid)
-    group_names = np.asarray(table.names, dtype=object)[np.asarray(table.group)[gi]] \
-        if len(rid) else np.zeros(0, object)
-    stack = own_stacks(frames, rows)
-    leaf = leaf_functions(engine, frames.trace_id, np.unique(stack).tolist())
-    fn = np.asarray([leaf.get(int(s), NO_STACK) for s in stack.tolist()], dtype=object)
-    goids = np.unique(rid)
+    # Everything is grouped by integer codes (group, function, state), names
+    # looked up once per distinct code: a million rows' strings would cost seconds.
+    group = np.asarray(table.group, np.int64)[np.searchsorted(table.goid, rid)] \
+        if len(rid) else np.zeros(0, np.int64)
+    stack_ids, stack_inv = _dense_unique(own_stacks(frames, rows))
+    leaf = leaf_functions(engine, frames.trace_id, stack_ids.tolist())
+    fn_names, fn_of_stack = np.unique(
+        np.asarray([leaf.get(int(x), NO_STACK) for x in stack_ids.tolist()], dtype=str),
+        return_inverse=True)
+    fn = np.asarray(fn_of_stack, np.int64)[stack_inv] if len(rows) else np.zeros(0, np.int64)
+    goids = np.nonzero(np.bincount(rid - int(rid.min())))[0] + int(rid.min()) if len(rid) \
+        else np.zeros(0, np.int64)
     groups = []
-    for name, total, per in _by(group_names.astype(str), ns, state)[:TOP]:
-        members = np.unique(rid[group_names == name])
-        groups.append({"start_function": name or UNKNOWN_GROUP, "goroutines": len(members),
-                       "ns": total,
+    for code, total, per in _by(group, ns, state):
+        name = table.names[int(code)]
+        groups.append({"start_function": name or UNKNOWN_GROUP,
+                       "goroutines": int(np.count_nonzero(np.bincount(
+                           rid[group == code] - int(rid.min())))), "ns": total,
                        "states": per, "href": f"/traces/{frames.trace_id}/goroutines?group="
-                       + quote(str(name), safe="")})
-    functions = [{"function": name, "ns": total, "states": per}
-                 for name, total, per in _by(fn.astype(str), ns, state)[:TOP]]
-    states = [{"state": name, "ns": total} for name, total, _ in
-              _by(np.asarray([{c: s for s, c in STATE_CODE.items()}[int(c)]
-                              for c in state.tolist()], dtype=str), ns, state)]
+                       + quote(name, safe="")})
+    functions = [{"function": str(fn_names[int(code)]), "ns": total, "states": per}
+                 for code, total, per in _by(fn, ns, state)]
+    state_names = {c: n for n, c in STATE_CODE.items()}
+    states = [{"state": state_names[int(code)], "ns": total}
+              for code, total, _ in _by(state.astype(np.int64), ns, state, None)]
     ps = sorted({int(x.key) for x in lanes if x.kind == "p"})
     top_goroutines = [{"goroutine": int(g), "ns": total, "states": per,
                        "href": f"/traces/{frames.trace_id}/goroutines/{int(g)}"}
-                      for g, total, per in _by(rid, ns, state)[:TOP]]
+                      for g, total, per in _by(rid, ns, state)]
     return {"trace_id": frames.trace_id, "t1": t1, "t2": t2,
             "lanes": [f"{x.kind}:{x.key}" for x in lanes],
             "rows": len(rows), "total_ns": int(ns.sum()), "goroutine_count": len(goids),
