@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, and_, delete, insert, select
 
+from ingest.load import os_sched as _sched  # issue 26: sched.parquet (the hook in _store)
 from ingest.load.pipeline import IngestError, IngestResult, find_by_sha, ingest_trace_file
 from ingest.store import models, poller_models
 from ingest.store.db import write_tx
@@ -285,6 +286,7 @@ def _store(conn: Connection, trace_id: int, rec: Recording, name: str, standalon
     rows = _uring_rows(trace_id, rec.uring, None if offset is None else int(offset))
     if rows:
         conn.execute(insert(poller_models.poller_uring), rows)
+    _sched.store_sched(conn, trace_id, rec.directory, al)  # issue 26: sched.parquet, if any
 
 
 def _uring_rows(trace_id: int, table: Any, offset_ns: int | None) -> list[dict[str, Any]]:
