@@ -132,6 +132,48 @@ def bench_canvas(served: Served, tid: int, steps: int) -> list[dict[str, Any]]:
     return out
 
 
+#: Bytes and parse time (mean of 50, timed together: the browser's clock is coarse)
+#: of tiles as binary columns and as JSON made into typed columns.
+FORMATS_JS = """async (urls) => {
+    const out = [];
+    for (const u of urls) {
+        const bin = await (await fetch(u)).arrayBuffer();
+        const text = await (await fetch(u + '&format=json')).text();
+        let t = performance.now();
+        for (let i = 0; i < 50; i++) window.gmpscopeTimeline.decodeTile(bin);
+        const bin_ms = (performance.now() - t) / 50;
+        t = performance.now();
+        for (let i = 0; i < 50; i++) {
+            const j = JSON.parse(text);
+            // What drawing needs: typed columns (as the binary tile gives them).
+            for (const k in j.columns) j.columns[k] = Float64Array.from(j.columns[k]);
+        }
+        const json_ms = (performance.now() - t) / 50;
+        out.push({url: u, bin: bin.byteLength, json: text.length, bin_ms, json_ms});
+    }
+    return out;
+}"""
+
+
+def bench_formats(served: Served, tid: int) -> list[dict[str, Any]]:
+    """Binary and JSON tiles of each mode (level 0 and a level of 1/64 of the trace)."""
+    from playwright.sync_api import sync_playwright
+
+    urls = [f"{served.url}/api/traces/{tid}/timeline/tiles?mode={m}&level={lv}&index="
+            f"{(1 << lv) // 2}&lanes=0-64" for m in ("p", "m", "g") for lv in (0, 6)]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
+            page.goto(f"{served.url}/traces/{tid}/timeline?mode=p")
+            page.wait_for_function(SETTLED_JS, polling=20, timeout=600_000)
+            got: list[dict[str, Any]] = page.evaluate(FORMATS_JS, urls)
+        finally:
+            browser.close()
+    return got
+
+
 def anchor_tree(rev: str, into: Path) -> Path:
     """The repository at ``rev`` (git archive) with this checkout's built extensions."""
     tree = into / f"gmpscope-{rev}"
@@ -213,6 +255,12 @@ def main() -> None:
         traces = json.loads(fetch(f"{served.url}/api/traces")[1])["traces"]
         tid = next(t["id"] for t in traces if t["name"] == trace.name)
         canvas = bench_canvas(served, tid, args.steps)
+        formats = bench_formats(served, tid)
+    print("\nTiles, binary columns vs JSON (64 lanes; parse: mean of 50, JSON made typed)")
+    for f in formats:
+        q = f["url"].split("?", 1)[1]
+        print(f"  {q:<40} binary {f['bin'] / 1024:7.1f} KB {f['bin_ms']:6.3f} ms   "
+              f"JSON {f['json'] / 1024:7.1f} KB {f['json_ms']:6.3f} ms")
     for c in canvas:  # before the anchor, which takes a while
         print(c["mode"], "first", [round(x, 1) for x in c["first"]], "refined",
               [round(x, 1) for x in c["refined"]], f"fps {c['fps']:.1f}", flush=True)

@@ -1094,6 +1094,7 @@
         check();
     };
     api.fmtNs = fmtNs;
+    api.decodeTile = decodeTile;  // for bench/timeline_canvas.py's format measures
     api.absNs = function (rel) { return current ? absNs(current.first, rel) : null; };
     new MutationObserver(check).observe(document.documentElement, {childList: true, subtree: true});
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", check);
