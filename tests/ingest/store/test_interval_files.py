@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from ingest.load.delete import delete_trace
 from ingest.load.pipeline import IngestResult, ingest_trace_file
@@ -146,3 +146,35 @@ def test_files_go_with_their_trace_and_orphans_are_swept(
     assert not old.exists() and new.is_dir() and home_b.is_dir()
     assert _rows(engine, "SELECT count(*) FROM intervals") == \
         _rows(engine, "SELECT transitions FROM traces")
+
+
+def _count(conn: Connection, trace_id: int) -> int:
+    return int(conn.execute(text("SELECT count(*) FROM intervals WHERE trace_id = :t"),
+                            {"t": trace_id}).scalar_one())
+
+
+def test_a_connection_keeps_its_listing_only_while_the_database_is_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The virtual table keeps a connection's listing (and mappings) between
+    statements; another connection's load or delete, and this connection's
+    own writes, committed or rolled back, are seen by its next statement."""
+    d = tmp_path / "data"
+    url = f"sqlite:///{d / 'gmpscope.db'}"
+    reader, writer = make_engine(url), make_engine(url)
+    a = _load(writer, A, d, True, monkeypatch)
+    (n_a,) = _rows(writer, "SELECT transitions FROM traces WHERE id = :t", t=a.id)[0]
+    with reader.connect() as conn:
+        assert _count(conn, a.id) == n_a
+        conn.rollback()
+        b = _load(writer, B, d, True, monkeypatch)  # another connection's commit
+        (n_b,) = _rows(writer, "SELECT transitions FROM traces WHERE id = :t", t=b.id)[0]
+        assert (_count(conn, a.id), _count(conn, b.id)) == (n_a, n_b)
+        conn.rollback()
+        # This connection's own write, seen inside its transaction, then undone.
+        conn.execute(text("DELETE FROM interval_files WHERE trace_id = :t"), {"t": a.id})
+        assert _count(conn, a.id) == 0
+        conn.rollback()
+        assert _count(conn, a.id) == n_a
+        conn.rollback()
+        assert delete_trace(writer, a.id, d)  # another connection's delete
+        assert (_count(conn, a.id), _count(conn, b.id)) == (0, n_b)
