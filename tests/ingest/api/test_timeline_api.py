@@ -105,3 +105,66 @@ def test_page_route(samples_server: Served, sample_ids: dict[str, int]) -> None:
     tid = sample_ids[SAMPLE]
     r = samples_server.get(f"/traces/{tid}/timeline?mode=g&g=1")
     assert r.status_code == 200 and "text/html" in r.headers["Content-Type"]
+
+
+def _tile_columns(body: bytes) -> tuple[dict[str, object], dict[str, list[float]]]:
+    """A binary tile read as the browser reads it (see ingest.views.timeline_tiles)."""
+    import json
+    import struct
+
+    import numpy as np
+
+    assert body[:8] == b"GMPTILE1"
+    (n,) = struct.unpack("<I", body[8:12])
+    head = json.loads(body[12:12 + n])
+    off, cols = 12 + n, {}
+    types = {"i32": "<i4", "f32": "<f4", "f64": "<f8", "u8": "u1"}
+    for name, typ, count in head["columns"]:
+        dt = np.dtype(types[typ])
+        cols[name] = np.frombuffer(body, dt, count, off).tolist()
+        off += -(-count * dt.itemsize // 8) * 8
+    return head, cols
+
+
+@pytest.mark.parametrize("mode", ["p", "m", "g"])
+def test_lanes_and_tiles(samples_server: Served, sample_ids: dict[str, int],
+                         mode: str) -> None:
+    """Every lane of a mode, and a tile of them: binary (cacheable) and the same as JSON."""
+    tid = sample_ids[SAMPLE]
+    lanes = samples_server.get(f"/api/traces/{tid}/timeline/lanes?mode={mode}&limit=5000")
+    assert lanes.status_code == 200
+    meta = lanes.json()
+    assert min(meta["total"], 5000) == len(meta["lanes"]["key"])
+    assert meta["lanes"]["type"][:4] == ["range"] * 4
+    assert set(meta["lanes"]["type"][4:]) <= {mode, "group"}
+    r = samples_server.get(f"/api/traces/{tid}/timeline/tiles?mode={mode}&level=1&index=1"
+                           "&lanes=0-64")
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/octet-stream"
+    assert "max-age" in r.headers["Cache-Control"]
+    head, cols = _tile_columns(r.content)
+    half = (meta["last_ts"] - meta["first_ts"]) // 2
+    assert (head["t1"], head["t2"]) == (meta["first_ts"] + half, meta["last_ts"])
+    j = samples_server.get(f"/api/traces/{tid}/timeline/tiles?mode={mode}&level=1&index=1"
+                           "&lanes=0-64&format=json").json()
+    cover = cols.pop("cover")  # float32 in the binary body: 3 decimals kept
+    assert all(abs(a - b) < 1e-6 for a, b in zip(cover, j["columns"].pop("cover"),
+                                                 strict=True))
+    assert j["columns"] == cols and len(cols["lane"]) > 0
+    assert all(0 <= ln < min(64, meta["total"]) for ln in cols["lane"])
+    if mode == "g":
+        goid = next(i for i, t in zip(meta["lanes"]["id"], meta["lanes"]["type"], strict=True)
+                    if t == "g")
+        f = samples_server.get(f"/api/traces/{tid}/timeline/lanes?mode=g&g={goid}").json()
+        assert meta["lanes"]["key"][f["focus"]] == f"g{goid}"
+
+
+@pytest.mark.parametrize("query", ["mode=x", "level=-1", "level=99", "level=2&index=4",
+                                   "lanes=5-1", "lanes=a-b", "lanes=0-1000",
+                                   "mode=g&group=no.such.function"])
+def test_tiles_bad_params_400(samples_server: Served, sample_ids: dict[str, int],
+                              query: str) -> None:
+    tid = sample_ids[SAMPLE]
+    r = samples_server.get(f"/api/traces/{tid}/timeline/tiles?{query}")
+    assert r.status_code == 400 and "error" in r.json()
+    assert samples_server.get("/api/traces/999999/timeline/tiles").status_code == 404
+    assert samples_server.get("/api/traces/999999/timeline/lanes").status_code == 404
