@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
-from ingest.views.search import BadQuery, search
+from ingest.views.search import BadQuery, page_of, search
 from tests.support.causality import Loaded, backends, load_traces
 
 NAMES = ("chain-1.27", "mutex-1.27", "httpnet-1.19")
@@ -106,3 +107,15 @@ def test_state_filter_and_bad_queries(store: Loaded) -> None:
         search(store.engine, f, "  ")
     with pytest.raises(BadQuery):
         search(store.engine, f, "main.", state="Sleeping")
+
+
+def test_page_of_equals_a_whole_stable_sort() -> None:
+    """Any page of the partition-based pager is that slice of a stable sort,
+    ties (many equal times) included."""
+    rng = np.random.default_rng(25)
+    for n, spread in ((50_000, 1_000), (50_000, 10), (3_000, 5), (0, 1)):
+        start = rng.integers(0, spread, n).astype(np.int64)
+        whole = np.argsort(start, kind="stable")
+        for offset, limit in ((0, 100), (n // 2, 200), (max(0, n - 7), 100), (n + 5, 10)):
+            assert page_of(start, offset, limit).tolist() == \
+                whole[offset:offset + limit].tolist()
