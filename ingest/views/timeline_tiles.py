@@ -251,7 +251,8 @@ def tile(engine: Engine, frames: TraceFrames, args: dict[str, str]) -> dict[str,
     mix_off, mix_cat, mix_ns = _mix_columns(shapes)
     out: dict[str, Any] = {
         "trace_id": frames.trace_id, "mode": mode, "level": level, "index": index,
-        "t1": t1, "t2": t2, "buckets": TILE_BUCKETS, "lanes": [a, b],
+        "t1": t1, "t2": t2, "r1": t1 - frames.first_ts, "r2": t2 - frames.first_ts,
+        "buckets": TILE_BUCKETS, "lanes": [a, b],
         "columns": {**cols, "mix_off": mix_off, "mix_cat": mix_cat, "mix_ns": mix_ns},
         "marks": _marks(engine, frames, ll, a, b, t1, t2) if mode == "m" else [],
         "stats": {"rows": rows, "shapes": len(shapes)},
