@@ -85,10 +85,11 @@
         var view = tl.current, span = Number(BigInt(v.t2) - BigInt(v.t1));
         var px = span / Math.max(1, view.plotW());
         var rows = view.visibleRows(), a = view.scrollRow + 1;
+        var n = view.scrollRows();
         s.textContent = "Window " + fmt(span) + " · one pixel ≈ " + fmt(px) + " · lanes " +
-            a + "–" + Math.min(view.total, view.scrollRow + rows) + " of " +
-            view.total.toLocaleString() + (view.pinned.length ? " (" + view.pinned.length +
-            " pinned)" : "") + " · tiles cached " + view.cache.map.size + " (" +
+            a + "–" + Math.min(n, view.scrollRow + rows) + " of " + n.toLocaleString() +
+            (view.pinned.length ? " + " + view.pinned.length + " pinned" : "") +
+            " · tiles cached " + view.cache.map.size + " (" +
             (view.cache.bytes / 1048576).toFixed(1) + " MB)";
     }
 

@@ -111,14 +111,12 @@ def test_timeline_window_to_flame(page: Page, samples_server: Served,
     tid = sample_ids["go1.27-httpnet.trace"]
     info = _api(samples_server, f"/api/traces/{tid}")
     page.goto(f"{samples_server.url}/traces/{tid}/timeline?mode=p")
-    wait_for_dash(page, "#timeline-graph")
+    wait_for_dash(page, "#timeline-canvas")
+    page.wait_for_function("() => window.gmpscopeTimeline.getView() !== null")
     whole = page.locator("#timeline-flame").get_attribute("href") or ""
-    lo, hi = page.evaluate("() => document.querySelector('#timeline-graph .js-plotly-plot')"
-                           ".layout.xaxis.range")
-    page.evaluate("""([a, b]) => Plotly.relayout(
-        document.querySelector('#timeline-graph .js-plotly-plot'),
-        {'xaxis.range[0]': a, 'xaxis.range[1]': b})""", [lo + (hi - lo) * 0.3,
-                                                         lo + (hi - lo) * 0.6])
+    span = info["last_ts"] - info["first_ts"]
+    page.evaluate("([a, b]) => window.gmpscopeTimeline.goto(a, b)",
+                  [str(info["first_ts"] + span * 3 // 10), str(info["first_ts"] + span * 6 // 10)])
     page.wait_for_function("(old) => document.querySelector('#timeline-flame')"
                            ".getAttribute('href') !== old", arg=whole)
     wait_for_dash(page)

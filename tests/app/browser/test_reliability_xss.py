@@ -161,18 +161,25 @@ def test_page_shows_payloads_as_text(page: Page, hostile: tuple[Served, int, int
 
 
 def test_timeline_span_with_payload_stack(page: Page, hostile: tuple[Served, int, int]) -> None:
-    """Click goroutine 1's spans until the details show the payload function's stack."""
+    """Step through goroutine 1's spans (keys on the canvas) until the details show the
+    payload function's stack; hover the lanes on the way (the tooltip is text)."""
     srv, tid, _ = hostile
     dialogs = watch_dialogs(page)
     page.goto(f"{srv.url}/traces/{tid}/timeline?mode=g&g=1")
-    wait_for_dash(page, "#timeline-graph")
-    bars = page.locator("#timeline-graph .bars path")
-    bars.first.wait_for(state="attached")
+    wait_for_dash(page, "#timeline-canvas")
+    page.wait_for_function("() => window.gmpscopeTimeline.getView() !== null")
+    page.evaluate("() => window.gmpscopeTimeline.goto(window.gmpscopeTimeline.getView().firstTs,"
+                  " window.gmpscopeTimeline.getView().lastTs)")
+    canvas = page.locator("#timeline-canvas")
+    canvas.focus()
     found = ""
-    for i in range(min(bars.count(), 40)):
-        bars.nth(i).click(force=True)
-        wait_for_dash(page)
-        hover_graphs(page)
+    for i in range(40):
+        page.keyboard.press("ArrowRight")  # the next span on goroutine 1's lane
+        page.wait_for_function("() => !document.querySelector('#timeline-details')"
+                               ".hasAttribute('aria-busy')")
+        box = canvas.bounding_box()
+        if box:
+            page.mouse.move(box["x"] + box["width"] * (0.3 + i % 5 / 10), box["y"] + 120)
         assert_inert(page, f"timeline span {i}", dialogs)
         details = page.locator("#timeline-details").inner_text()
         if FUNCTION in details:
