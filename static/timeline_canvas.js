@@ -626,9 +626,9 @@
             var x = base + mk.s * scale;
             ctx.fillStyle = mk.errno && mk.errno !== "EAGAIN" ? "#c44e52" : "#18202c";
             ctx.beginPath();
-            ctx.moveTo(x, y + LANE_H - 2);
-            ctx.lineTo(x - 3.5, y + LANE_H - 8);
-            ctx.lineTo(x + 3.5, y + LANE_H - 8);
+            ctx.moveTo(x, y + LANE_H - 9);  // a triangle pointing up at the call's start
+            ctx.lineTo(x - 3.5, y + LANE_H - 2);
+            ctx.lineTo(x + 3.5, y + LANE_H - 2);
             ctx.fill();
         });
     };
@@ -819,6 +819,21 @@
         return -1;
     };
 
+    /** The OS mark (M lanes, a poller recording's call) drawn at (x, y), or null. */
+    View.prototype.markAt = function (x, y) {
+        var lane = this.laneAtY(y), scale = this.plotW() / (this.v2 - this.v1);
+        if (lane < 0 || y < this.rowY[lane] + LANE_H - 10) return null;
+        var tiles = this.drawnTiles || [];
+        for (var k = tiles.length - 1; k >= 0; k--) {
+            var t = tiles[k], base = LABEL_W + (t.r1 - this.v1) * scale;
+            for (var i = 0; i < (t.marks || []).length; i++) {
+                var mk = t.marks[i];
+                if (mk.lane === lane && Math.abs(base + mk.s * scale - x) <= 4) return mk;
+            }
+        }
+        return null;
+    };
+
     /** The shape drawn at (x, y): the finest drawn tile's shape under the pointer. */
     View.prototype.shapeAt = function (x, y) {
         var lane = this.laneAtY(y);
@@ -940,6 +955,7 @@
             var p = pos(e), dy = e.deltaY * (e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1);
             e.preventDefault();
             self.inputAt = performance.now();
+            api.emit("hover", null);
             if (p.x < LABEL_W) { self.scrollBy(Math.round(dy / LANE_H) || Math.sign(dy)); return; }
             if (Math.abs(e.deltaX) > Math.abs(dy)) { self.panPx(e.deltaX); return; }
             self.zoomAt(p.x, Math.exp(dy * ZOOM_PER_PX));
@@ -998,8 +1014,9 @@
             var p = pos(e);
             self.mouseX = p.x >= LABEL_W ? p.x : null;
             if (drag || !self.meta) return;
-            var info = self.shapeAt(p.x, p.y);
-            api.emit("hover", info ? {shape: info, x: p.x, y: p.y} : null);
+            var mark = self.markAt(p.x, p.y), info = mark ? null : self.shapeAt(p.x, p.y);
+            api.emit("hover", mark ? {mark: mark, x: p.x, y: p.y}
+                     : info ? {shape: info, x: p.x, y: p.y} : null);
         });
         c.addEventListener("mouseleave", function () { api.emit("hover", null); });
         c.addEventListener("dblclick", function (e) { e.preventDefault(); self.whole(); });

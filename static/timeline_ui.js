@@ -181,13 +181,21 @@
         return lines;
     }
 
+    /** An OS mark's lines, as the M lanes' marks always said them. */
+    function describeMark(mk) {
+        var dur = mk.duration_ns == null ? "unfinished" : fmt(mk.duration_ns);
+        if (mk.count > 1) return ["OS · M" + mk.m + ": " + mk.count + " calls", mk.syscall, dur + " in total"];
+        var fd = mk.fd == null ? "" : "(" + mk.fd + ")";
+        return ["OS · M" + mk.m + ": " + mk.syscall + fd + " = " + (mk.errno || mk.result), dur];
+    }
+
     tl.on("hover", function (h) {
         var view = tl.current;
         if (!view) return;
         var tip = view.tip;
         if (!h) { tip.hidden = true; return; }
         tip.textContent = "";
-        describe(h.shape, view.meta).forEach(function (line, i) {
+        (h.mark ? describeMark(h.mark) : describe(h.shape, view.meta)).forEach(function (line, i) {
             var d = el("div", i ? null : "timeline-tooltip-head", line);
             tip.appendChild(d);
         });
