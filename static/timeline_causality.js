@@ -85,8 +85,11 @@
         if (!r) return;
         var old = document.getElementById("timeline-causality");
         if (old) old.remove();
-        state = {traceId: v.traceId, sel: null, flows: null, path: null, arrows: [],
-                 search: null, highlights: []};
+        // Outlines and arrows per source (the selection's flows, the search, the
+        // critical path), drawn together.
+        state = {traceId: v.traceId, sel: null, flows: null, path: null, search: null,
+                 arrows: [], highlights: [], layers: {flows: [[], []], search: [[], []],
+                                                      path: [[], []]}};
         var box = el("div", "timeline-causality");
         box.id = "timeline-causality";
 
@@ -149,7 +152,12 @@
         else r.appendChild(box);
     }
 
-    function redraw() {
+    /** Set one source's outlines and arrows, and draw every source's. */
+    function redraw(source, highlights, arrows) {
+        if (source) state.layers[source] = [highlights || [], arrows || []];
+        var ls = state.layers, order = ["search", "path", "flows"];
+        state.highlights = [].concat.apply([], order.map(function (k) { return ls[k][0]; }));
+        state.arrows = [].concat.apply([], order.map(function (k) { return ls[k][1]; }));
         tl.setArrows(state.arrows);
         tl.highlight(state.highlights);
     }
@@ -221,9 +229,8 @@
                          toTs: a.toTs, label: "", color: "#2ca02c"});
         });
         b.appendChild(ul);
-        state.arrows = arrows;
-        state.highlights = [{goroutine: sp.goroutine, t1: String(sp.start_ts), t2: String(sp.end_ts)}];
-        redraw();
+        redraw("flows", [{goroutine: sp.goroutine, t1: String(sp.start_ts), t2: String(sp.end_ts)}],
+               arrows);
     }
 
     function loadFlows(params) {
@@ -277,9 +284,8 @@
     function clearSearch() {
         if (!state) return;
         state.search = null;
-        state.highlights = [];
         status("");
-        redraw();
+        redraw("search", [], []);
     }
 
     function fetchPage(q, params) {
@@ -293,9 +299,9 @@
                " (" + s.goroutines.toLocaleString() + " goroutines): G" + m.goroutine + " " + m.state +
                " +" + fmt(m.start_ts - tl.getView().firstTs) + ", " + fmt(m.duration_ns) +
                " · by " + m.matched_by.replace("_", " "));
-        state.highlights = s.page.spans.map(function (x) {
+        redraw("search", s.page.spans.map(function (x) {
             return {goroutine: x.goroutine, t1: String(x.start_ts), t2: String(x.end_ts)};
-        });
+        }), []);
         goTo(m.ref, m.start_ts, m.end_ts, m.goroutine);
     }
 
@@ -440,7 +446,8 @@
         head.id = "causality-path-head";
         out.appendChild(head);
         out.appendChild(button("Show the whole path", "zoom to it", function () {
-            tl.goto(d.t1, d.t2);
+            var pad = Math.round((d.t2 - d.t1) * 0.06), v = tl.getView();
+            tl.goto(Math.max(Number(v.firstTs), d.t1 - pad), Math.min(Number(v.lastTs), d.t2 + pad));
         }));
         out.appendChild(el("h4", null, "Time on the path per goroutine"));
         out.appendChild(table(d.goroutines.map(function (g) {
@@ -465,10 +472,10 @@
         }), ["goroutine", "state", "from", "time", "function"]);
         t.id = "causality-path-links";
         out.appendChild(t);
-        state.highlights = d.links.map(function (l) {
+        var outlines = d.links.map(function (l) {
             return {goroutine: l.goroutine, t1: String(l.start_ts), t2: String(l.end_ts)};
         });
-        state.arrows = d.hops.map(function (h) {
+        var arrows = d.hops.map(function (h) {
             var run = d.links.filter(function (l) {
                 return l.goroutine === h.to && l.start_ts >= h.ts && l.state === "Running";
             })[0];
@@ -478,7 +485,7 @@
                     label: "G" + h.from + " → G" + h.to + (waited > 0 ? " (" + fmt(waited) + ")" : ""),
                     color: "#9467bd"};
         });
-        redraw();
+        redraw("path", outlines, arrows);
     }
 
     // ------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_flows_follow_search_area_and_critical_path(page: Page, served: Served) 
     page.wait_for_selector("#causality-woken-by")
     assert page.inner_text("#causality-woken-by").startswith(f"Woken by G{feeder} ")
     assert "main.feeder" in page.inner_text("#causality-flows pre.stack")
-    arrows = _state(page)["arrows"]
+    arrows = _state(page)["layers"]["flows"][1]
     assert arrows[0]["fromGoroutine"] == feeder and arrows[0]["toGoroutine"] == consumer
     page.wait_for_timeout(200)
     shot(page, "timeline-causality-flows")
@@ -117,7 +117,7 @@ def test_flows_follow_search_area_and_critical_path(page: Page, served: Served) 
     page.wait_for_function("""() => document.querySelector('#causality-search-status')
         .innerText.startsWith('match 1 of')""")
     assert page.inner_text("#causality-search-status") == first
-    assert len(_state(page)["highlights"]) == total  # every match outlined (one page)
+    assert len(_state(page)["layers"]["search"][0]) == total  # every match outlined (one page)
     shot(page, "timeline-causality-search")
 
     # Area: Shift+drag over the three goroutines' lanes; statistics as the API's.
@@ -148,6 +148,8 @@ def test_flows_follow_search_area_and_critical_path(page: Page, served: Served) 
     assert links.count() >= 4
     assert links.first.get_attribute("href") == want["links"]["latency"]
     shot(page, "timeline-causality-area")
+    page.locator("#timeline-canvas").focus()
+    page.keyboard.press("Escape")  # clears the area
 
     # Critical path of the consumer (C): consumer <- feeder <- holder, drawn.
     x, y = _point(page, consumer, (wait["start_ts"] + wait["end_ts"]) // 2)
@@ -159,9 +161,13 @@ def test_flows_follow_search_area_and_critical_path(page: Page, served: Served) 
     assert page.inner_text("#causality-path-head").endswith(
         f"chain G{consumer} ← G{feeder} ← G{holder}")
     path = served.get(f"/api/traces/{tid}/critical-path?g={consumer}").json()
-    st = _state(page)
-    assert len(st["highlights"]) == len(path["links"])
-    assert [(a["fromGoroutine"], a["toGoroutine"]) for a in st["arrows"]] == \
+    outlines, arrows = _state(page)["layers"]["path"]
+    assert len(outlines) == len(path["links"])
+    assert [(a["fromGoroutine"], a["toGoroutine"]) for a in arrows] == \
         [(holder, feeder), (feeder, consumer)]
-    page.wait_for_timeout(200)
+    page.get_by_role("button", name="Show the whole path").click()
+    page.wait_for_function(f"""() => {{ const v = window.gmpscopeTimeline.getView();
+        return Number(v.t1) < {path["t1"]} && Number(v.t2) >= {path["t2"]}
+            && Number(v.t2) - Number(v.t1) < 1.2 * {path["t2"] - path["t1"]}; }}""")
+    page.wait_for_timeout(300)
     shot(page, "timeline-causality-path")
