@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from collectors.poller import sched_parse, sched_probes
 from collectors.poller.recorder import clock_pair
 
@@ -251,6 +253,7 @@ class SchedRecorder:
             return self.summary
         if self._proc is None:
             raise SchedRecorderError("not started")
+        asked = clock_pair()  # the recording's end, unless the target ended it before
         died_early = self._proc.poll() is not None
         target_exited = not self.target_alive()
         if not died_early:
@@ -272,9 +275,14 @@ class SchedRecorder:
         meta = self._meta(partial=partial, stopped_by=stopped_by, clock_end=clock_end)
         if parsed.ready_mono is not None:
             clock = sched_parse.Clock.of(meta["clock"])
-            import numpy as np
-
             meta["started_ns"] = int(clock.wall(np.asarray([parsed.ready_mono], np.int64))[0])
+        meta["ended_ns"] = asked["realtime_ns"]
+        if (target_exited or died_early) and parsed.mono:
+            # Nothing happened after the last event (the target's exit, or
+            # bpftrace's death): the recording ends there.
+            last = sched_parse.Clock.of(meta["clock"]).wall(
+                np.asarray([max(parsed.mono)], np.int64))[0]
+            meta["ended_ns"] = int(min(asked["realtime_ns"], last))
         meta.update(lost_events=parsed.lost_events, bad_lines=parsed.bad_lines,
                     new_threads=parsed.new_threads, target_exited=target_exited,
                     bpftrace_status=status)

@@ -114,7 +114,8 @@ class Context:
     @cached_property
     def sources(self) -> frozenset[str]:
         """Data available for this trace: "frames" always, "poller" when an
-        OS poller recording is attached to it (rows in ``poller_events``)."""
+        OS poller recording is attached to it (rows in ``poller_events``),
+        "sched" when the kernel's scheduling is (rows in ``os_sched_intervals``)."""
         have = {"frames"}
         if inspect(self.engine).has_table("poller_events"):
             tbl = models.metadata.tables.get("poller_events")
@@ -123,6 +124,12 @@ class Context:
                     if conn.execute(select(tbl.c.trace_id)
                                     .where(tbl.c.trace_id == self.trace_id).limit(1)).first():
                         have.add("poller")
+        if inspect(self.engine).has_table("os_sched_intervals"):
+            si = models.metadata.tables["os_sched_intervals"]
+            with self.engine.connect() as conn:
+                if conn.execute(select(si.c.trace_id)
+                                .where(si.c.trace_id == self.trace_id).limit(1)).first():
+                    have.add("sched")  # the kernel's scheduling (docs/offcpu.md)
         return frozenset(have)
 
     @cached_property

@@ -19,6 +19,7 @@ from ingest.diagnose.contention import LockContention
 from ingest.diagnose.gc import GCPressure
 from ingest.diagnose.goroutines import GoroutineLeak
 from ingest.diagnose.netpoll import NetpollTail, ParkedLeak
+from ingest.diagnose.offcpu import OffCpuRunning
 from ingest.diagnose.poller import POLLER_RULES
 from ingest.diagnose.sched import SchedLatency
 from ingest.diagnose.syscalls import BlockingSyscall, SlowHandoff
@@ -27,7 +28,7 @@ from ingest.diagnose.syscalls import BlockingSyscall, SlowHandoff
 #: (requires={"poller"}) join this list the same way; the runner skips them
 #: for traces without one.
 RULES: tuple[Rule, ...] = (
-    BlockingSyscall(), SlowHandoff(), SchedLatency(), NetpollTail(), ParkedLeak(),
+    BlockingSyscall(), SlowHandoff(), SchedLatency(), OffCpuRunning(), NetpollTail(), ParkedLeak(),
     GoroutineLeak(), LockContention(), GCPressure(), *POLLER_RULES,
 )
 
@@ -52,15 +53,22 @@ def _code_digest() -> str:
 
 
 def _recording(engine: Engine, trace_id: int) -> str | None:
-    """The sha256 of the OS recording attached to the trace, if any (one can
-    be attached, or replaced, after the trace was stored)."""
+    """The sha256 of the OS recordings attached to the trace, if any (one can
+    be attached, or replaced, after the trace was stored): the poller's, and
+    the kernel scheduling's (sched.parquet)."""
+    from ingest.store.os_sched_models import os_sched_recordings as sr
     from ingest.store.poller_models import poller_recordings as pr
 
-    if not inspect(engine).has_table(pr.name):
-        return None
-    with engine.connect() as conn:
-        sha = conn.execute(select(pr.c.sha256).where(pr.c.trace_id == trace_id)).scalar()
-    return None if sha is None else str(sha)
+    shas = []
+    for table in (pr, sr):
+        if not inspect(engine).has_table(table.name):
+            continue
+        with engine.connect() as conn:
+            sha = conn.execute(select(table.c.sha256).where(table.c.trace_id == trace_id)
+                               ).scalar()
+        if sha is not None:
+            shas.append(str(sha))
+    return "+".join(shas) if shas else None
 
 
 def report_key(engine: Engine, frames: TraceFrames, config: DiagnoseConfig,

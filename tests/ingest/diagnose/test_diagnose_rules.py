@@ -78,9 +78,9 @@ def assert_links(f: dict[str, Any], trace_id: int) -> None:
 def test_healthy_control_raises_nothing(db: DB) -> None:
     rep = db.report("healthy")
     assert rep["findings"] == []
-    # Rules that read an OS poller recording are skipped: the trace has none.
+    # Rules that read an OS recording (poller, sched) are skipped: the trace has none.
     assert {r["rule"]: r["status"] for r in rep["rules"]} == {
-        r.id: "skipped" if "poller" in r.requires else "clear" for r in RULES}
+        r.id: "skipped" if r.requires - {"frames"} else "clear" for r in RULES}
 
 
 @pytest.mark.parametrize("workload", ["timers"])

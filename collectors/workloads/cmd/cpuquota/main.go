@@ -44,6 +44,7 @@ func spin(n int) uint64 {
 // limit is a cgroup the process moved into, and how to leave it.
 type limit struct {
 	dir, parentProcs, how string
+	left                  bool
 }
 
 func writeFile(path, value string) error {
@@ -63,7 +64,7 @@ func enterCgroup(quota float64, mode string) (*limit, error) {
 				max := fmt.Sprintf("%d %d", quotaUS, periodUS)
 				if err := writeFile(filepath.Join(dir, "cpu.max"), max); err == nil {
 					if err := writeFile(filepath.Join(dir, "cgroup.procs"), "0"); err == nil {
-						return &limit{dir, filepath.Join(cgroupV2, "cgroup.procs"), "cgroup v2 cpu.max " + max}, nil
+						return &limit{dir: dir, parentProcs: filepath.Join(cgroupV2, "cgroup.procs"), how: "cgroup v2 cpu.max " + max}, nil
 					}
 				}
 				_ = os.Remove(dir)
@@ -90,10 +91,14 @@ func enterCgroup(quota float64, mode string) (*limit, error) {
 		return nil, err
 	}
 	how := fmt.Sprintf("cgroup v1 cpu.cfs_quota_us %d cpu.cfs_period_us %d", quotaUS, periodUS)
-	return &limit{dir, filepath.Join(cgroupV1, "cgroup.procs"), how}, nil
+	return &limit{dir: dir, parentProcs: filepath.Join(cgroupV1, "cgroup.procs"), how: how}, nil
 }
 
 func (l *limit) leave() {
+	if l.left {
+		return
+	}
+	l.left = true
 	_ = writeFile(l.parentProcs, strconv.Itoa(os.Getpid()))
 	_ = os.Remove(l.dir)
 }
@@ -185,6 +190,11 @@ func main() {
 	wg.Wait()
 	for _, h := range hogs {
 		_ = h.Wait()
+	}
+	if lim != nil {
+		// Out of the quota before the trace is flushed: throttled, writing
+		// it out took seconds.
+		lim.leave()
 	}
 	run.Stop()
 	if *linger > 0 {
