@@ -165,6 +165,16 @@ def test_flows_follow_search_area_and_critical_path(page: Page, served: Served) 
     assert len(outlines) == len(path["links"])
     assert [(a["fromGoroutine"], a["toGoroutine"]) for a in arrows] == \
         [(holder, feeder), (feeder, consumer)]
+    # A task's path: its id and Enter (the consumer's task, ended by the consumer).
+    task = next(t for t in range(1, 10)
+                if served.get(f"/api/traces/{tid}/critical-path?task={t}").json()
+                .get("goroutine") == consumer)
+    page.locator("#causality-task-input").fill(str(task))
+    page.locator("#causality-task-input").press("Enter")
+    page.wait_for_function(f"""() => (document.querySelector('#causality-path-head')
+        ?.innerText || '').startsWith('Task {task} (request)')""")
+    assert page.inner_text("#causality-path-head").endswith(
+        f"chain G{consumer} ← G{feeder} ← G{holder}")
     page.get_by_role("button", name="Show the whole path").click()
     page.wait_for_function(f"""() => {{ const v = window.gmpscopeTimeline.getView();
         return Number(v.t1) < {path["t1"]} && Number(v.t2) >= {path["t2"]}
