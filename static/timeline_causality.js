@@ -13,7 +13,9 @@
  *   goroutine's time depended on, across lanes, with each link's time.
  *
  * Data: /api/traces/<id>/flows, /search, /area, /critical-path (ingest/api/causality.py).
- * Runs only on the timeline page (when #timeline-root and the interface exist).
+ * Runs only on the timeline page (when #timeline-root and the interface exist;
+ * Dash loads assets in name order, so timeline_canvas.js has published it).
+ * window.gmpscopeCausality exposes the panels' state to tests.
  */
 (function () {
     "use strict";
@@ -512,6 +514,6 @@
     if (v0 && root()) build(v0);
 
     /** For tests and other scripts: the panels' state (read-only use). */
-    tl.causality = {state: function () { return state; }, follow: follow, step: step,
-                    criticalPath: criticalPath};
+    window.gmpscopeCausality = {state: function () { return state; }, follow: follow, step: step,
+                                criticalPath: criticalPath};
 })();

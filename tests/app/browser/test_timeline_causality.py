@@ -60,7 +60,7 @@ def _point(page: Page, goroutine: int, ts: int) -> tuple[float, float]:
 
 
 def _state(page: Page) -> Any:
-    return page.evaluate("() => window.gmpscopeTimeline.causality.state()")
+    return page.evaluate("() => window.gmpscopeCausality.state()")
 
 
 def _open(page: Page, srv: Served, tid: int) -> None:
