@@ -69,6 +69,7 @@ VIEW_APIS = (
     "ingest.api.diagnose",
     "ingest.api.live",
     "ingest.api.poller",
+    "ingest.api.offcpu",
     "ingest.api.sql",
 )
 
