@@ -99,7 +99,7 @@
     function setup(v) {
         var r = root();
         if (!r) return;
-        r.querySelectorAll("[data-mode]").forEach(function (b) {
+        document.querySelectorAll(".timeline-mode-button[data-mode]").forEach(function (b) {
             b.setAttribute("aria-pressed", String(b.dataset.mode === v.mode));
             b.onclick = function () { restartWith({mode: b.dataset.mode, focus: "", group: ""}); };
         });

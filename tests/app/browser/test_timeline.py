@@ -244,3 +244,46 @@ def test_known_span_has_its_colour_at_its_place(page: Page, workload_server: Ser
     shot(page, "timeline-g-known-span")
     x = view["plotLeft"] + (s + d / 2 - t1) / (t2 - t1) * view["plotWidth"]
     assert _pixel(page, x, lane_y + view["laneHeight"] - 5) == COLORS["Running"]
+
+
+def test_links_modes_scrolling_and_help(page: Page, samples_server: Served,
+                                        sample_ids: dict[str, int]) -> None:
+    """A link of another page (mode, group, window) opens as it says; the mode buttons
+    keep the window; every goroutine lane is reachable by scrolling (End: the last
+    lane's label is loaded and drawn); ? opens and closes the keys."""
+    tid = sample_ids[SAMPLE]
+    lanes = samples_server.get(f"/api/traces/{tid}/timeline/lanes?mode=g&limit=1").json()
+    group = lanes["groups"][1]
+    t1 = lanes["first_ts"] + (lanes["last_ts"] - lanes["first_ts"]) // 3
+    t2 = t1 + 50_000_000
+    view = _open(page, f"{samples_server.url}/traces/{tid}/timeline?mode=g&t1={t1}&t2={t2}"
+                 f"&group={group['name']}")
+    assert _window(view) == (t1, t2) and view["group"] == group["name"]
+    assert view["lanes"] == 4 + 1 + group["count"]
+    assert page.locator("#timeline-group").input_value() == group["name"]
+    assert parse_qs(urlparse(page.url).query)["group"] == [group["name"]]
+    shot(page, "timeline-g-group-link")
+
+    page.locator("[data-mode=p]").click()
+    view = _settle(page)
+    assert view["mode"] == "p" and _window(view) == (t1, t2)
+    assert parse_qs(urlparse(page.url).query)["mode"] == ["p"]
+
+    page.locator("[data-mode=g]").click()
+    view = _settle(page)
+    assert view["mode"] == "g" and view["group"] is None and view["lanes"] > 10_000
+    page.locator("#timeline-canvas").focus()
+    page.keyboard.press("End")
+    view = _settle(page)
+    last = page.evaluate("""() => { const v = window.gmpscopeTimeline.current;
+        const lanes = v.layerHelpers().lanes(); return lanes[lanes.length - 1]; }""")
+    assert last["index"] == view["lanes"] - 1 and last["key"].startswith("g")
+    assert int(parse_qs(urlparse(page.url).query)["offset"][0]) == view["offset"] > 10_000
+    shot(page, "timeline-g-end")
+
+    page.keyboard.press("?")
+    page.wait_for_selector(".timeline-help")
+    assert "Shift + drag" in page.locator(".timeline-help").inner_text()
+    shot(page, "timeline-help")
+    page.keyboard.press("?")
+    page.wait_for_selector(".timeline-help", state="detached")
