@@ -116,13 +116,10 @@ def _on_lanes(frames: TraceFrames, kept: GoroutineGroups) -> Goroutines:
                       list(kept.names), alive_lo, alive_hi, lo, hi)
 
 
-def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None],
-                  *_frames_columns: I64) -> GoroutineGroups:
+def goroutines_of(goids: I64, fn_goids: I64, functions: list[str | None]) -> GoroutineGroups:
     """The groups of the goroutines ``goids`` (ascending: the frames'
     goroutine lanes), given the start function of each goroutine in
-    ``fn_goids`` (ascending). Columns passed after those are not kept (the
-    rows and lifetimes are read from the frames): accepted for the loader's
-    call, which passes them."""
+    ``fn_goids`` (ascending); the rows and lifetimes are read from the frames."""
     code_of: dict[str, int] = {}
     sql_code = np.fromiter((code_of.setdefault(fn or "", len(code_of)) for fn in functions),
                            dtype=np.int64, count=len(functions))

@@ -445,7 +445,7 @@ def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, stage
                                       not (staged.files and table_name in _IN_FILES)))
             del cols
             give_back_free_memory()  # the derivation's temporaries
-        _stage_goroutine_lanes(staged, tables, timings)
+        _stage_goroutine_lanes(staged, timings)
         with timings.phase("worker wait"):
             worker.close()
     return counts
@@ -477,14 +477,13 @@ def _stage_table(staged: _Staged, table_name: str, cols: dict[str, Any], n: int,
             staged.frames = None
 
 
-def _stage_goroutine_lanes(staged: _Staged, tables: DerivedTables, timings: Timings) -> None:
+def _stage_goroutine_lanes(staged: _Staged, timings: Timings) -> None:
     """While the worker stores the intervals: the timeline's goroutine table,
     from the columns at hand (not the database), staged with the frames."""
     if staged.frames is not None and staged.goroutine_cols:
         with timings.phase("goroutine table"):
             try:
-                if _stage_goroutine_table(staged.frames, staged.goroutine_cols,
-                                          tables.ordered, tables.bases["intervals"]):
+                if _stage_goroutine_table(staged.frames, staged.goroutine_cols):
                     staged.early.add(LaneSetKey.GOROUTINES)
             except Exception:  # noqa: BLE001 - a cache never fails a load
                 log.exception("goroutine table not staged; built after the commit")
@@ -506,12 +505,10 @@ def _finish_views(engine: Engine, staged: _Staged, trace_id: int, sha: str,
 
 
 #: Columns of the goroutines table the timeline's goroutine table is made of.
-_GOROUTINE_TABLE_COLUMNS = ("goid", "start_function", "first_interval", "last_interval",
-                            "first_ts", "last_ts", "final_state")
+_GOROUTINE_TABLE_COLUMNS = ("goid", "start_function")
 
 
-def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: Any,
-                           interval_base: int) -> bool:
+def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any]) -> bool:
     """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
     goroutines' derived columns, stored with the frames being written."""
     import numpy as np
@@ -519,12 +516,7 @@ def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any], ordered: A
     from ingest.derive.goroutine_lanes import goroutines_of
 
     goids = np.asarray(cols["goid"], np.int64)
-    lo = np.asarray(cols["first_interval"], np.int64) - interval_base
-    last = np.asarray(cols["last_interval"], np.int64) - interval_base
-    gone = np.asarray(cols["final_state"]) == "NotExist"
-    alive_hi = np.where(gone, np.asarray(cols["last_ts"], np.int64), ordered.ends_of(last))
-    table = goroutines_of(goids, goids, list(cols["start_function"]), lo, last + 1,
-                          np.asarray(cols["first_ts"], np.int64), alive_hi)
+    table = goroutines_of(goids, goids, list(cols["start_function"]))
     return frames.add_derived(LaneSetKey.GOROUTINES, table)
 
 
