@@ -10,6 +10,7 @@ from dash import Dash, dcc, html
 from app.components import fmt_count, fmt_ns, stat_card
 from app.context import ui_context
 from app.figures.goroutines import breakdown_figure, gantt_figure
+from app.figures.offcpu import KIND_LABELS, goroutine_offcpu_figure
 from app.pages._analysis import (
     api_link,
     data_table,
@@ -75,6 +76,44 @@ def _pager(trace_id: int, d: dict[str, Any]) -> html.Div:
     return html.Div(parts, className="muted")
 
 
+#: Off-CPU stretches listed in the table (the figure draws all the view returns).
+OFFCPU_ROWS = 20
+
+
+def _offcpu(trace_id: int, goid: int, off: dict[str, Any] | None, origin: int) -> list[Any]:
+    """"Running while its thread was off-CPU": with a scheduling recording only."""
+    if off is None:
+        return []
+    cards = [stat_card("Running (recorded)", fmt_ns(off["running_ns"])),
+             stat_card("thread off-CPU", fmt_ns(off["offcpu_ns"]), f"{100 * off['share']:.1f}%"),
+             stat_card("waiting for a CPU", fmt_ns(off["waiting_ns"])),
+             stat_card("asleep", fmt_ns(off["asleep_ns"]))]
+    body: list[Any] = [
+        html.H3("Running while its thread was off-CPU"),
+        html.P("Time the Go trace shows this goroutine Running while the kernel had its "
+               "thread (M) off the CPU: runnable and waiting for a CPU (a CPU quota below "
+               "GOMAXPROCS, other programs on the same CPUs) or asleep. From the run's "
+               "scheduling recording" + (" (partial)" if off["partial"] else "") + ".",
+               className="muted"),
+        html.Div(cards, className="stats", id="goroutine-offcpu-stats")]
+    if not off["stretches"]:
+        body.append(html.P("None: its thread was on a CPU whenever it ran.", className="muted",
+                           id="goroutine-offcpu-none"))
+    else:
+        body.append(dcc.Graph(id="goroutine-offcpu", figure=goroutine_offcpu_figure(off, origin),
+                              config=graph_cfg(f"trace{trace_id}-g{goid}-offcpu")))
+        rows = [{"start": md_link(rel(r["start_ts"], origin), timeline_href(
+                    trace_id, "m", r["start_ts"], r["end_ts"], m=r["m"])),
+                 "duration": fmt_ns(r["duration_ns"]), "m": str(r["m"]),
+                 "state": KIND_LABELS.get(r["kind"], r["kind"]), "cpu": str(r["cpu"])}
+                for r in off["stretches"][:OFFCPU_ROWS]]
+        body.append(data_table("goroutine-offcpu-table", [
+            ("start", "start"), ("duration", "off-CPU"), ("m", "M"), ("state", "thread"),
+            ("cpu", "CPU")], rows, num={"duration", "m", "cpu"}, markdown={"start"}))
+    body.append(api_link(f"/api/traces/{trace_id}/goroutines/{goid}/offcpu"))
+    return [html.Div(body, className="card", id="goroutine-offcpu-card")]
+
+
 def layout(query: dict[str, str], trace_id: int = 0, goid: int = 0, **_: Any) -> Any:
     ctx = ui_context()
     frames = ctx.frames.get(trace_id)
@@ -134,6 +173,7 @@ def layout(query: dict[str, str], trace_id: int = 0, goid: int = 0, **_: Any) ->
                             figure=breakdown_figure(d["times"], "Time breakdown"),
                             config=graph_cfg(f"trace{trace_id}-g{goid}-breakdown"))],
                  className="card"),
+        *_offcpu(trace_id, goid, d.get("offcpu"), origin),
         stacks,
         html.Div([html.H3("Transitions"), _pager(trace_id, d), _transitions(trace_id, d, origin),
                   stack_list(d["stacks"], [r["stack_id"] for r in d["transitions"]],

@@ -1,6 +1,8 @@
 """One goroutine in detail: its intervals (a page of transitions with
 stacks), its time breakdown (the categories of :mod:`ingest.views.goroutines`),
-merged state segments for a small Gantt, creation stack, parent and children."""
+merged state segments for a small Gantt, creation stack, parent and children,
+and, with a scheduling recording, its Running time while its thread was
+off-CPU (:mod:`ingest.views.offcpu`)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ingest.views.goroutines import (
 )
 from ingest.views.histo import released
 from ingest.views.intervals import goroutine
+from ingest.views.offcpu import goroutine_offcpu
 
 #: Merged Gantt segments returned at most (the longest are kept beyond that).
 MAX_SEGMENTS = 20_000
@@ -105,6 +108,8 @@ def _goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: in
         "children": children,
         "segments": merged_segments(start, end, cat, segments),
         "timeline": {"mode": "g", "g": goid, "t1": first_ts, "t2": max(end_ts, first_ts + 1)},
+        # Running while its thread was off-CPU (a scheduling recording; None without one).
+        "offcpu": goroutine_offcpu(engine, frames.trace_id, goid),
     }
 
 
