@@ -112,23 +112,54 @@ def category_of(to_state: str, reason: str) -> int:
     return -1
 
 
-class RowTimes:
-    """The start (or end) times of a lane set's rows, read through their
-    ``ref`` from the frames' memory-mapped columns they were taken from: the
-    P and M lane sets keep no copy of them (two int64 columns, 70% of their
-    bytes on disk). Indexed like the array it stands for (an int, a slice,
-    an array of rows of any shape); :func:`lane_search` finds times in it."""
+class _ByRef:
+    """Values of a lane set's rows read through their ``ref`` (row * REF_SOURCES
+    + source) from per-source columns of the frames. Indexed like the array it
+    stands for (an int, a slice, an array of rows of any shape): a subclass
+    says how one source gives its rows' values (:meth:`_values`)."""
 
-    def __init__(self, ref: npt.NDArray[np.signedinteger[Any]],
-                 by_source: dict[int, tuple[npt.NDArray[np.int64],
-                                            npt.NDArray[np.integer[Any]] | None]]) -> None:
-        # by_source: ref source -> (column, and the row of that column for
-        # each of the source's rows, None: the same row).
+    dtype: type[np.integer[Any]] = np.int64
+
+    def __init__(self, ref: npt.NDArray[np.signedinteger[Any]], by_source: dict[int, Any]) -> None:
         self.ref = ref
         self.by_source = by_source
 
     def __len__(self) -> int:
         return len(self.ref)
+
+    def _values(self, source: Any, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        raise NotImplementedError
+
+    def _get(self, key: int | np.integer[Any] | slice | npt.NDArray[np.integer[Any]]
+             ) -> int | npt.NDArray[Any]:
+        if isinstance(key, int | np.integer):
+            r = int(self.ref[key])
+            one = np.array([r // REF_SOURCES], np.int64)
+            return int(self._values(self.by_source[r % REF_SOURCES], one)[0])
+        ref = np.asarray(self.ref[key], np.int64)
+        row = ref // REF_SOURCES
+        if len(self.by_source) == 1:
+            (source,) = self.by_source.values()
+            return np.asarray(self._values(source, row), self.dtype)
+        src = ref % REF_SOURCES
+        out = np.empty(ref.shape, self.dtype)
+        for code, source in self.by_source.items():
+            at = src == code
+            out[at] = self._values(source, row[at])
+        return out
+
+
+class RowTimes(_ByRef):
+    """The start (or end) times of a lane set's rows, read through their
+    ``ref`` from the frames' memory-mapped columns they were taken from: the
+    P and M lane sets keep no copy of them (two int64 columns, 70% of their
+    bytes on disk). :func:`lane_search` finds times in it. ``by_source``:
+    ref source -> (column, and the row of that column for each of the
+    source's rows, None: the same row)."""
+
+    def _values(self, source: Any, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        col, via = source
+        return np.asarray(col[rows if via is None else via[rows]])
 
     @overload
     def __getitem__(self, key: int | np.integer[Any]) -> int: ...
@@ -138,37 +169,20 @@ class RowTimes:
 
     def __getitem__(self, key: int | np.integer[Any] | slice | npt.NDArray[np.integer[Any]]
                     ) -> int | I64:
-        if isinstance(key, int | np.integer):
-            r = int(self.ref[key])
-            col, via = self.by_source[r % REF_SOURCES]
-            at = r // REF_SOURCES
-            return int(col[at if via is None else via[at]])
-        ref = np.asarray(self.ref[key], np.int64)
-        row = ref // REF_SOURCES
-        if len(self.by_source) == 1:
-            ((col, via),) = self.by_source.values()
-            return np.asarray(col[row if via is None else via[row]], np.int64)
-        src = ref % REF_SOURCES
-        out = np.empty(ref.shape, np.int64)
-        for code, (col, via) in self.by_source.items():
-            at = src == code
-            out[at] = col[row[at] if via is None else via[row[at]]]
-        return out
+        return self._get(key)
 
 
-class RowCats:
+class RowCats(_ByRef):
     """The display categories of a lane set's rows, from their ``ref``: per
     ref source, the category of the row's state in the frames (``state``
     column and a state -> category table), or one category for all its rows
-    (``state`` None: ``table[0]``). Indexed like the array it stands for."""
+    (``state`` None: ``table[0]``)."""
 
-    def __init__(self, ref: npt.NDArray[np.signedinteger[Any]],
-                 by_source: dict[int, tuple[npt.NDArray[np.int8] | None, I8]]) -> None:
-        self.ref = ref
-        self.by_source = by_source
+    dtype = np.int8
 
-    def __len__(self) -> int:
-        return len(self.ref)
+    def _values(self, source: Any, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        state, table = source
+        return np.full(rows.shape, table[0], np.int8) if state is None else table[state[rows]]
 
     @overload
     def __getitem__(self, key: int | np.integer[Any]) -> int: ...
@@ -178,18 +192,7 @@ class RowCats:
 
     def __getitem__(self, key: int | np.integer[Any] | slice | npt.NDArray[np.integer[Any]]
                     ) -> int | I8:
-        if isinstance(key, int | np.integer):
-            r = int(self.ref[key])
-            state, table = self.by_source[r % REF_SOURCES]
-            return int(table[0] if state is None else table[state[r // REF_SOURCES]])
-        ref = np.asarray(self.ref[key], np.int64)
-        row = ref // REF_SOURCES
-        src = ref % REF_SOURCES if len(self.by_source) > 1 else None
-        out = np.empty(ref.shape, np.int8)
-        for code, (state, table) in self.by_source.items():
-            at = np.ones(ref.shape, bool) if src is None else src == code
-            out[at] = table[0] if state is None else table[state[row[at]]]
-        return out
+        return self._get(key)
 
 
 #: A lane set's times: an array, or its rows' times in the frames (RowTimes).
