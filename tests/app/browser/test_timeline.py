@@ -287,3 +287,54 @@ def test_links_modes_scrolling_and_help(page: Page, samples_server: Served,
     shot(page, "timeline-help")
     page.keyboard.press("?")
     page.wait_for_selector(".timeline-help", state="detached")
+
+
+#: Per device-pixel column of a range lane's row: the tallest bar the tiles put
+#: there (a merged shape: its cover times the 14 px bar, at least 1 px; a single
+#: interval: 14 px) and the pixels of the lane's colour counted in that column.
+COVER_JS = """(key) => {
+    const v = window.gmpscopeTimeline.current, h = v.layerHelpers(), dpr = v.dpr;
+    const lane = h.lanes().find(l => l.key === key);
+    const scale = v.plotW() / (v.v2 - v.v1), want = new Map();
+    let color = null;
+    for (const t of v.drawnTiles) {
+        const r = t.laneAt[lane.index];
+        if (!r) continue;
+        for (let i = r[0]; i < r[1]; i++) {
+            const x1 = h.left + (t.r1 + t.cols.s[i] - v.v1) * scale;
+            const a = Math.round(x1 * dpr);
+            const b = Math.max(a + 1, Math.round((x1 + t.cols.d[i] * scale) * dpr));
+            const tall = t.cols.n[i] > 1 ? Math.max(1, 14 * t.cols.cover[i]) : 14;
+            color = v.shapeColor(t.cols.cat[i], t.cols.n[i], t.cols.g[i]);
+            for (let x = Math.max(a, h.left * dpr); x < Math.min(b, h.width * dpr); x++)
+                want.set(x, [Math.max(tall, (want.get(x) || [0])[0]), t.cols.n[i]]);
+        }
+    }
+    const rgb = [1, 3, 5].map(k => parseInt(color.slice(k, k + 2), 16));
+    const ctx = v.canvas.getContext('2d'), out = [];
+    for (const [x, [tall, n]] of want) {
+        const px = ctx.getImageData(x, Math.round(lane.y * dpr), 1, 18 * dpr).data;
+        let got = 0;
+        for (let k = 0; k < px.length; k += 4)
+            if (px[k] === rgb[0] && px[k + 1] === rgb[1] && px[k + 2] === rgb[2]) got++;
+        out.push([n, tall, got / dpr]);
+    }
+    return out;
+}"""
+
+
+def test_merged_bars_are_as_tall_as_their_cover(page: Page, samples_server: Served,
+                                                sample_ids: dict[str, int]) -> None:
+    """The whole trace by P: each pixel column of the sweep and STW lanes is as tall as
+    its tallest shape: a merged shape as the share of its span its intervals cover (at
+    least a pixel), a single interval full height. Slivers, not bands."""
+    tid = sample_ids[SAMPLE]
+    _open(page, f"{samples_server.url}/traces/{tid}/timeline?mode=p")
+    shot(page, "timeline-p-whole-cover")
+    cols = page.evaluate(COVER_JS, "sweep") + page.evaluate(COVER_JS, "stw")
+    assert len(cols) > 20
+    # Bars are drawn at fractional heights: a column's count is within a pixel.
+    assert all(abs(got - tall) <= 1 for _n, tall, got in cols), \
+        [c for c in cols if abs(c[2] - c[1]) > 1][:10]
+    assert sum(1 for n, tall, _g in cols if n > 1 and tall <= 3) > 5, "slivers"
+    assert any(n == 1 for n, _t, _g in cols), "and full bars"
