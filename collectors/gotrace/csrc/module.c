@@ -282,17 +282,24 @@ static PyObject *str_from(const char *s, Py_ssize_t n)
     return PyUnicode_DecodeUTF8(s, n, "surrogateescape");
 }
 
-static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
+/* The decoder's state, or NULL with an error set when it is decoding in
+ * another thread or was never initialised. */
+static Dec *ready(DecoderObject *self)
 {
-    Dec *d = self->d;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
         return NULL;
     }
-    if (!d) {
+    if (!self->d)
         PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+    return self->d;
+}
+
+static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
+{
+    Dec *d = ready(self);
+    if (!d)
         return NULL;
-    }
     PyObject *kinds = PyList_New(NKINDS);
     if (!kinds)
         return NULL;
@@ -331,15 +338,9 @@ static PyObject *Decoder_result(DecoderObject *self, PyObject *unused)
  * give their pages back). */
 static PyObject *Decoder_consumed(DecoderObject *self, PyObject *unused)
 {
-    Dec *d = self->d;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+    Dec *d = ready(self);
+    if (!d)
         return NULL;
-    }
-    if (!d) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
-        return NULL;
-    }
     int64_t done = d->gen.start;
     if (done < 0 || (size_t)done > d->pos)
         done = (int64_t)d->pos;
@@ -350,15 +351,9 @@ static PyObject *Decoder_consumed(DecoderObject *self, PyObject *unused)
  * taken so far uses, and whether any from_state was "Bad". */
 static PyObject *Decoder_dictionaries(DecoderObject *self, PyObject *unused)
 {
-    Dec *d = self->d;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+    Dec *d = ready(self);
+    if (!d)
         return NULL;
-    }
-    if (!d) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
-        return NULL;
-    }
     Py_ssize_t n = (Py_ssize_t)VEC_LEN(&d->rdoff, int32_t) - 1;
     const int32_t *off = (const int32_t *)d->rdoff.p;
     PyObject *out = PyList_New(n);
@@ -379,15 +374,9 @@ static PyObject *Decoder_dictionaries(DecoderObject *self, PyObject *unused)
 /* stacks.parquet columns: stack_id, depth (int32), function, file, line, pc. */
 static PyObject *Decoder_stacks(DecoderObject *self, PyObject *unused)
 {
-    Dec *d = self->d;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder is decoding in another thread");
+    Dec *d = ready(self);
+    if (!d)
         return NULL;
-    }
-    if (!d) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
-        return NULL;
-    }
     size_t nstk = d->stackoff.n ? VEC_LEN(&d->stackoff, uint32_t) - 1 : 0;
     size_t nf = VEC_LEN(&d->frames, Frame);
     const uint32_t *so = (const uint32_t *)d->stackoff.p;
