@@ -79,3 +79,20 @@ def test_bad_input(served: tuple[Served, Any, int]) -> None:
     r = srv.get(f"/api/traces/{tid}/offcpu/threads", params={"t1": 10, "t2": 5})
     assert r.status_code == 400
     assert srv.get(f"/api/traces/{tid + 1000}/offcpu").status_code == 404
+
+
+def test_deleting_the_trace_deletes_its_scheduling_rows(served: tuple[Served, Any, int]) -> None:
+    """Last in the module: the trace goes (a cascade on both dialects)."""
+    from sqlalchemy import func, select
+
+    from ingest.load.delete import delete_trace
+    from ingest.store.os_sched_models import os_sched_intervals, os_sched_recordings
+
+    srv, engine, tid = served
+    assert delete_trace(engine, tid, srv.data_dir)
+    with engine.connect() as conn:
+        for table in (os_sched_intervals, os_sched_recordings):
+            n = conn.execute(select(func.count()).select_from(table)
+                             .where(table.c.trace_id == tid)).scalar()
+            assert n == 0, table.name
+    assert srv.get(f"/api/traces/{tid}/offcpu").status_code == 404
