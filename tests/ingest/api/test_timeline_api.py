@@ -4,9 +4,13 @@ span details with stacks, and the page's route."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from tests.support.ingest_fixtures import backends, make_db_url
 from tests.support.server import Served
+from tests.support.workload_traces import workload_trace
 
 SAMPLE = "go1.27-httpnet-2MB.trace"
 #: The answer's size goal (issue 4): any view under 1 MB of JSON.
@@ -168,3 +172,46 @@ def test_tiles_bad_params_400(samples_server: Served, sample_ids: dict[str, int]
     assert r.status_code == 400 and "error" in r.json()
     assert samples_server.get("/api/traces/999999/timeline/tiles").status_code == 404
     assert samples_server.get("/api/traces/999999/timeline/lanes").status_code == 404
+
+
+@pytest.fixture(scope="module", params=backends())
+def served_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[Served, int]]:
+    """A server with the gcpressure workload's trace, on SQLite and on PostgreSQL."""
+    base = tmp_path_factory.mktemp("timeline-tiles-db")
+    trace = workload_trace("1.27.3", "gcpressure")
+    for url in make_db_url(request.param, base):
+        with Served(base / "data", [trace], db_url=url) as s:
+            yield s, s.get("/api/traces").json()["traces"][0]["id"]
+
+
+@pytest.mark.parametrize("mode", ["p", "m", "g"])
+def test_tiles_are_the_window_api_on_each_database(served_db: tuple[Served, int],
+                                                   mode: str) -> None:
+    """A tile's shapes are the window API's for the tile's span at 512 px, on either
+    database; the tiles of a level cover the trace edge to edge."""
+    s, tid = served_db
+    meta = s.get(f"/api/traces/{tid}/timeline/lanes?mode={mode}&limit=60").json()
+    n = min(meta["total"], 60)
+    for level, index in ((0, 0), (3, 2), (3, 3)):
+        t = s.get(f"/api/traces/{tid}/timeline/tiles?mode={mode}&level={level}"
+                  f"&index={index}&lanes=0-{n}&format=json").json()
+        w = s.get(f"/api/traces/{tid}/timeline", params={
+            "mode": mode, "t1": t["t1"], "t2": t["t2"], "px": 512, "cap": 20000,
+            "limit": 500}).json()
+        keys = [meta["lanes"]["key"].index(k) if k in meta["lanes"]["key"] else -1
+                for k in w["lanes"]["key"]]
+        if mode != "g":  # by G the window API pages the goroutines alive in its window
+            assert [keys[ln] for ln in w["shapes"]["lane"]] == t["columns"]["lane"]
+            for col in ("s", "d", "cat", "n", "ref", "g", "cover"):
+                assert t["columns"][col] == w["shapes"][col], (level, index, col)
+        else:  # the range lanes are the first four of both
+            top = [i for i, ln in enumerate(w["shapes"]["lane"]) if ln < 4]
+            mine = [i for i, ln in enumerate(t["columns"]["lane"]) if ln < 4]
+            for col in ("s", "d", "cat", "n", "ref", "cover"):
+                assert [t["columns"][col][i] for i in mine] == \
+                    [w["shapes"][col][i] for i in top], (level, index, col)
+    spans = [s.get(f"/api/traces/{tid}/timeline/tiles?mode={mode}&level=2&index={i}"
+                   "&lanes=0-1&format=json").json() for i in range(4)]
+    assert spans[0]["t1"] == meta["first_ts"] and spans[-1]["t2"] == meta["last_ts"]
+    assert all(a["t2"] == b["t1"] for a, b in zip(spans, spans[1:], strict=False))
