@@ -1,4 +1,6 @@
-"""The timeline figure: lanes of horizontal bars, one bar trace per category.
+"""The timeline figure of the export diagram ``timeline``: lanes of horizontal bars,
+one bar trace per category. (The page draws its lanes on a canvas,
+static/timeline_canvas.js, with the colours defined here.)
 
 A pure builder over the data of :func:`ingest.views.timeline.timeline` (already a
 level-of-detail summary: a few thousand shapes at most). A merged shape's bar
@@ -132,8 +134,8 @@ def _hover(data: dict[str, Any], i: int, lane_label: str) -> str:
 
 
 def figure_dict(data: dict[str, Any], height: int | None = None) -> dict[str, Any]:
-    """The figure as a plain dict (what the page sends; no per-element validation,
-    which costs seconds for thousands of bars in go.Figure)."""
+    """The figure as a plain dict (no per-element validation, which costs seconds for
+    thousands of bars in go.Figure)."""
     lanes = data["lanes"]
     labels = lanes["label"]
     n_lanes = len(labels)
