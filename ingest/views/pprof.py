@@ -174,51 +174,68 @@ def _state_waits(frames: TraceFrames, wk: WaitKind, t1: int | None,
     ends_life = _kind_table(frames, lambda k: k.to_state == "NotExist"
                             or (k.to_state == "Waiting" and k.reason == "forever"))[kind]
     del kind
-    lane_of = np.repeat(np.arange(len(lanes.ids)), np.diff(lanes.off))
+    off = np.asarray(lanes.off, np.int64)
     first_row = np.zeros(n, dtype=bool)
-    first_row[lanes.off[:-1]] = True
+    first_row[off[:-1]] = True
     last_row = np.zeros(n, dtype=bool)
-    last_row[lanes.off[1:] - 1] = True
+    last_row[off[1:] - 1] = True
     # A run: consecutive rows of one goroutine in the state (Go ignores a
-    # transition into the state it is already tracking).
-    run_start = in_state & (first_row | ~np.r_[False, in_state[:-1]])
-    run_id = np.cumsum(run_start) - 1
+    # transition into the state it is already tracking). Runs and lanes are
+    # found by binary search from the rows that need them: no per-row run or
+    # lane number (two int64 columns, 310 MB on the 200 MB trace).
+    run_starts = np.flatnonzero(in_state & (first_row | ~np.r_[False, in_state[:-1]]))
+    run_lasts = np.flatnonzero(in_state & (last_row | ~np.r_[in_state[1:], False]))
     cand = np.flatnonzero(takes)
+    run = np.searchsorted(run_starts, cand, side="right") - 1
     # The first row of its run that the profile takes begins the wait.
-    begin = cand[np.r_[True, run_id[cand][1:] != run_id[cand][:-1]]] if len(cand) else cand
-    run_last = np.flatnonzero(in_state & (last_row | ~np.r_[in_state[1:], False]))
-    last = run_last[run_id[begin]]
+    firsts = np.r_[True, run[1:] != run[:-1]] if len(cand) else np.zeros(0, bool)
+    begin, last = cand[firsts], run_lasts[run[firsts]]
     ended = ~last_row[last]  # the next transition leaves the state: the wait ends
     begin, last = begin[ended], last[ended]
-    start_ts = np.asarray(iv["start_ts"][:n])
-    lane = lane_of[begin]
+    start_ts = iv["start_ts"]
+    lane = _lane_of(off, begin)
     # Go's goroutine summary: StartTime is the first transition to Running
     # (0 when it never ran), EndTime the last end of its life (the trace's end when none).
-    life_start = _per_lane(starts_run, lane_of, start_ts, len(lanes.ids), first=True,
+    life_start = _per_lane(starts_run, off, start_ts, first=True,
                            missing=np.iinfo(np.int64).min)
-    life_end = _per_lane(ends_life, lane_of, start_ts, len(lanes.ids), first=False,
-                         missing=frames.last_ts)
-    lo = np.maximum(start_ts[begin], life_start[lane])
-    hi = np.minimum(np.asarray(iv["end_ts"][:n])[last], life_end[lane])
+    life_end = _per_lane(ends_life, off, start_ts, first=False, missing=frames.last_ts)
+    lo = np.maximum(np.asarray(start_ts[begin], np.int64), life_start[lane])
+    hi = np.minimum(np.asarray(iv["end_ts"][last], np.int64), life_end[lane])
     if t1 is not None:
         lo = np.maximum(lo, t1)
     if t2 is not None:
         hi = np.minimum(hi, t2)
     keep = hi > lo
     return Waits(goid=lanes.ids[lane[keep]].astype(np.int64),
-                 stack_id=np.asarray(iv["stack_id"][:n])[begin[keep]].astype(np.int64),
+                 stack_id=np.asarray(iv["stack_id"][begin[keep]]).astype(np.int64),
                  value_ns=(hi - lo)[keep].astype(np.int64),
-                 seq=np.asarray(iv["seq"][:n])[last[keep] + 1].astype(np.int64))
+                 seq=np.asarray(iv["seq"][last[keep] + 1]).astype(np.int64))
 
 
-def _per_lane(mask: npt.NDArray[np.bool_], lane_of: Arr, ts: Arr, n_lanes: int, first: bool,
+def _lane_of(off: I64, rows: Arr) -> I64:
+    """The lane of each of ``rows``, lanes being the row ranges ``off[i]:off[i+1]``."""
+    lane: I64 = np.searchsorted(off, rows, side="right") - 1
+    return lane
+
+
+def _per_lane(mask: npt.NDArray[np.bool_], off: I64, ts: Arr, first: bool,
               missing: int) -> I64:
-    """Per goroutine lane, the time of its first (or last) row in ``mask``."""
-    out = np.full(n_lanes, missing, dtype=np.int64)
+    """Per goroutine lane (rows ``off[i]:off[i+1]``), the time of its first
+    (or last) row in ``mask``."""
+    out = np.full(len(off) - 1, missing, dtype=np.int64)
     rows = np.flatnonzero(mask)
-    lane = lane_of[rows]
-    pick = last_of_each(lane, -rows if first else rows)
-    out[lane[pick]] = ts[rows[pick]]
+    if not len(rows):
+        return out
+    # A search per lane among the rows (fewer lanes than rows).
+    if first:
+        at = np.searchsorted(rows, off[:-1], side="left")
+        has = at < len(rows)
+        has[has] = rows[at[has]] < off[1:][has]
+    else:
+        at = np.searchsorted(rows, off[1:], side="left") - 1
+        has = at >= 0
+        has[has] = rows[at[has]] >= off[:-1][has]
+    out[has] = ts[rows[at[has]]]
     return out
 
 
