@@ -477,7 +477,8 @@
     View.prototype.request = function (L, i, blk) {
         var key = this.tileKey(L, i, blk), self = this;
         if (this.cache.peek(key) || this.inflight.has(key) || this.failed.has(key)) return;
-        if (this.inflight.size >= MAX_INFLIGHT) { this.waiting = true; return; }
+        // Full: asked again by the frame that the next arrival draws.
+        if (this.inflight.size >= MAX_INFLIGHT) return;
         var q = this.baseQuery();
         q.level = L;
         q.index = i;
@@ -510,7 +511,6 @@
 
     View.prototype.frame = function (ts) {
         if (!this.alive || !this.meta) return;
-        this.waiting = false;
         this.stepKeys(ts);
         var ctx = this.ctx, dpr = this.dpr;
         ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -556,7 +556,6 @@
         this.drawLabels(ctx, lanes);
         this.lastFrame = {ts: ts, complete: complete, level: L, tiles: drawnTiles.length};
         api.emit("frame", {ts: ts, drawnAt: performance.now(), complete: complete, level: L});
-        if (this.waiting) this.invalidate();
         if (this.keysHeld()) this.invalidate();
     };
 
