@@ -996,13 +996,7 @@
             drag = null;
             if (d.area) {
                 if (!d.moved) { self.area = null; self.invalidate(); return; }
-                var a = self.area, lanes = self.areaLanes().map(function (l) {
-                    var lane = self.lane(l.lane);
-                    return lane ? lane.key : null;
-                }).filter(function (k) { return k; });
-                api.emit("select-area", {t1: absNs(self.first, Math.min(a.r1, a.r2)),
-                                         t2: absNs(self.first, Math.max(a.r1, a.r2)),
-                                         lanes: lanes});
+                self.emitArea();
                 return;
             }
             if (!d.moved) self.select(self.shapeAt(p.x, p.y));
@@ -1030,6 +1024,33 @@
         };
     };
 
+    /** The keyboard's area: Shift+Enter selects the visible window over the focused
+     *  lane, Shift+Down/Up take in the next lane below/above; each is announced. */
+    View.prototype.keyArea = function (k) {
+        if (this.focusLane < 0) this.focusLane = this.drawnLanes()[0].lane;
+        var y = this.rowY[this.focusLane];
+        if (y === undefined) return;
+        if (k === "Enter") {
+            this.area = {r1: this.v1, r2: this.v2, y1: y + 1, y2: y + LANE_H - 1, keys: true};
+        } else if (k === "ArrowDown") {
+            this.area.y2 = Math.min(this.h - 1, this.area.y2 + LANE_H);
+        } else {
+            this.area.y1 = Math.max(AXIS_H + 1, this.area.y1 - LANE_H);
+        }
+        this.invalidate();
+        this.emitArea();
+    };
+
+    View.prototype.emitArea = function () {
+        var self = this, a = this.area;
+        var lanes = this.areaLanes().map(function (l) {
+            var lane = self.lane(l.lane);
+            return lane ? lane.key : null;
+        }).filter(function (key) { return key; });
+        api.emit("select-area", {t1: absNs(this.first, Math.min(a.r1, a.r2)),
+                                 t2: absNs(this.first, Math.max(a.r1, a.r2)), lanes: lanes});
+    };
+
     View.prototype.keysHeld = function () {
         var h = this.held;
         return h.w || h.s || h.a || h.d;
@@ -1051,7 +1072,10 @@
         if (e.ctrlKey || e.metaKey || e.altKey) return;
         var k = e.key, lk = k.toLowerCase();
         var handled = true;
-        if ("wsad".indexOf(lk) >= 0 && lk.length === 1) {
+        if (e.shiftKey && (k === "Enter" || (this.area && this.area.keys &&
+                                             (k === "ArrowDown" || k === "ArrowUp")))) {
+            this.keyArea(k);
+        } else if ("wsad".indexOf(lk) >= 0 && lk.length === 1) {
             this.inputAt = performance.now();
             this.held[lk] = true;
             this.invalidate();

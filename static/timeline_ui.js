@@ -308,6 +308,7 @@
         ["W / S", "zoom in / out (hold)"], ["A / D", "pan left / right (hold)"],
         ["mouse wheel", "zoom about the pointer (over the labels: scroll lanes)"],
         ["drag", "pan (time and lanes)"], ["Shift + drag", "select an area (time × lanes)"],
+        ["Shift + Enter", "select the visible window on the lane (then Shift + ↓ / ↑: more lanes)"],
         ["double-click / Esc", "whole trace (Esc first clears an area selection)"],
         ["↑ / ↓", "previous / next lane"], ["← / →", "previous / next span on the lane"],
         ["Enter", "zoom into the selected merged shape"],

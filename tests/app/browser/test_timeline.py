@@ -192,6 +192,17 @@ def test_click_shows_details_and_shift_drag_selects_an_area(
     span = e - s
     assert abs((int(a2) - int(a1)) - 200 * span / view["plotWidth"]) <= 2 + span * 1e-6
 
+    # From the keyboard: the visible window over the focused lane (the clicked one),
+    # then one lane more above it.
+    page.locator("#timeline-canvas").focus()
+    page.keyboard.press("Shift+Enter")
+    kind, _ref, a1, a2, _lane, lanes = page.evaluate("() => window.__events")[-1]
+    assert kind == "select-area" and (int(a1), int(a2)) == (s, e) and lanes == [f"p{p}"]
+    page.keyboard.press("Shift+ArrowUp")
+    kind, _ref, a1, a2, _lane, lanes = page.evaluate("() => window.__events")[-1]
+    assert len(lanes) == 2 and lanes[1] == f"p{p}" and (int(a1), int(a2)) == (s, e)
+    shot(page, "timeline-p-key-area")
+
 
 @pytest.fixture(scope="module")
 def workload_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
