@@ -255,8 +255,19 @@
             self.meta = meta;
             self.total = meta.total;
             self.laneBlocks.set(0, meta.lanes);
-            // The GC/STW/sweep/assist lanes stay on top while the others scroll.
+            // The GC/STW/sweep/assist lanes stay on top while the others scroll, unless
+            // the link names the pinned lanes (pin=, lane indexes).
             meta.lanes.type.forEach(function (t, i) { if (t === "range") self.pinned.push(i); });
+            self.defaultPins = self.pinned.join(",");
+            var pin = self.root.dataset.pin;
+            if (pin != null && pin !== "") {
+                self.pinned = pin.split(",").map(Number).filter(function (i) {
+                    return Number.isInteger(i) && i >= 0 && i < meta.total;
+                }).sort(function (a, b) { return a - b; })
+                    .filter(function (i, k, a) { return k === 0 || a[k - 1] !== i; });
+            } else if (pin === "") {
+                self.pinned = [];
+            }
             if (meta.focus >= 0) {
                 self.focusLane = meta.focus;
                 self.scrollRow = Math.max(0, self.rowOfLane(meta.focus) - 3);
@@ -460,6 +471,7 @@
                 firstTs: this.first, lastTs: absNs(this.first, this.span),
                 offset: this.scrollRow, focus: this.focusId, lanes: this.total,
                 pinned: this.pinned.map(function (i) { return i; }),
+                pinnedDefault: this.pinned.join(",") === this.defaultPins,
                 // Where the plot is on the canvas (CSS px): t1 at plotLeft, t2 at its end.
                 plotLeft: LABEL_W, plotWidth: this.plotW(), laneHeight: LANE_H,
                 devicePixelRatio: this.dpr};

@@ -36,6 +36,7 @@
         if (v.group) q.set("group", v.group);
         if (r && r.dataset.focus) q.set(v.mode, r.dataset.focus);
         if (v.offset) q.set("offset", String(v.offset));
+        if (!v.pinnedDefault) q.set("pin", v.pinned.length ? v.pinned.join(",") : "none");
         return q;
     }
 
@@ -151,6 +152,7 @@
         r.dataset.t1 = v.t1;
         r.dataset.t2 = v.t2;
         r.dataset.offset = "0";
+        delete r.dataset.pin;  // lane indexes of another list
         tl.restart();
     }
 

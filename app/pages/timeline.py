@@ -8,7 +8,7 @@ runs the controls, the details panel and the URL. The layout gives them the
 trace, the mode and the window as data attributes of ``#timeline-root``.
 
 Deep links: ``/traces/<id>/timeline?mode=p|m|g&t1=<ns>&t2=<ns>[&g=<goid>][&m=<m>][&p=<p>]
-[&group=<start function>][&offset=<lane>]`` (t1/t2 absolute trace ns); the page
+[&group=<start function>][&offset=<lane>][&pin=<lane>,...]`` (t1/t2 absolute trace ns); the page
 keeps its URL on the visible window as the view moves.
 """
 
@@ -49,6 +49,12 @@ def _mode(query: dict[str, str]) -> str:
     return "g" if query.get("g") else "p"
 
 
+def _pins(raw: str) -> str:
+    """The ``pin`` parameter as lane indexes (``0,1,9``; ``none``: none pinned);
+    anything else is dropped."""
+    return ",".join(p for p in raw.split(",") if p.strip().isdigit())
+
+
 def _attrs(d: dict[str, Any]) -> dict[str, Any]:
     """data-* and aria-* attributes (Dash's stubs know only the named props)."""
     return d
@@ -81,6 +87,8 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
         "data-first": str(frames.first_ts), "data-last": str(frames.last_ts),
         "data-group": params.group or "", "data-focus": "" if focus is None else str(focus),
         "data-offset": str(params.offset or 0),
+        # Pinned lanes (indexes in the lane list), when the link names them.
+        **({"data-pin": _pins(query["pin"])} if "pin" in query else {}),
         "data-colors": json.dumps({"categories": COLORS, "goroutines": GOROUTINE_COLORS}),
         # The flame page of the visible window: T1 and T2 are replaced as the view moves.
         "data-flame": flame_href(trace_id, "sync").replace("kind=sync", "kind=sync&t1=T1&t2=T2"),

@@ -37,7 +37,9 @@ SETTLED_JS = """() => {
 SYNCED_JS = """() => {
     const v = window.gmpscopeTimeline.getView();
     const q = new URLSearchParams(location.search);
-    return !!v && q.get('t1') === v.t1 && q.get('t2') === v.t2 && q.get('mode') === v.mode;
+    const pin = v && !v.pinnedDefault ? (v.pinned.join(',') || 'none') : null;
+    return !!v && q.get('t1') === v.t1 && q.get('t2') === v.t2 && q.get('mode') === v.mode
+        && q.get('pin') === pin && (q.get('offset') || '0') === String(v.offset);
 }"""
 
 
@@ -292,6 +294,26 @@ def test_links_modes_scrolling_and_help(page: Page, samples_server: Served,
     assert int(parse_qs(urlparse(page.url).query)["offset"][0]) == view["offset"] > 10_000
     shot(page, "timeline-g-end")
 
+    # Unpin GC (P on the keyboard's lane: the first one, GC) and pin the last lane (a
+    # click on its label): the URL names the pins, and a reload keeps them.
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("p")
+    view = _settle(page)
+    assert 0 not in view["pinned"]
+    box = _canvas_box(page)
+    last = page.evaluate("""() => { const l = window.gmpscopeTimeline.current.layerHelpers()
+        .lanes(); return l[l.length - 1]; }""")
+    page.mouse.click(box["x"] + 40, box["y"] + last["y"] + 9)
+    view = _settle(page)
+    pins = view["pinned"]
+    assert 0 not in pins and view["lanes"] - 1 in pins and len(pins) == 4
+    assert parse_qs(urlparse(page.url).query)["pin"] == [",".join(map(str, pins))]
+    page.reload()
+    page.wait_for_selector("#timeline-canvas")
+    assert _settle(page)["pinned"] == pins
+    shot(page, "timeline-g-pins")
+
+    page.locator("#timeline-canvas").focus()
     page.keyboard.press("?")
     page.wait_for_selector(".timeline-help")
     assert "Shift + drag" in page.locator(".timeline-help").inner_text()
