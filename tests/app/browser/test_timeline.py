@@ -371,3 +371,48 @@ def test_merged_bars_are_as_tall_as_their_cover(page: Page, samples_server: Serv
         [c for c in cols if abs(c[2] - c[1]) > 1][:10]
     assert sum(1 for n, tall, _g in cols if n > 1 and tall <= 3) > 5, "slivers"
     assert any(n == 1 for n, _t, _g in cols), "and full bars"
+
+
+@pytest.fixture(scope="module")
+def os_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server with the sample OS recording (a Go trace and strace of one run)."""
+    rec = Path(__file__).resolve().parents[3] / "samples" / "go1.27-httpnet-os"
+    with Served(tmp_path_factory.mktemp("timeline-os"), [rec]) as served:
+        yield served
+
+
+def test_m_lanes_show_the_os_marks(page: Page, os_server: Served) -> None:
+    """By M the recording's calls are marks on their thread's lanes (hundreds over the
+    whole trace), a lone one named on hover with its thread; by P there are none."""
+    tid = next(t["id"] for t in os_server.get("/api/traces").json()["traces"]
+               if t["source"] == "trace")
+    view = _open(page, f"{os_server.url}/traces/{tid}/timeline?mode=m")
+    marks = page.evaluate("""() => window.gmpscopeTimeline.current.drawnTiles
+        .reduce((n, t) => n + t.marks.length, 0)""")
+    assert marks > 100
+    # Zoom until a mark stands alone, then hover it.
+    first = int(view["firstTs"])
+    mark = page.evaluate("""(first) => { const v = window.gmpscopeTimeline.current;
+        for (const t of v.drawnTiles) for (const mk of t.marks)
+            if (mk.count === 1 && v.rowY[mk.lane] !== undefined && mk.ts > first + 1e6)
+                return mk;
+        return null; }""", first)
+    assert mark is not None
+    page.evaluate("([a, b]) => window.gmpscopeTimeline.goto(a, b)",
+                  [str(mark["ts"] - 20_000), str(mark["ts"] + 20_000)])
+    view = _settle(page)
+    assert int(view["t1"]) == mark["ts"] - 20_000 >= first
+    box = _canvas_box(page)
+    y = page.evaluate(f"() => window.gmpscopeTimeline.current.layerHelpers()"
+                      f".laneY('m{mark['m']}')")
+    page.mouse.move(box["x"] + view["plotLeft"] + view["plotWidth"] / 2,
+                    box["y"] + y + view["laneHeight"] - 4)
+    tip = page.locator(".timeline-tooltip")
+    tip.wait_for(state="visible")
+    assert tip.inner_text().startswith(f"OS · M{mark['m']}: ")
+    shot(page, "timeline-m-os-mark")
+    page.locator("[data-mode=p]").click()
+    view = _settle(page)
+    assert view["mode"] == "p"
+    assert page.evaluate("""() => window.gmpscopeTimeline.current.drawnTiles
+        .reduce((n, t) => n + t.marks.length, 0)""") == 0
