@@ -74,7 +74,8 @@ ON_CPU = "on_cpu"
 WAITING = "waiting"
 ASLEEP = "asleep"
 #: Between two events that cannot follow each other (a switch-out while not on
-#: a CPU, a switch-in while on one): one event in between was not recorded
+#: a CPU, a switch-in while on one, or while asleep without a wakeup): an event
+#: in between was not recorded
 #: (measured: about 1 in 2,500 switches, with another BPF tracer running), so
 #: the time is neither on-CPU nor off.
 UNKNOWN = "unknown"
@@ -325,6 +326,8 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
                 kind, where = WAITING, c
             if kind == ON_CPU:  # its switch-out was missed
                 emit(t, since, now, c, UNKNOWN, "")
+            elif kind == ASLEEP:  # its wakeup was missed: when it woke is not known
+                emit(t, since, now, where if where >= 0 else c, UNKNOWN, "")
             else:
                 emit(t, since, now, where if where >= 0 else c, kind, why)
             kind, since, where, why = ON_CPU, now, c, ""

@@ -10,7 +10,10 @@ readings are taken while every thread sleeps, so neither catches a time slice
 or a wait half-accounted.
 
 Tolerances (stated, per thread), each widened by the span of any missed event
-(sched_parse.UNKNOWN, about 1 switch in 2,500 here): timeslices within 2 (a switch between the
+(sched_parse.UNKNOWN, about 1 switch in 2,500 here, while another BPF tracer
+ran) and by the time the hypervisor stole from the machine's CPUs meanwhile
+(/proc/stat steal: the kernel leaves it out of a thread's runtime, the
+recording cannot see it): timeslices within 2 (a switch between the
 reading and the probe); on-CPU plus waiting within 8 ms + 1% (measured: 0.1 to
 6 ms); each alone within 8 ms + 15%: the kernel splits the same time between
 the two at its own points and clocks (it charges runtime on rq_clock_task, which
@@ -65,6 +68,13 @@ def schedstat(pid: int) -> dict[int, tuple[int, int, int]]:
     return out
 
 
+def steal_ns() -> int:
+    """CPU time the hypervisor stole from this machine's CPUs so far (/proc/stat)."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()
+    return int(fields[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def quiet_schedstat(pid: int) -> tuple[int, dict[int, tuple[int, int, int]]]:
     """(wall ns, schedstat) read once no thread is runnable: a wait that spans
     the reading would be counted whole by the kernel (when it ends) but only
@@ -92,11 +102,11 @@ def _wait_for_line(proc: subprocess.Popen[bytes], text: bytes) -> None:
     raise AssertionError(f"the workload ended without saying {text!r}")
 
 
-def _expected(table: Any, a_ns: int, b_ns: int) -> dict[int, tuple[int, int, int, int]]:
+def _expected(table: Any, a_ns: int, b_ns: int) -> dict[int, tuple[int, int, int, int, int]]:
     """Per thread from the recording, as the kernel accounts between wall times
     a_ns and b_ns: on-CPU ns inside the window, waits that ended (a switch-in)
     inside it counted whole (the kernel adds a wait when it ends), switch-ins,
-    and the ns of unknown state (an event missed) inside the window."""
+    and the ns and number of unknown spans (an event missed) inside the window."""
     iv = sched_parse.table_intervals(table)
     kinds = np.asarray(iv.kind)
     ev = np.asarray(table.column("event").to_pylist())
@@ -107,14 +117,15 @@ def _expected(table: Any, a_ns: int, b_ns: int) -> dict[int, tuple[int, int, int
         return int((np.minimum(iv.end[sel], b_ns) - np.maximum(iv.start[sel], a_ns))
                    .clip(min=0).sum())
 
-    out: dict[int, tuple[int, int, int, int]] = {}
+    out: dict[int, tuple[int, int, int, int, int]] = {}
     for t in {int(x) for x in tids}:
         sel = iv.tid == t
         w_sel = sel & (kinds == sched_parse.WAITING) & (iv.end > a_ns) & (iv.end <= b_ns)
         wait = int((iv.end[w_sel] - iv.start[w_sel]).sum())
         slices = int(((tids == t) & (ev == "on") & (ts > a_ns) & (ts <= b_ns)).sum())
+        unknown = sel & (kinds == sched_parse.UNKNOWN)
         out[t] = (inside(sel & (kinds == sched_parse.ON_CPU)), wait, slices,
-                  inside(sel & (kinds == sched_parse.UNKNOWN)))
+                  inside(unknown), int((unknown & (iv.end > a_ns) & (iv.start < b_ns)).sum()))
     return out
 
 
@@ -132,11 +143,13 @@ def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) 
         rec = SchedRecorder(proc.pid, tmp_path)
         rec.start()
         a_ns, before = quiet_schedstat(proc.pid)
+        stolen = steal_ns()
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
         _wait_for_line(proc, b"cpuquota: done")
         b_ns, after = quiet_schedstat(proc.pid)
+        stolen = steal_ns() - stolen
         summary = rec.stop()
     finally:
         # Let it end on its own: it leaves and removes its cgroup on the way out.
@@ -153,10 +166,10 @@ def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) 
     for tid, (run1, wait1, n1) in after.items():
         run0, wait0, n0 = before.get(tid, (0, 0, 0))
         d_run, d_wait, d_n = run1 - run0, wait1 - wait0, n1 - n0
-        on, wait, n, unknown = got.get(tid, (0, 0, 0, 0))
+        on, wait, n, unknown, missed = got.get(tid, (0, 0, 0, 0, 0))
         # A missed event leaves its span unknown: it may be either, and the
         # switch-in missed is a timeslice fewer.
-        slack = 8_000_000 + unknown
+        slack = 8_000_000 + unknown + stolen
         if mode == "none":
             assert abs((on + wait) - (d_run + d_wait)) <= slack + 0.01 * (d_run + d_wait), (
                 tid, on, wait, d_run, d_wait, unknown)
@@ -164,7 +177,7 @@ def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) 
         else:
             assert wait >= d_wait - slack - 0.15 * d_wait, (tid, wait, d_wait, unknown)
         assert abs(on - d_run) <= slack + 0.15 * d_run, (tid, on, d_run, unknown)
-        assert abs(n - d_n) <= 2 + (unknown > 0), (tid, n, d_n)
+        assert abs(n - d_n) <= 2 + missed, (tid, n, d_n, missed)
         total_on += on
         total_kernel_on += d_run
         checked += d_run > 0
