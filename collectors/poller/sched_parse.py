@@ -138,6 +138,7 @@ class Parsed:
     target_cpu: list[int | None] = field(default_factory=list)
     ready_mono: int | None = None  # the probes were attached (BEGIN)
     new_threads: int = 0
+    created: dict[int, int] = field(default_factory=dict)  # tid -> monotonic ns (task_newtask)
     lost_events: int = 0
     bad_lines: int = 0
 
@@ -172,6 +173,7 @@ def parse_lines(lines: Iterable[str]) -> Parsed:
                     out.target_cpu.append(int(parts[4]))
             elif tag == "N" and len(parts) == 4:
                 out.new_threads += 1
+                out.created[int(parts[3])] = int(parts[1])
             elif line.startswith("Lost "):
                 # bpftrace: "Lost N events" when its perf buffers overflowed.
                 out.lost_events += int(parts[1])
@@ -185,8 +187,13 @@ def parse_lines(lines: Iterable[str]) -> Parsed:
 
 
 def to_table(parsed: Parsed, clock: Clock, meta: Mapping[str, Any]) -> Any:
-    """A pyarrow Table in SCHED_SCHEMA, sorted by time (stable), with ``meta``."""
+    """A pyarrow Table in SCHED_SCHEMA, sorted by time (stable), with ``meta``
+    (plus ``created_ns``: the threads created while recording, tid -> wall ns)."""
     mono = np.asarray(parsed.mono, dtype=np.int64)
+    if parsed.created:
+        born = clock.wall(np.asarray(list(parsed.created.values()), np.int64)).tolist()
+        meta = {**meta, "created_ns": {str(t): int(w) for t, w in
+                                       zip(parsed.created, born, strict=True)}}
     order = np.argsort(mono, kind="stable")
     wall = clock.wall(mono)[order]
 
@@ -283,14 +290,18 @@ class Intervals:
 
 
 def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[str | None],
-                     target_cpu: list[int | None], start_ns: int, end_ns: int) -> Intervals:
+                     target_cpu: list[int | None], start_ns: int, end_ns: int,
+                     created: Mapping[int, int] | None = None) -> Intervals:
     """Each thread's on-CPU, waiting and asleep intervals within [start_ns, end_ns].
 
     The state before a thread's first event is inferred from that event: an
     ``off`` was on-CPU, an ``on`` was waiting (a sleeping thread would have been
-    woken first), a ``wakeup`` was asleep; each from ``start_ns``. The last
-    state lasts until ``end_ns``, except after a thread's exit (X, Z).
+    woken first), a ``wakeup`` was asleep; each from ``start_ns``, except for a
+    thread ``created`` while recording (tid -> ns), which has no state before
+    its first wakeup. The last state lasts until ``end_ns``, except after a
+    thread's exit (X, Z).
     """
+    created = created or {}
     ts_a = np.asarray(ts, dtype=np.int64)
     tid_a = np.asarray(tid, dtype=np.int64)
     cpu_a = np.asarray(cpu, dtype=np.int64)
@@ -313,6 +324,7 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
             out_st.append(st)
 
     cur_tid: int | None = None
+    born = False
     kind: str | None = None  # the state the thread is in since `since`
     since, where, why = start_ns, -1, ""
     for i in order:
@@ -321,6 +333,7 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
             if cur_tid is not None and kind is not None:
                 emit(cur_tid, since, end_ns, where, kind, why)
             cur_tid, kind, since, where, why = t, None, start_ns, -1, ""
+            born = t in created
         if ev == "on":
             if kind is None:
                 kind, where = WAITING, c
@@ -345,6 +358,10 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
                 kind, why = ASLEEP, st
             since, where = now, c
         elif ev == "wakeup":
+            if kind is None and born:  # its first wakeup: it did not exist before
+                tc = target_cpu[i]
+                kind, since, where = WAITING, now, c if tc is None else int(tc)
+                continue
             if kind is None:
                 kind, why = ASLEEP, "sleep"
             if kind == ASLEEP:
@@ -369,7 +386,8 @@ def table_intervals(table: Any, start_ns: int | None = None,
         lo = int(ts.min()) if len(ts) else 0
     if hi is None:
         hi = int(ts.max()) if len(ts) else 0
+    created = {int(t): int(w) for t, w in (meta.get("created_ns") or {}).items()}
     return thread_intervals(ts, table.column("tid").to_numpy(zero_copy_only=False),
                             table.column("cpu").to_numpy(zero_copy_only=False),
                             table.column("event").to_pylist(), table.column("state").to_pylist(),
-                            table.column("target_cpu").to_pylist(), int(lo), int(hi))
+                            table.column("target_cpu").to_pylist(), int(lo), int(hi), created)
