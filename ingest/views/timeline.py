@@ -43,7 +43,7 @@ I64 = npt.NDArray[np.int64]
 MODES = ("p", "m", "g")
 DEFAULT_PX = 1200
 MAX_PX = 4000
-#: Most shapes in one answer: smooth in Plotly, and well under 1 MB of JSON.
+#: Most shapes in one answer: well under 1 MB of JSON.
 DEFAULT_CAP = 5000
 MAX_CAP = 20000
 DEFAULT_LIMIT = 60
