@@ -488,10 +488,13 @@
 
     // fetching ------------------------------------------------------------
 
+    /** Ask for a tile unless cached or on its way; with every slot taken, the frame
+     *  that the next arrival draws asks again. (A request the view no longer needs
+     *  is not aborted: the server computes it all the same, so aborting only lets
+     *  more requests pile up there; the tile is kept for a zoom back.) */
     View.prototype.request = function (L, i, blk) {
         var key = this.tileKey(L, i, blk), self = this;
         if (this.cache.peek(key) || this.inflight.has(key) || this.failed.has(key)) return;
-        // Full: asked again by the frame that the next arrival draws.
         if (this.inflight.size >= MAX_INFLIGHT) return;
         var q = this.baseQuery();
         q.level = L;

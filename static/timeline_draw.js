@@ -33,15 +33,23 @@
         ctx.beginPath();
         ctx.rect(LABEL_W, AXIS_H, this.plotW(), this.h - AXIS_H);
         ctx.clip();
-        for (var b in blocks) {
+        var b, i;
+        for (b in blocks) {
             var blk = Number(b), seen = new Set();
             // Coarsest level first: a view always has its whole-trace tile to fall back on.
             this.request(0, 0, blk);
-            for (var i = range[0]; i <= range[1]; i++) {
+            for (i = range[0]; i <= range[1]; i++) {
                 this.request(L, i, blk);
                 var t = this.bestTile(L, i, blk);
                 if (!t || t.level !== L) complete = false;
                 if (t && !seen.has(t)) { seen.add(t); drawnTiles.push(t); }
+            }
+        }
+        if (complete && this.inflight.size === 0) {
+            // Idle: the tiles on either side, for a pan.
+            for (b in blocks) {
+                if (range[0] > 0) this.request(L, range[0] - 1, Number(b));
+                if (range[1] + 1 < Math.pow(2, L)) this.request(L, range[1] + 1, Number(b));
             }
         }
         // Coarse tiles under fine ones: where a fine tile is missing the coarse one shows.
