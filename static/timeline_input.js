@@ -120,7 +120,9 @@
         var lane = this.focusLane;
         if (lane < 0) return;
         var from = this.selected && this.selected.lane === lane ? this.selected : null;
-        var t0 = from ? (dir > 0 ? from.r1 : from.r1) : (dir > 0 ? this.v1 - 1 : this.v2 + 1);
+        var t0 = from ? from.r1 : (dir > 0 ? this.v1 - 1 : this.v2 + 1);
+        // A tile holds its part of an interval: the parts of the selected one are not "next".
+        var skip = from && from.n === 1 ? from.ref : null;
         var best = null, bestT = dir > 0 ? Infinity : -Infinity;
         var tiles = (this.drawnTiles || []).filter(function (t) { return t.laneAt[lane]; });
         tiles.sort(function (a, b) { return b.level - a.level; });
@@ -130,6 +132,7 @@
             var r = t.laneAt[lane], c = t.cols;
             for (var i = r[0]; i < r[1]; i++) {
                 var s = t.r1 + c.s[i];
+                if (skip !== null && c.n[i] === 1 && c.ref[i] === skip) continue;
                 if ((dir > 0 && s > t0 && s < bestT) || (dir < 0 && s < t0 && s > bestT)) {
                     bestT = s;
                     best = self.shapeInfo(t, i, lane);

@@ -248,6 +248,20 @@ def test_known_span_has_its_colour_at_its_place(page: Page, workload_server: Ser
         t = s + frac * d
         x = view["plotLeft"] + (t - t1) / (t2 - t1) * view["plotWidth"]
         assert _pixel(page, x, bar_y) == goroutine_color(g), (frac, g)
+    # Select the run, then → : the next span on the lane starts where the run ends
+    # (the run's parts in the other tiles of the view are not "next").
+    page.evaluate("""() => { window.__sel = [];
+        for (const n of ['select-span', 'select-merged'])
+            window.gmpscopeTimeline.on(n, d => window.__sel.push([n, d.ref, d.t1])); }""")
+    box = _canvas_box(page)
+    page.mouse.click(box["x"] + view["plotLeft"] + view["plotWidth"] / 2, box["y"] + bar_y)
+    page.wait_for_function("() => window.__sel.length === 1")
+    run = page.evaluate("() => window.__sel[0]")
+    assert run[0] == "select-span" and int(run[2]) == s
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => window.__sel.length === 2")
+    nxt = page.evaluate("() => window.__sel[1]")
+    assert nxt[1] != run[1] and int(nxt[2]) >= e, (run, nxt)
     # By G: the goroutine's own lane shows Running at the same place.
     page.goto(f"{workload_server.url}/traces/{tid}/timeline?mode=g&g={g}&t1={t1}&t2={t2}")
     view = _settle(page)
