@@ -50,12 +50,20 @@ run: setup
 # Also a private PostgreSQL cluster (Debian's postgresql, installed if missing) for the
 # ingest tests, which find its URL with tools.postgres themselves, and Debian's
 # chromium (browser tests, SVG/PNG export) and strace (poller collector), installed
-# with apt-get if missing.
+# with apt-get if missing; as root also bpftrace (the eBPF recorder), with tracefs
+# mounted at /sys/kernel/tracing.
 test-setup: setup
 	$(BIN)/python -m tools.gotoolchains ensure
 	$(BIN)/python -m tools.postgres start
 	$(BIN)/python -m tools.system_packages ensure
 	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
+	@# The eBPF recorder's tests: Debian's bpftrace and tracefs (as root; as a user they skip).
+	@if ! command -v bpftrace >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q --no-install-recommends bpftrace >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends bpftrace >/dev/null; }; fi
+	@if [ ! -d /sys/kernel/tracing/events ] && [ "$$(id -u)" = 0 ]; then \
+		mount -t tracefs nodev /sys/kernel/tracing || echo "tracefs could not be mounted: the eBPF tests will skip"; fi
 
 lint: setup
 	$(BIN)/ruff check app collectors gmpscope ingest tests tools bench

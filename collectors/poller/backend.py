@@ -4,8 +4,8 @@ eBPF needs four things; :func:`ebpf_missing` names the first one missing, in
 one line that also says strace is the fallback:
 
 - bpftrace on ``$PATH`` (Debian: ``apt-get install bpftrace``);
-- the privilege to load BPF programs: root, or CAP_BPF with CAP_PERFMON
-  (read from ``/proc/self/status``);
+- the privilege to load BPF programs: root's CAP_SYS_ADMIN, or CAP_BPF with
+  CAP_PERFMON (the effective set, read from ``/proc/self/status``);
 - tracefs, where the syscall tracepoints live: ``/sys/kernel/tracing``
   (``$GMPSCOPE_TRACEFS`` overrides the path), mounted by the recorder when it
   may (root) and it is not;
@@ -44,9 +44,8 @@ def _effective_caps() -> int:
 
 
 def may_load_bpf() -> bool:
-    """Root, CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON."""
-    if os.geteuid() == 0:
-        return True
+    """CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON, in the effective set (root has
+    them unless a container or a bounding set took them away)."""
     caps = _effective_caps()
 
     def has(bit: int) -> bool:

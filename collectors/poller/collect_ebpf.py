@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -125,6 +126,8 @@ def write(out_dir: Path, notes: dict[str, Any], run: EbpfRun | None,
 
     clock_end = run.clock_end if run is not None else None
     rows, uring, parser = build(out_dir, notes, clock_end)
+    if run is not None:  # bpftrace reports a full perf buffer on stderr
+        parser.stats.lost += sum(int(m) for m in re.findall(r"Lost (\d+) events", run.stderr))
     table, summary = collect_table(rows)
     del rows
     pq.write_table(uring, out_dir / URING_FILE, compression="zstd")
