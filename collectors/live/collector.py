@@ -13,6 +13,11 @@ filling the bounded buffer (:class:`WindowBuffer`), which drops its oldest
 windows when full and counts them. A 409 means the session is paused on the
 server: the window is discarded and the puller stops pulling (no tracing
 overhead on the target) and polls the session until it runs again.
+
+With an OS session (``gmpscope live --os``, :mod:`collectors.live.os_side`),
+each stored window's OS side is cut from the session's events by the trace's
+own wall-clock span, attached to its trace (``POST /api/traces/<id>/poller``)
+and summarised per second (``POST .../segments/<id>/os``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.live.buffer import Window, WindowBuffer
+from collectors.live.os_attach import OsAttacher
 
 TRACE_MAGIC = b"go 1."
 
@@ -77,7 +83,8 @@ def session_name_for(target: str) -> str:
 class Collector:
     """Pulls windows from ``cfg.target`` and sends them to ``cfg.ingest``."""
 
-    def __init__(self, cfg: Config, log: Callable[[str], None] = print) -> None:
+    def __init__(self, cfg: Config, log: Callable[[str], None] = print,
+                 os_side: OsAttacher | None = None) -> None:
         self.cfg = cfg
         self.log = log
         self.stats = Stats()
@@ -88,7 +95,9 @@ class Collector:
         self._pulling_done = threading.Event()
         base = cfg.ingest.rstrip("/")
         quoted = urllib.parse.quote(cfg.session, safe="")
+        self._ingest_base = base
         self._session_url = f"{base}/api/live/sessions/{quoted}"
+        self.os_side = os_side
 
     # ------------------------------------------------------------------ HTTP
 
@@ -102,7 +111,7 @@ class Collector:
             headers["Content-Type"] = "application/octet-stream"
         # The token goes to the ingest server only (never to the traced service),
         # on reads too: a server with a token guards them.
-        if self.cfg.token and url.startswith(self._session_url):
+        if self.cfg.token and url.startswith(self._ingest_base + "/api/"):
             headers["Authorization"] = f"Bearer {self.cfg.token}"
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
@@ -239,6 +248,9 @@ class Collector:
                 self.log(f"window #{w.seq} -> trace {info.get('trace_id')} "
                          f"({len(w.data)} bytes, {info.get('seconds')} s, "
                          f"ingest {info.get('ingest_ms')} ms)")
+                if self.os_side is not None:
+                    self.os_side.attach(w, info, self._request, self._ingest_base,
+                                        self._session_url, self.log)
             elif status == 409:
                 self.buffer.done(w)
                 self.stats.skipped_paused += 1

@@ -56,6 +56,13 @@ def add_parser(sub: Any) -> None:
                    "beyond (60)")
     p.add_argument("--count", type=int, metavar="N",
                    help="stop after N windows (default: run until interrupted)")
+    p.add_argument("--os", action="store_true",
+                   help="also record the service's OS side (syscalls, epoll waits, the "
+                   "kernel's scheduling of its threads) with one eBPF session, attached to "
+                   "each window (root and bpftrace; the target must run on this machine)")
+    p.add_argument("--os-pid", type=int, metavar="PID",
+                   help="the service's pid for --os (implies --os; default: the process "
+                   "listening on --target's port)")
     p.add_argument("--quiet", action="store_true", help="log only problems")
     p.set_defaults(run=run)
 
@@ -80,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         stamp = time.strftime("%H:%M:%S")
         print(f"gmpscope live: {stamp} {msg}", file=sys.stderr, flush=True)
 
-    collector = Collector(cfg, log)
+    os_side = _os_side(args, log) if args.os or args.os_pid is not None else None
+    collector = Collector(cfg, log, os_side=os_side)
 
     def stop(signum: int, _frame: Any) -> None:
         log(f"{signal.Signals(signum).name}: stopping after the current window")
@@ -91,10 +99,43 @@ def run(args: argparse.Namespace) -> int:
     print(f"gmpscope live: session {name}: pulling {args.window:g} s windows from "
           f"{args.target} into {args.ingest} (open {args.ingest.rstrip('/')}/live/{name})",
           flush=True)
-    stats = collector.run()
+    try:
+        stats = collector.run()
+    finally:
+        if os_side is not None:
+            os_side.session.stop()
     print(f"gmpscope live: {stats.pulled} windows pulled, {stats.sent} sent, "
           f"{stats.dropped} dropped, {stats.target_failures} failed pulls, "
           f"{len(stats.outages)} target outages", flush=True)
+    if os_side is not None:
+        o = os_side.stats
+        print(f"gmpscope live: OS side attached to {o.attached} windows ({o.failed} failed; "
+              f"bpftrace {o.tracer_cpu_s:.1f} s CPU, parsing {o.parser_cpu_s:.1f} s)",
+              flush=True)
     if collector.fatal:
         raise CLIError(collector.fatal, EXIT_FAILURE)
     return EXIT_OK
+
+
+def _os_side(args: argparse.Namespace, log: Any) -> Any:
+    """The running OS session (``--os``), or None, after one line saying why not."""
+    from collectors.live.os_attach import OsAttacher
+    from collectors.live.os_side import OsSession, OsSideError, os_missing, pid_of_target
+
+    missing = os_missing()
+    if missing is not None:
+        log(f"--os: {missing}: live goes on without the OS side")
+        return None
+    try:
+        pid = args.os_pid if args.os_pid is not None else pid_of_target(args.target)
+    except OsSideError as e:
+        raise CLIError(str(e), EXIT_BAD_INPUT) from None
+    session = OsSession(pid)
+    try:
+        session.start()
+    except OsSideError as e:
+        log(f"--os: {e}: live goes on without the OS side")
+        return None
+    log(f"--os: recording the OS side of pid {pid} ({' '.join(session.command)[:80]}) "
+        "with one bpftrace session")
+    return OsAttacher(session)

@@ -5,6 +5,9 @@
     POST /api/live/sessions/<name>/segments?seq=&start_ns=&end_ns=&target=&window=
          body: the raw trace of one window -> 201 {session, segment, trace_id, seconds}
          409 {"error", "state": "paused"} while the session is paused
+    POST /api/live/sessions/<name>/segments/<segment>/os
+         once the window's OS recording is attached to its trace (POST
+         /api/traces/<id>/poller): its per-second OS numbers -> {seconds, totals}
     POST /api/live/sessions/<name>/status     {"message", "dropped", "target_failures"}
     POST /api/live/sessions/<name>/pause      -> the session
     POST /api/live/sessions/<name>/resume     -> the session
@@ -29,6 +32,7 @@ from flask.blueprints import BlueprintSetupState
 from ingest.api import blueprint as api
 from ingest.api import uploads
 from ingest.live import demo as live_demo
+from ingest.live import os_stats as live_os
 from ingest.live import retention as live_retention
 from ingest.live import sessions as live
 from ingest.store.retries import with_retries
@@ -91,6 +95,14 @@ def post_segment(name: str) -> tuple[Response, int]:
         except live.SessionPaused:
             return _paused(name)
     return jsonify(out), 201
+
+
+@bp.post("/api/live/sessions/<name>/segments/<int:segment>/os")
+def post_segment_os(name: str, segment: int) -> Response:
+    """Per-second OS numbers of a segment whose trace has its OS recording attached."""
+    live.check_name(name)
+    engine = api.ingest_state(current_app).engine
+    return jsonify(with_retries(lambda: live_os.add_os_seconds(engine, name, segment)))
 
 
 def _paused(name: str) -> tuple[Response, int]:

@@ -32,6 +32,7 @@ from ingest.store.db import write_tx
 log = logging.getLogger("gmpscope.live.retention")
 SG = live_models.live_segments
 SEC = live_models.live_seconds
+OS = live_models.live_os_seconds
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ def apply_retention(engine: Engine, data_dir: Path, policy: Retention,
             conn.execute(update(SG).where(SG.c.id == seg_id).values(trace_id=None))
     with write_tx(engine) as conn:
         seconds = conn.execute(delete(SEC).where(SEC.c.t_ns < keep_cut)).rowcount
+        conn.execute(delete(OS).where(OS.c.t_ns < keep_cut))
         # A segment goes once its detail and all its seconds are gone.
         gone = select(SEC.c.segment_id).where(SEC.c.segment_id == SG.c.id).exists()
         segs = conn.execute(delete(SG).where(and_(

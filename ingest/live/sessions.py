@@ -35,6 +35,10 @@ STATES = ("running", "paused")
 SS = live_models.live_sessions
 SG = live_models.live_segments
 SEC = live_models.live_seconds
+OS = live_models.live_os_seconds
+#: live_os_seconds' columns in the per-second series (null where a window has no OS side).
+OS_COLUMNS = ("running_ns", "offcpu_waiting_ns", "offcpu_asleep_ns", "threads_oncpu_ns",
+              "threads_waiting_ns", "epoll_waits", "epoll_ready")
 
 
 class SessionPaused(Exception):
@@ -201,8 +205,12 @@ def add_segment(engine: Engine, frames: FrameStore, data_dir: Path, name: str, p
         if target_failures is not None:
             values["target_failures"] = target_failures
         conn.execute(update(SS).where(SS.c.id == row.id).values(**values))
+    # The window's wall-clock span as the trace itself sees it (its clock snapshot):
+    # where the collector cuts the OS side recorded meanwhile (gmpscope live --os).
     return {"session": name, "segment": seg_id, "seq": seq, "trace_id": result.id,
-            "seconds": len(seconds), "ingest_ms": round(ingest_ms, 1)}
+            "seconds": len(seconds), "ingest_ms": round(ingest_ms, 1),
+            "wall_start_ns": base, "wall_end_ns": base + (tf.last_ts - tf.first_ts),
+            "wall_from": "clock snapshot" if wall0 is not None else "request time"}
 
 
 def version(engine: Engine, name: str) -> str:
@@ -223,7 +231,11 @@ def seconds_series(engine: Engine, name: str, since_ns: int | None = None,
         sid = conn.execute(select(SS.c.id).where(SS.c.name == name)).scalar()
         if sid is None:
             raise LookupError(f"no live session {name!r}")
-        q = (select(SEC, SG.c.trace_id, SG.c.seq).join(SG, SG.c.id == SEC.c.segment_id)
+        q = (select(SEC, SG.c.trace_id, SG.c.seq,
+                    *(OS.c[c].label(f"os_{c}") for c in OS_COLUMNS))
+             .join(SG, SG.c.id == SEC.c.segment_id)
+             .outerjoin(OS, (OS.c.session_id == SEC.c.session_id)
+                        & (OS.c.segment_id == SEC.c.segment_id) & (OS.c.bin == SEC.c.bin))
              .where(SEC.c.session_id == sid))
         if since_ns is not None:
             q = q.where(SEC.c.t_ns > since_ns)
@@ -264,6 +276,7 @@ def delete_session(engine: Engine, data_dir: Path, name: str) -> int:
             SG.c.session_id == sid, SG.c.trace_id.is_not(None)))]
     n = sum(1 for tid in ids if delete_trace(engine, tid, data_dir))
     with write_tx(engine) as conn:
+        conn.execute(delete(OS).where(OS.c.session_id == sid))
         conn.execute(delete(SEC).where(SEC.c.session_id == sid))
         conn.execute(delete(SG).where(SG.c.session_id == sid))
         conn.execute(delete(SS).where(SS.c.id == sid))
@@ -271,7 +284,8 @@ def delete_session(engine: Engine, data_dir: Path, name: str) -> int:
 
 
 def session_counts(engine: Engine, name: str) -> dict[str, int]:
-    """Segments with detail, segments expired, per-second rows (for the page and tests)."""
+    """Segments with detail, segments expired, per-second rows, per-second rows of the
+    OS side (for the page and tests)."""
     with engine.connect() as conn:
         sid = conn.execute(select(SS.c.id).where(SS.c.name == name)).scalar()
         if sid is None:
@@ -282,5 +296,7 @@ def session_counts(engine: Engine, name: str) -> dict[str, int]:
             SG.c.session_id == sid, SG.c.trace_id.is_(None))).scalar_one()
         secs = conn.execute(select(func.count()).select_from(SEC).where(
             SEC.c.session_id == sid)).scalar_one()
+        os_secs = conn.execute(select(func.count()).select_from(OS).where(
+            OS.c.session_id == sid)).scalar_one()
     return {"detail_segments": int(detail), "expired_segments": int(expired),
-            "seconds": int(secs)}
+            "seconds": int(secs), "os_seconds": int(os_secs)}

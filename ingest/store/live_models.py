@@ -80,3 +80,24 @@ live_seconds = Table(
     Column("threads", BigInteger, nullable=False),  # Ms running or in a syscall
     Column("procs_running", Float, nullable=False),  # time-averaged running Ps
 )
+
+#: The OS side of a session's seconds (``gmpscope live --os``): one row per bin
+#: of a segment whose window had an OS recording attached; same bins (and
+#: ``t_ns``) as live_seconds. Sums of ns over the bin; docs/live.md.
+live_os_seconds = Table(
+    "live_os_seconds",
+    metadata,
+    Column("session_id", Integer, ForeignKey("live_sessions.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("segment_id", Integer, primary_key=True, autoincrement=False),
+    Column("bin", Integer, primary_key=True, autoincrement=False),
+    Column("t_ns", BigInteger, nullable=False, index=True),
+    Column("duration_ns", BigInteger, nullable=False),
+    Column("running_ns", BigInteger, nullable=False),  # goroutine Running on recorded Ms
+    Column("offcpu_waiting_ns", BigInteger, nullable=False),  # ... while the M waited for a CPU
+    Column("offcpu_asleep_ns", BigInteger, nullable=False),  # ... while the M was asleep
+    Column("threads_oncpu_ns", BigInteger, nullable=False),  # the target's threads on a CPU
+    Column("threads_waiting_ns", BigInteger, nullable=False),  # ... runnable, waiting for one
+    Column("epoll_waits", BigInteger, nullable=False),  # epoll waits that returned in the bin
+    Column("epoll_ready", BigInteger, nullable=False),  # the descriptors they returned ready
+)
