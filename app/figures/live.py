@@ -72,6 +72,35 @@ PANELS: tuple[tuple[str, tuple[tuple[str, Callable[[Row], float | None]], ...]],
 )
 
 
+def _os_per_s(col: str, scale: float = 1.0) -> Callable[[Row], float | None]:
+    """A live_os_seconds column (``os_`` prefix in the series) per second of the bin;
+    None for a second without an OS side."""
+    def f(r: Row) -> float | None:
+        d, v = r.get("duration_ns") or 0, r.get(f"os_{col}")
+        return None if v is None or not d else v / scale / (d / 1e9)
+    return f
+
+
+#: The OS side's panels (gmpscope live --os), shown when the session has it.
+OS_PANELS: tuple[tuple[str, tuple[tuple[str, Callable[[Row], float | None]], ...]], ...] = (
+    ("OS: Running on off-CPU threads (ms per s)", (
+        ("thread waiting for a CPU", _os_per_s("offcpu_waiting_ns", 1e6)),
+        ("thread asleep", _os_per_s("offcpu_asleep_ns", 1e6)),
+        ("Running (recorded Ms)", _os_per_s("running_ns", 1e6)))),
+    ("OS: threads on / waiting for a CPU (mean)", (
+        ("on a CPU", _os_per_s("threads_oncpu_ns", 1e9)),
+        ("waiting for a CPU", _os_per_s("threads_waiting_ns", 1e9)))),
+    ("OS: epoll waits and ready fds per s", (
+        ("epoll waits/s", _os_per_s("epoll_waits")),
+        ("ready fds/s", _os_per_s("epoll_ready")))),
+)
+
+
+def has_os(rows: Sequence[Row]) -> bool:
+    """Some second of these rows has an OS side (gmpscope live --os)."""
+    return any(r.get("os_epoll_waits") is not None for r in rows)
+
+
 def wall(t_ns: int) -> datetime:
     """A wall-clock ns timestamp as an aware datetime (UTC)."""
     return datetime.fromtimestamp(t_ns / 1e9, UTC)
@@ -96,10 +125,13 @@ def series_spec(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> dic
     plotly's validating objects cost most of a second per draw on a busy machine).
 
     One session: each series has its own color. Several: one color per
-    session, series told apart by dash style.
+    session, series told apart by dash style. The OS side's panels (OS_PANELS)
+    follow when a session has one; ``height`` is for three rows of panels.
     """
     cols = 3
-    nrows = -(-len(PANELS) // cols)
+    panels = PANELS + (OS_PANELS if any(has_os(r) for r in sessions.values()) else ())
+    nrows = -(-len(panels) // cols)
+    height = height * nrows // 3
     gap_x, gap_y = 0.06, 0.09
     w = (1 - gap_x * (cols - 1)) / cols
     h = (1 - gap_y * (nrows - 1)) / nrows
@@ -107,7 +139,7 @@ def series_spec(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> dic
         "height": height, "margin": {"l": 40, "r": 10, "t": 40, "b": 30},
         "uirevision": "live", "hovermode": "x unified", "plot_bgcolor": "#fff",
         "font": {"size": 11}, "showlegend": False, "annotations": []}
-    for i, (title, _series) in enumerate(PANELS):
+    for i, (title, _series) in enumerate(panels):
         r, c = divmod(i, cols)
         x0 = c * (w + gap_x)
         y1 = 1 - r * (h + gap_y)
@@ -129,7 +161,7 @@ def series_spec(sessions: Mapping[str, Sequence[Row]], height: int = 620) -> dic
     for si, (name, rows_in) in enumerate(sessions.items()):
         data = with_gaps(rows_in)
         x = [int(r["t_ns"]) // 1_000_000 for r in data]  # ms since the epoch: a date axis
-        for pi, (_title, series) in enumerate(PANELS):
+        for pi, (_title, series) in enumerate(panels):
             n = "" if pi == 0 else str(pi + 1)
             for k, (label, fn) in enumerate(series):
                 if several:

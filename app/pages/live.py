@@ -152,6 +152,27 @@ def _stats(r: dict[str, Any] | None) -> list[Any]:
     ]
 
 
+def _os_stats(rows: list[dict[str, Any]]) -> list[Any]:
+    """The OS side's cards (gmpscope live --os), from the latest second that has it."""
+    r = next((x for x in reversed(rows) if x.get("os_epoll_waits") is not None), None)
+    if r is None:
+        return []
+    d = r["duration_ns"] / 1e9 or 1.0
+    off = r["os_offcpu_waiting_ns"] + r["os_offcpu_asleep_ns"]
+    run = r["os_running_ns"]
+    share = f"{off / run:.0%} of Running time" if run else "no Running time"
+    return [
+        _stat("os-offcpu", "OS: Running while thread off-CPU", f"{off / 1e6 / d:.3g} ms/s",
+              f"{share}; waiting {fmt_ns(r['os_offcpu_waiting_ns'])}, asleep "
+              f"{fmt_ns(r['os_offcpu_asleep_ns'])}"),
+        _stat("os-cpu-wait", "OS: threads waiting for a CPU",
+              f"{r['os_threads_waiting_ns'] / 1e9 / d:.2g}",
+              f"{r['os_threads_oncpu_ns'] / 1e9 / d:.2g} on a CPU (mean)"),
+        _stat("os-epoll", "OS: epoll waits/s", f"{r['os_epoll_waits'] / d:.3g}",
+              f"{r['os_epoll_ready'] / d:.3g} ready fds/s"),
+    ]
+
+
 def _alerts(segs: list[dict[str, Any]], now_ns: int) -> Any:
     if segs and all(s.get("findings") is None for s in segs):
         return html.Div("Diagnostics are not available on this server.", className="muted")
@@ -280,7 +301,8 @@ def register(dash_app: Dash) -> None:
                 html.Br(), html.Span(f"collector: {s['last_status']}" if s["last_status"]
                                      else "")]
         timeline, shown = _timeline(ctx, segs, last_trace)
-        return (version, head, _stats(rows[-1] if rows else None), _alerts(segs, now),
+        stats = _stats(rows[-1] if rows else None) + _os_stats(rows)
+        return (version, head, stats, _alerts(segs, now),
                 series_spec({name: rows}), _windows(segs, s.get("window_s")), timeline, shown)
 
     dash_app.clientside_callback(  # type: ignore[no-untyped-call]

@@ -20,10 +20,11 @@ Once the collector has attached a window's OS recording to its trace
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, select, update
 
 from ingest.live.stats import bin_edges, time_in
 from ingest.store import live_models, poller_models
@@ -113,6 +114,8 @@ def add_os_seconds(engine: Engine, name: str, segment_id: int) -> dict[str, Any]
         conn.execute(delete(OS).where(OS.c.session_id == sid, OS.c.segment_id == segment_id))
         if out:
             conn.execute(OS.insert(), out)
+        # The page's "anything new?" question (sessions.version) sees it.
+        conn.execute(update(SS).where(SS.c.id == sid).values(updated_at=datetime.now(UTC)))
     return {"session": name, "segment": segment_id, "trace_id": int(seg.trace_id),
             "seconds": len(out),
             "totals": {c: sum(int(r[c]) for r in out) for c in OS_COLUMNS}}
