@@ -95,7 +95,7 @@ def uring_requests(engine: Engine, trace_id: int, origin: int) -> dict[str, Any]
 
 def ready_fds(ev: Any) -> dict[str, Any]:
     """Descriptors by how often an epoll wait returned them ready (``ev``: the
-    page's Events), with the description each had when last registered."""
+    page's Events), with the description each was last seen with."""
     sel = [i for i, v in enumerate(ev["ready_fds"]) if v]
     counts: dict[str, int] = {}
     waits = unknown = 0
@@ -104,11 +104,13 @@ def ready_fds(ev: Any) -> dict[str, Any]:
         for fd in str(ev["ready_fds"][i]).split(","):
             counts[fd] = counts.get(fd, 0) + 1
             unknown += fd == "?"
+    # What each descriptor was last described as (a socket's ends are known only
+    # once it is connected, after its registration).
     what: dict[str, Any] = {}
-    ctl = np.flatnonzero(ev["syscall"] == "epoll_ctl")
-    for j in ctl.tolist():
-        if ev["fd"][j] is not None:
-            what[str(ev["fd"][j])] = (ev["fd_path"][j], ev["fd_kind"][j])
+    for j in range(len(ev["fd"])):
+        fd, path = ev["fd"][j], ev["fd_path"][j]
+        if fd is not None and path and ev["kind"][j] == "syscall":
+            what[str(fd)] = (path, ev["fd_kind"][j])
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_READY]
     return {"waits": waits, "events": sum(counts.values()), "unknown": unknown,
             "distinct": len(counts),
