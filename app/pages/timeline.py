@@ -27,6 +27,7 @@ from app.pages._analysis import flame_href
 from app.router import PageError
 from ingest.derive.frames import TraceNotFound
 from ingest.store.traces import get_trace
+from ingest.views.offcpu import recording as offcpu_recording
 from ingest.views.timeline import BadRequest, parse_params
 from ingest.views.timeline_tiles import lanes_page
 
@@ -87,6 +88,9 @@ def layout(query: dict[str, str], trace_id: int, **_: Any) -> Any:
         "data-first": str(frames.first_ts), "data-last": str(frames.last_ts),
         "data-group": params.group or "", "data-focus": "" if focus is None else str(focus),
         "data-offset": str(params.offset or 0),
+        # A scheduling recording (sched.parquet): the M lanes' off-CPU strip
+        # (static/timeline_offcpu.js) asks for its columns.
+        "data-offcpu": "1" if offcpu_recording(ctx.engine, trace_id) else "0",
         # Pinned lanes (indexes in the lane list), when the link names them.
         **({"data-pin": _pins(query["pin"])} if "pin" in query else {}),
         "data-colors": json.dumps({"categories": COLORS, "goroutines": GOROUTINE_COLORS}),
