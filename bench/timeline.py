@@ -1,16 +1,15 @@
 """Timeline benchmark: gmpscope's level-of-detail timeline against `go tool trace`'s
 trace viewer, side by side in one run, on the same trace.
 
-    python bench/timeline.py [--trace FILE] [--data-dir DIR] [--no-go] [--no-browser]
+    python bench/timeline.py [--trace FILE] [--data-dir DIR] [--no-go]
 
 gmpscope: the trace is ingested into DIR (once; reused when already there), then a
 real `gmpscope serve` answers ``GET /api/traces/<id>/timeline`` for the whole trace
 and zoomed windows in each mode (P, M, G). For each view: the first answer (cold:
 the lane index and per-mode sorts are built then), the median of the next
 ``--repeat`` answers (warm), the server's own time for the query (``stats.ms``),
-the bytes sent and the shapes drawn. Then, in headless Chromium (Debian's), the
-time from opening the page until the plot's bars are drawn and Dash is idle, and
-the time for a zoom (a relayout) to show the refined window.
+the bytes sent and the shapes drawn. The page itself (a canvas drawn from tiles) is
+timed in Chromium by bench/timeline_canvas.py.
 
 go tool trace: the wall time until its viewer is ready (it parses and splits the
 whole trace first), then the time and size of its first timeline slice
@@ -35,7 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.decode import ORACLE_GO, go_binary, go_env, make_large_trace  # noqa: E402
-from tests.support.browser import wait_for_dash  # noqa: E402
 from tests.support.server import Served  # noqa: E402
 
 DEFAULT_DATA = Path("/tmp/gmpscope-bench-timeline")
@@ -80,62 +78,6 @@ def bench_api(served: Served, tid: int, repeat: int) -> list[dict[str, Any]]:
     return out
 
 
-def bench_browser(served: Served, tid: int) -> list[dict[str, Any]]:
-    from playwright.sync_api import sync_playwright
-
-    out = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox"])
-        try:
-            for mode in ("p", "m", "g"):
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                responses: list[Any] = []
-
-                def on_response(r: Any, responses: list[Any] = responses) -> None:
-                    # Bodies are read later: the sync API cannot wait inside a handler.
-                    if "_dash-update-component" in r.url:
-                        responses.append(r)
-
-                page.on("response", on_response)
-                start = time.perf_counter()
-                page.goto(f"{served.url}/traces/{tid}/timeline?mode={mode}")
-                page.wait_for_selector("#timeline-graph .bars path", state="attached",
-                                       timeout=600_000)
-                opened = time.perf_counter() - start
-                # Dash binds the graph's event handlers after Plotly's first draw:
-                # a relayout before that would be lost.
-                wait_for_dash(page, "#timeline-graph")
-                status = page.locator("#timeline-status").inner_text()
-                rng = page.evaluate("""() => document.querySelector(
-                    '#timeline-graph .js-plotly-plot').layout.xaxis.range""")
-                lo, hi = rng
-                start = time.perf_counter()
-                page.evaluate("""([a, b]) => Plotly.relayout(
-                    document.querySelector('#timeline-graph .js-plotly-plot'),
-                    {'xaxis.range[0]': a, 'xaxis.range[1]': b})""",
-                              [lo + (hi - lo) * 0.5, lo + (hi - lo) * 0.51])
-                page.wait_for_function(
-                    "(old) => document.querySelector('#timeline-status').innerText !== old",
-                    arg=status, timeout=600_000)
-                page.wait_for_selector("#timeline-graph .bars path", state="attached")
-                zoomed = time.perf_counter() - start
-                bars = page.locator("#timeline-graph .bars path").count()
-                # Plotly's own drawing of the zoomed figure, redrawn from scratch.
-                draw_ms = page.evaluate("""async () => {
-                    const gd = document.querySelector('#timeline-graph .js-plotly-plot');
-                    const t = performance.now();
-                    await Plotly.newPlot(gd, gd.data, gd.layout);
-                    return performance.now() - t; }""")
-                out.append({"mode": mode, "open_s": opened, "zoom_s": zoomed, "bars": bars,
-                            "draw_ms": draw_ms,
-                            "dash_kb": max((len(r.body()) for r in responses), default=0) / 1024})
-                page.close()
-        finally:
-            browser.close()
-    return out
-
-
 def bench_go(trace: Path) -> dict[str, Any]:
     go = go_binary(ORACLE_GO)
     tool = subprocess.run([str(go), "tool", "-n", "trace"], env=go_env(), check=True,
@@ -176,7 +118,6 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-go", action="store_true", help="skip go tool trace")
-    ap.add_argument("--no-browser", action="store_true", help="skip Chromium")
     args = ap.parse_args()
     trace = args.trace or make_large_trace(20.0)
     print(f"trace: {trace} ({trace.stat().st_size / 1e6:.1f} MB)")
@@ -185,7 +126,6 @@ def main() -> None:
         traces = json.loads(fetch(f"{served.url}/api/traces")[1])["traces"]
         tid = next(t["id"] for t in traces if t["name"] == trace.name)
         api = bench_api(served, tid, args.repeat)
-        browser = [] if args.no_browser else bench_browser(served, tid)
     print("\ngmpscope timeline API (px=1200; ms are wall times of the HTTP request, "
           "'server' is the query alone)")
     print(f"{'mode':<5}{'view':<14}{'cold ms':>9}{'warm ms':>9}{'server':>8}{'KB':>8}"
@@ -197,13 +137,6 @@ def main() -> None:
     worst_ms = max(r["warm_ms"] for r in api)
     worst_kb = max(r["bytes"] for r in api) / 1024
     print(f"worst warm answer: {worst_ms:.0f} ms, biggest answer: {worst_kb:.0f} KB")
-    if browser:
-        print("\nChromium (headless): page opened until bars drawn; zoom until refined; "
-              "Plotly redraw of the zoomed figure; biggest Dash response")
-        for b in browser:
-            print(f"  mode {b['mode']}: open {b['open_s']:.2f} s, zoom {b['zoom_s']:.2f} s, "
-                  f"{b['bars']} bars, redraw {b['draw_ms']:.0f} ms, "
-                  f"Dash response {b['dash_kb']:.0f} KB")
     if not args.no_go:
         go = bench_go(trace)
         print(f"\ngo tool trace: viewer ready after {go['ready_s']:.1f} s; the trace is cut "
