@@ -316,6 +316,10 @@
         ["Enter", "zoom into the selected merged shape"],
         ["P / click a label", "pin the lane to the top (again: unpin)"],
         ["PgUp / PgDn, Home / End", "scroll lanes"], ["+ / -", "zoom in / out by 2×"],
+        // The causality panels' keys (static/timeline_causality.js).
+        ["F", "follow the wake-up arrow to the waker's span"],
+        ["C", "critical path of the selected goroutine"],
+        ["/", "search (then Enter / Shift + Enter: next / previous match)"],
         ["?", "this help"]];
 
     function toggleHelp() {

@@ -330,7 +330,10 @@ def test_links_modes_scrolling_and_help(page: Page, samples_server: Served,
     page.locator("#timeline-canvas").focus()
     page.keyboard.press("?")
     page.wait_for_selector(".timeline-help")
-    assert "Shift + drag" in page.locator(".timeline-help").inner_text()
+    keys = page.locator(".timeline-help").inner_text()
+    assert "Shift + drag" in keys
+    # The causality panels' keys too (static/timeline_causality.js).
+    assert "follow the wake-up arrow" in keys and "critical path" in keys and "search" in keys
     shot(page, "timeline-help")
     page.keyboard.press("?")
     page.wait_for_selector(".timeline-help", state="detached")
