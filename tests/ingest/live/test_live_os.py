@@ -1,0 +1,123 @@
+"""``gmpscope live --os`` end to end: a real Go service under load, a real
+collector with its one eBPF session, a real ``gmpscope serve``.
+
+Each window gets its OS recording attached (poller_events, os_sched_intervals),
+cut by the trace's own wall-clock span; the per-second OS numbers the server
+stored are recounted from those rows with plain SQL (an interval join for the
+off-CPU time, sums of clipped spans, a count of epoll returns) and must agree
+exactly (docs/live.md, "The OS side").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from ingest.live import sessions as live
+from ingest.live.stats import bin_edges
+from ingest.store.db import make_engine
+from tests.support.demo import Demo, LoadGen, demo_binaries, start_collector
+from tests.support.server import Served
+
+#: A hang guard for the collector, not a speed limit.
+GUARD_S = 300.0
+WINDOWS = 3
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="recording the OS side with eBPF needs root"),
+    pytest.mark.skipif(shutil.which("bpftrace") is None,
+                       reason="recording the OS side needs bpftrace (apt-get install bpftrace)"),
+]
+
+
+def _one(engine: Engine, sql: str, **args: Any) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text(sql), args).scalar() or 0)
+
+
+def recount(engine: Engine, trace_id: int, first: int, last: int) -> list[dict[str, int]]:
+    """Per bin, the OS numbers from the attached rows (SQLite's multi-argument MIN/MAX)."""
+    edges = [int(e) for e in bin_edges(first, last)]
+    out = []
+    with engine.connect() as conn:
+        waits = conn.execute(text(
+            "SELECT ts + COALESCE(duration_ns, 0), ready_fds FROM poller_events "
+            "WHERE trace_id = :t AND kind = 'syscall' AND ts IS NOT NULL AND syscall IN "
+            "('epoll_wait', 'epoll_pwait', 'epoll_pwait2')"), {"t": trace_id}).all()
+    for k in range(len(edges) - 1):
+        a, b = edges[k], edges[k + 1]
+        last_bin = k == len(edges) - 2
+        mine = [w for w in waits if a <= w[0] < b or (last_bin and w[0] == b)]
+        args = {"t": trace_id, "a": a, "b": b}
+        spans = ("SELECT SUM(MIN(end_ts, :b) - MAX(start_ts, :a)) FROM os_sched_intervals "
+                 "WHERE trace_id = :t AND m IS NOT NULL AND kind = :k AND end_ts > :a "
+                 "AND start_ts < :b")
+        offcpu = ("SELECT SUM(MIN(r.end_ts, s.end_ts, :b) - MAX(r.start_ts, s.start_ts, :a)) "
+                  "FROM thread_intervals r JOIN os_sched_intervals s "
+                  "ON s.trace_id = r.trace_id AND s.m = r.m "
+                  "WHERE r.trace_id = :t AND r.state = 'Running' AND s.kind = :k "
+                  "AND MIN(r.end_ts, s.end_ts, :b) > MAX(r.start_ts, s.start_ts, :a)")
+        running = ("SELECT SUM(MIN(end_ts, :b) - MAX(start_ts, :a)) FROM thread_intervals "
+                   "WHERE trace_id = :t AND state = 'Running' AND end_ts > :a AND start_ts < :b "
+                   "AND m IN (SELECT m FROM os_sched_intervals WHERE trace_id = :t "
+                   "AND m IS NOT NULL)")
+        out.append({
+            "epoll_waits": len(mine),
+            "epoll_ready": sum(len(w[1].split(",")) for w in mine if w[1]),
+            "threads_oncpu_ns": _one(engine, spans, **args, k="on_cpu"),
+            "threads_waiting_ns": _one(engine, spans, **args, k="waiting"),
+            "offcpu_waiting_ns": _one(engine, offcpu, **args, k="waiting"),
+            "offcpu_asleep_ns": _one(engine, offcpu, **args, k="asleep"),
+            "running_ns": _one(engine, running, **args),
+        })
+    return out
+
+
+@pytest.mark.slow
+def test_live_os_attaches_each_window_and_agrees(tmp_path: Path) -> None:
+    bindir = demo_binaries()
+    demo = Demo(bindir)
+    load = LoadGen(bindir, demo.url, rps=100, clients=4)
+    log = tmp_path / "collector.log"
+    try:
+        with Served(tmp_path / "data") as srv:
+            col = start_collector(demo.url, srv.url, "os", log, count=WINDOWS, extra=("--os",))
+            assert col.wait(GUARD_S) == 0, log.read_text()[-3000:]
+            engine = make_engine(f"sqlite:///{tmp_path / 'data' / 'gmpscope.db'}")
+            segs = live.segments(engine, "os", 10)
+            rows = live.seconds_series(engine, "os")
+            counts = live.session_counts(engine, "os")
+    finally:
+        load.stop()
+        demo.stop()
+    text_log = log.read_text()
+    assert f"OS side attached to {WINDOWS} windows (0 failed" in text_log, text_log[-3000:]
+    assert len(segs) == WINDOWS
+    assert counts["os_seconds"] == counts["seconds"] == len(rows) > 0
+
+    for seg in segs:
+        t, first, last = seg["trace_id"], seg["first_ts"], seg["last_ts"]
+        assert _one(engine, "SELECT COUNT(*) FROM poller_recordings WHERE trace_id = :t", t=t) == 1
+        assert _one(engine, "SELECT COUNT(*) FROM os_sched_recordings WHERE trace_id = :t",
+                    t=t) == 1
+        # Cut by the trace's own span: every call returned inside the window.
+        outside = _one(engine, "SELECT COUNT(*) FROM poller_events WHERE trace_id = :t AND "
+                       "(ts + COALESCE(duration_ns, 0) < :a OR ts + COALESCE(duration_ns, 0) "
+                       "> :b OR ts IS NULL)", t=t, a=first, b=last)
+        assert outside == 0
+        stored = sorted((r for r in rows if r["trace_id"] == t), key=lambda r: r["bin"])
+        expected = recount(engine, t, first, last)
+        assert len(stored) == len(expected)
+        for got, want in zip(stored, expected, strict=True):
+            assert {k: got[f"os_{k}"] for k in want} == want
+
+    total = {k: sum(r[f"os_{k}"] for r in rows) for k in
+             ("epoll_waits", "epoll_ready", "threads_oncpu_ns", "running_ns")}
+    # 100 requests a second: the netpoller wakes up, threads run, goroutines run.
+    assert all(v > 0 for v in total.values()), total
+    engine.dispose()
