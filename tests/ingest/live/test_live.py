@@ -359,13 +359,13 @@ def test_pause_refuses_segments_and_retention_policy(tmp_path: Path) -> None:
     done = apply_retention(engine, data, policy, now_ns=now1)
     assert done == {"traces": 1, "segments": 0, "seconds": 0}
     assert live.session_counts(engine, "s") == {
-        "detail_segments": 1, "expired_segments": 1, "seconds": n_secs}
+        "detail_segments": 1, "expired_segments": 1, "seconds": n_secs, "os_seconds": 0}
     # Past the aggregate horizon of both: everything but the session goes.
     now2 = max(hi, t0 + 101 * 10**9) + int(keep_s * 1e9) + 10**9
     done = apply_retention(engine, data, policy, now_ns=now2)
     assert done["traces"] == 1 and done["segments"] == 2 and done["seconds"] == n_secs
     assert live.session_counts(engine, "s") == {
-        "detail_segments": 0, "expired_segments": 0, "seconds": 0}
+        "detail_segments": 0, "expired_segments": 0, "seconds": 0, "os_seconds": 0}
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM traces")).scalar() == 0
     engine.dispose()
