@@ -185,16 +185,15 @@ class EbpfParser:
     def finish(self) -> Iterator[Row]:
         """The calls still in progress when the recording ended (no result, no
         duration, as strace's never-resumed calls), then the requests in flight."""
-        t0s, nrs, fds = (self._maps.get(k, {}) for k in ("t0", "nr", "a0"))
+        t0s, nrs = self._maps.get("t0", {}), self._maps.get("nr", {})
+        slots = [self._maps.get(f"a{i}", {}) for i in range(4)]
         for tid, t0 in sorted(t0s.items()):
             if t0 == 0 or tid not in nrs:
                 continue
             row = Row(ts_ns=self.to_wall(t0), tid=tid, kind=KIND_SYSCALL, name=_NAMES[nrs[tid]])
-            fd = _signed(fds.get(tid, 0))
-            if row.name not in ("nanosleep", "futex", "io_uring_setup") and fd >= 0:
-                row.fd = fd
-                if row.name.startswith("epoll_"):
-                    row.epfd = fd
+            # The arguments kept at entry; no result, no duration, no returned data.
+            decode(row, [_signed(s.get(tid, 0)) for s in slots] + [0] * 4, {})
+            row.new_fd = None
             self.stats.never_resumed += 1
             self._count(row)
             yield row

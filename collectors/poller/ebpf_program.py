@@ -26,7 +26,7 @@ parser is :mod:`collectors.poller.ebpf_parse`):
 
 Times are bpftrace's ``nsecs`` (``bpf_ktime_get_ns``, CLOCK_MONOTONIC); the
 recorder maps them to the wall clock. At the end, the calls still in progress
-(``@t0``, ``@nr``, ``@a0``) and the io_uring requests not yet completed
+(``@t0``, ``@nr``, ``@a0``..``@a3``) and the io_uring requests not yet completed
 (``@qs``, ``@qo``, ``@qu``, ``@qt``, ``@qc``) are printed as bpftrace prints maps.
 """
 
@@ -208,7 +208,8 @@ def program(target: int, canary_pid: int, *, io_uring: str | None = "io_uring_su
         maps += ["@qs", "@qo", "@qu", "@qt", "@qc"]
     parts.append(f"tracepoint:syscalls:sys_enter_getppid /pid == {canary_pid}/ {{ "
                  f'printf("C {CANARY_PAD}\\n"); }}')
-    shown = ["@t0", "@nr", "@a0"] + (["@qs", "@qo", "@qu", "@qt", "@qc"] if io_uring else [])
+    shown = ["@t0", "@nr", "@a0", "@a1", "@a2", "@a3"] + (
+        ["@qs", "@qo", "@qu", "@qt", "@qc"] if io_uring else [])
     end = " ".join(f"print({m});" for m in shown) + " " + " ".join(f"clear({m});" for m in maps)
     parts.append(f'END {{ printf("E %llu\\n", nsecs); {end} }}')
     return "\n".join(parts) + "\n"
