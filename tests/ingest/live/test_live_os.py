@@ -1,5 +1,5 @@
 """``gmpscope live --os`` end to end: a real Go service under load, a real
-collector with its one eBPF session, a real ``gmpscope serve``.
+collector with its one eBPF session, a real ``gmpscope serve`` (SQLite and PostgreSQL).
 
 Each window gets its OS recording attached (poller_events, os_sched_intervals),
 cut by the trace's own wall-clock span; the per-second OS numbers the server
@@ -22,6 +22,7 @@ from ingest.live import sessions as live
 from ingest.live.stats import bin_edges
 from ingest.store.db import make_engine
 from tests.support.demo import Demo, LoadGen, demo_binaries, start_collector
+from tests.support.ingest_fixtures import db_url  # noqa: F401 - a fixture
 from tests.support.server import Served
 
 #: A hang guard for the collector, not a speed limit.
@@ -41,8 +42,10 @@ def _one(engine: Engine, sql: str, **args: Any) -> int:
 
 
 def recount(engine: Engine, trace_id: int, first: int, last: int) -> list[dict[str, int]]:
-    """Per bin, the OS numbers from the attached rows (SQLite's multi-argument MIN/MAX)."""
+    """Per bin, the OS numbers from the attached rows, in SQL."""
     edges = [int(e) for e in bin_edges(first, last)]
+    pg = engine.dialect.name == "postgresql"
+    least, greatest = ("LEAST", "GREATEST") if pg else ("MIN", "MAX")  # SQLite: scalar MIN/MAX
     out = []
     with engine.connect() as conn:
         waits = conn.execute(text(
@@ -54,15 +57,17 @@ def recount(engine: Engine, trace_id: int, first: int, last: int) -> list[dict[s
         last_bin = k == len(edges) - 2
         mine = [w for w in waits if a <= w[0] < b or (last_bin and w[0] == b)]
         args = {"t": trace_id, "a": a, "b": b}
-        spans = ("SELECT SUM(MIN(end_ts, :b) - MAX(start_ts, :a)) FROM os_sched_intervals "
+        spans = (f"SELECT SUM({least}(end_ts, :b) - {greatest}(start_ts, :a)) "
+                 "FROM os_sched_intervals "
                  "WHERE trace_id = :t AND m IS NOT NULL AND kind = :k AND end_ts > :a "
                  "AND start_ts < :b")
-        offcpu = ("SELECT SUM(MIN(r.end_ts, s.end_ts, :b) - MAX(r.start_ts, s.start_ts, :a)) "
-                  "FROM thread_intervals r JOIN os_sched_intervals s "
+        both = (f"{least}(r.end_ts, s.end_ts, :b) - {greatest}(r.start_ts, s.start_ts, :a)")
+        offcpu = (f"SELECT SUM({both}) FROM thread_intervals r JOIN os_sched_intervals s "
                   "ON s.trace_id = r.trace_id AND s.m = r.m "
                   "WHERE r.trace_id = :t AND r.state = 'Running' AND s.kind = :k "
-                  "AND MIN(r.end_ts, s.end_ts, :b) > MAX(r.start_ts, s.start_ts, :a)")
-        running = ("SELECT SUM(MIN(end_ts, :b) - MAX(start_ts, :a)) FROM thread_intervals "
+                  f"AND {both} > 0")
+        running = (f"SELECT SUM({least}(end_ts, :b) - {greatest}(start_ts, :a)) "
+                   "FROM thread_intervals "
                    "WHERE trace_id = :t AND state = 'Running' AND end_ts > :a AND start_ts < :b "
                    "AND m IN (SELECT m FROM os_sched_intervals WHERE trace_id = :t "
                    "AND m IS NOT NULL)")
@@ -79,16 +84,16 @@ def recount(engine: Engine, trace_id: int, first: int, last: int) -> list[dict[s
 
 
 @pytest.mark.slow
-def test_live_os_attaches_each_window_and_agrees(tmp_path: Path) -> None:
+def test_live_os_attaches_each_window_and_agrees(tmp_path: Path, db_url: str) -> None:  # noqa: F811
     bindir = demo_binaries()
     demo = Demo(bindir)
     load = LoadGen(bindir, demo.url, rps=100, clients=4)
     log = tmp_path / "collector.log"
     try:
-        with Served(tmp_path / "data") as srv:
+        with Served(tmp_path / "data", db_url=db_url) as srv:
             col = start_collector(demo.url, srv.url, "os", log, count=WINDOWS, extra=("--os",))
             assert col.wait(GUARD_S) == 0, log.read_text()[-3000:]
-            engine = make_engine(f"sqlite:///{tmp_path / 'data' / 'gmpscope.db'}")
+            engine = make_engine(db_url)
             segs = live.segments(engine, "os", 10)
             rows = live.seconds_series(engine, "os")
             counts = live.session_counts(engine, "os")
