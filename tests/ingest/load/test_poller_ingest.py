@@ -362,7 +362,8 @@ def test_emfile_counted_for_a_real_leak(tmp_path: Path) -> None:
 
     bin_dir = build_workloads("1.27.3")
     rec = tmp_path / "rec"
-    proc = subprocess.run([sys.executable, "-m", "gmpscope", "record", "-o", str(rec), "--",
+    proc = subprocess.run([sys.executable, "-m", "gmpscope", "record", "--backend", "strace",
+                           "-o", str(rec), "--",
                            "prlimit", "--nofile=40", str(bin_dir / "connleak"), "-max-conns",
                            "60", "-duration", "10s"], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
