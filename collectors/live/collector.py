@@ -249,8 +249,7 @@ class Collector:
                          f"({len(w.data)} bytes, {info.get('seconds')} s, "
                          f"ingest {info.get('ingest_ms')} ms)")
                 if self.os_side is not None:
-                    self.os_side.attach(w, info, self._request, self._ingest_base,
-                                        self._session_url, self.log)
+                    self.os_side.submit(w, info)
             elif status == 409:
                 self.buffer.done(w)
                 self.stats.skipped_paused += 1
@@ -282,12 +281,18 @@ class Collector:
     def run(self) -> Stats:
         """Pull and send until stopped (``stop_event``) or ``max_windows`` are sent."""
         sender = threading.Thread(target=self.send_loop, name="live-sender", daemon=True)
+        if self.os_side is not None:
+            self.os_side.start(self._request, self._ingest_base, self._session_url, self.log)
         sender.start()
         try:
             self.pull_loop()
         finally:
             self._pulling_done.set()
             sender.join()
+            if self.os_side is not None:
+                left = self.os_side.close(self.cfg.drain_s + 30)
+                if left:
+                    self.log(f"stopped: the OS side of {left} windows not attached")
         return self.stats
 
 

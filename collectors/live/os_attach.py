@@ -1,6 +1,7 @@
 """Attach each stored window's OS side to its trace (``gmpscope live --os``).
 
-Runs on the collector's sender thread once a window is stored (HTTP 201): cuts
+Runs on a thread of its own, fed by the collector's sender once a window is
+stored (HTTP 201), so sending the next windows never waits on it: cuts
 the window's span out of the running :class:`~collectors.live.os_side.OsSession`
 (the trace's own wall-clock span from its clock snapshot, as the server
 reports it; else the collector's request times), sends the recording
@@ -14,8 +15,11 @@ the Go side of the session never waits on the OS side.
 from __future__ import annotations
 
 import io
+import queue
 import tarfile
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +61,31 @@ class OsAttacher:
         self.stats = OsStats()
         self._last_error = ""
         self._ended_logged = False
+        self._queue: queue.Queue[tuple[Window, dict[str, Any]] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, request: Request, base: str, session_url: str,
+              log: Callable[[str], None]) -> None:
+        """Start the thread that attaches the windows :meth:`submit` gives it, in order."""
+        def work() -> None:
+            while (item := self._queue.get()) is not None:
+                self.attach(item[0], item[1], request, base, session_url, log)
+
+        self._thread = threading.Thread(target=work, name="live-os-attach", daemon=True)
+        self._thread.start()
+
+    def submit(self, w: Window, info: dict[str, Any]) -> None:
+        """Attach the OS side of stored window ``w`` (``info``: the server's answer) soon."""
+        self._queue.put((w, info))
+
+    def close(self, timeout_s: float) -> int:
+        """Finish the windows submitted (for at most ``timeout_s``); how many were left."""
+        if self._thread is None:
+            return 0
+        self._queue.put(None)
+        deadline = time.monotonic() + timeout_s
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        return max(0, self._queue.qsize() - 1) if self._thread.is_alive() else 0  # the sentinel
 
     def attach(self, w: Window, info: dict[str, Any], request: Request, base: str,
                session_url: str, log: Callable[[str], None]) -> None:
