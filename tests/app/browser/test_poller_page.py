@@ -1,7 +1,8 @@
 """The OS poller page in a real browser: the httpnet run's recording attached to its
 Go trace (alignment shown, every figure drawn, an epoll wait's hover tells the asked
-timeout and the events returned), the OS marks on the timeline's M lanes, and a
-recording without a Go trace (its poller page works, Go pages say why they cannot).
+timeout and the events returned), and a recording without a Go trace (its poller
+page works, Go pages say why they cannot). The OS marks on the timeline's M lanes are
+tested with the timeline (tests/app/browser/test_timeline.py).
 Screenshots go to the artifacts directory."""
 
 from __future__ import annotations
@@ -73,22 +74,6 @@ def test_poller_page_of_a_joined_run(page: Page, server: tuple[Served, int, int]
     shot(page, "poller-epoll-hover", full_page=False)
     handoffs = page.inner_text("#poller-os-handoffs")
     assert "lost their P" in handoffs
-
-
-def test_timeline_m_mode_has_os_marks(page: Page, server: tuple[Served, int, int]) -> None:
-    s, go_id, _ = server
-    page.goto(f"{s.url}/traces/{go_id}/timeline?mode=m")
-    wait_for_dash(page, "#timeline-graph")
-    names = page.evaluate("() => document.querySelector('#timeline-graph .js-plotly-plot')"
-                          ".data.map(t => [t.name, (t.x || []).length])")
-    marks = [n for name, n in names if name == "OS calls (strace)"]
-    assert marks and marks[0] > 100
-    shot(page, "poller-timeline-m")
-    page.click("#timeline-mode input[value='p']")
-    wait_for_dash(page, "#timeline-graph")
-    names = page.evaluate("() => document.querySelector('#timeline-graph .js-plotly-plot')"
-                          ".data.map(t => t.name)")
-    assert "OS calls (strace)" not in names
 
 
 def test_recording_without_go_trace(page: Page, server: tuple[Served, int, int]) -> None:

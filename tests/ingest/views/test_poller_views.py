@@ -210,9 +210,16 @@ def test_pages(served: Served, go_id: int, recs: dict[str, Path]) -> None:
     for text in ("clock-snapshot", "poller-epoll", "Which made the runtime hand off a P",
                  "poller-os-handoff-table", "timeout jitter"):
         assert text.lower() in page.lower(), text
-    # The timeline in M mode carries the OS marks; in P mode it does not.
-    assert "OS calls (strace)" in render(served, f"/traces/{go_id}/timeline", "?mode=m")
-    assert "OS calls (strace)" not in render(served, f"/traces/{go_id}/timeline", "?mode=p")
+    # The timeline's tiles by M carry the OS marks (the calls, on their thread's
+    # lane); by P they do not.
+    def marks(mode: str) -> list[dict[str, object]]:
+        tile = served.get(f"/api/traces/{go_id}/timeline/tiles", params={
+            "mode": mode, "level": 0, "index": 0, "lanes": "0-200", "format": "json"}).json()
+        got: list[dict[str, object]] = tile["marks"]
+        return got
+    by_m = marks("m")
+    assert len(by_m) > 100 and {"futex", "epoll_pwait"} <= {mk["syscall"] for mk in by_m}
+    assert marks("p") == []
     alone = served.post("/api/recordings", data=zipped(recs["connleak"]), headers=AUTH).json()
     sid = alone["id"]
     assert "readiness waits" in render(served, f"/traces/{sid}/poller")
