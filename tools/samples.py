@@ -64,8 +64,10 @@ def make_os_recording(dest: Path) -> None:
     dest.mkdir(parents=True)
     # The command runs in the recording directory, so its -trace file lands
     # inside it, where `gmpscope serve DIR` finds the Go trace meta.json names.
-    subprocess.run([sys.executable, "-m", "gmpscope", "record", "--go-trace", trace_name,
-                    "-o", ".", "--", str(_bin("httpnet")), "-trace", trace_name],
+    # strace, as samples/README.md says (as root the default would be eBPF).
+    subprocess.run([sys.executable, "-m", "gmpscope", "record", "--backend", "strace",
+                    "--go-trace", trace_name, "-o", ".", "--", str(_bin("httpnet")),
+                    "-trace", trace_name],
                    cwd=dest, check=True, timeout=RUN_GUARD_S)
 
 
