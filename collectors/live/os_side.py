@@ -7,7 +7,9 @@ with the events they returned) and of the scheduling recorder
 threads), merged by :func:`combined_program` (bpftrace allows one BEGIN and one
 END: their bodies are joined; the scheduling lines get a ``K`` prefix, as both
 programs use ``R`` and ``O``). It starts once, before the first window, and
-writes to a pipe that a reader thread parses as it comes: system-call lines
+writes to a pipe (fully buffered: the canary probe's lines, printed for this
+process's own ``getppid`` calls, push a buffer out when a window is cut) that
+a reader thread parses as it comes: system-call lines
 through :class:`~collectors.poller.ebpf_parse.EbpfParser`, scheduling lines
 kept raw until their window is cut.
 
@@ -273,7 +275,7 @@ class OsSession:
                "BPFTRACE_MAP_KEYS_MAX": str(max(131072, sched_probes.MAX_THREADS))}
         try:
             self._proc = subprocess.Popen(
-                [self.exe, "-q", "-B", "line", "-e", text], stdin=subprocess.DEVNULL,
+                [self.exe, "-q", "-B", "full", "-e", text], stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                 env=env, preexec_fn=_die_with_parent)
         except OSError as e:
@@ -282,7 +284,11 @@ class OsSession:
         self._reader.start()
         threading.Thread(target=self._read_stderr, name="live-os-stderr", daemon=True).start()
         deadline = time.monotonic() + READY_GUARD_S
-        while not self._ready.wait(0.05):
+        # bpftrace's output is fully buffered (a write per line would cost it more
+        # than the probes): the canary lines of our getppid calls fill its buffer
+        # once the probes are attached, and push the first lines out.
+        while not self._ready.wait(0.002):
+            self._canary(64)
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 err = " ".join(ln for ln in self._stderr if "RLIMIT_MEMLOCK" not in ln)
@@ -361,13 +367,18 @@ class OsSession:
             return
         with self._lock:
             seen = self._pending.canaries
-        os.getppid()  # the program's canary probe prints a line for this process's getppid
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and not self.ended.is_set():
+            self._canary(64)  # enough of them flush bpftrace's buffer: all before is out
             with self._lock:
                 if self._pending.canaries > seen:
                     return
-            time.sleep(0.01)
+            time.sleep(0.002)
+
+    @staticmethod
+    def _canary(n: int) -> None:
+        for _ in range(n):
+            os.getppid()  # the program's canary probe prints a line for this process's getppid
 
     def cut(self, start_ns: int, end_ns: int, out_dir: Path,
             label: dict[str, Any] | None = None) -> Slice:
@@ -446,7 +457,7 @@ class OsSession:
             "last_ts_ns": max(((r.end_ns or r.ts_ns) for r in rows), default=None),
             "exit_status": None, "strace_exit_status": None, "stopped_by": "live window",
             "clock": self.clock, "go_trace": None, "strace": None,
-            "ebpf": {"tool": "bpftrace", "argv": [self.exe, "-q", "-B", "line", "-e", "..."],
+            "ebpf": {"tool": "bpftrace", "argv": [self.exe, "-q", "-B", "full", "-e", "..."],
                      "session": "one bpftrace process for the whole live run (syscalls and "
                                 "scheduling), cut into windows", "lost_events": lost,
                      "dropped_rows": dropped, "stderr": " ".join(self._stderr)[-2000:]},
