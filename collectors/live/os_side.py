@@ -23,18 +23,17 @@ delivers its events); a scheduling event to the window it happened in.
 from __future__ import annotations
 
 import ctypes
-import ipaddress
 import os
 import re
 import signal
 import subprocess
 import threading
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors.live.os_target import OsSideError, registered
 from collectors.poller import sched_parse, sched_probes
 from collectors.poller.backend import ebpf_missing, tracefs_path, uring_submit_tracepoint
 from collectors.poller.ebpf_fds import Describer, Snapshot, snapshot
@@ -45,22 +44,21 @@ from collectors.poller.ready import ReadyResolver
 from collectors.poller.recorder import clock_pair
 from collectors.poller.records import KIND_SYSCALL, Row
 
+__all__ = ["OsSession", "OsSideError", "Slice", "combined_program", "os_missing"]
+
 #: Scheduling lines carry this prefix in the merged program's output.
 SCHED_TAG = "K"
 READY_GUARD_S = 120.0  # bpftrace attaching ~60 tracepoints on a busy machine: a hang guard
 #: How long after a window's end its events are taken: bpftrace reads its
 #: per-CPU buffers in rounds, so an event is on the pipe a little after it happened.
 LAG_S = 0.25
-#: Pending rows kept at most (a paused session, windows the server refused):
-#: beyond, the oldest are dropped and counted.
-MAX_PENDING = 2_000_000
+#: Events not yet cut are kept this long (a paused session, windows buffered while
+#: the server is away): older ones are dropped and counted, so memory stays bounded.
+KEEP_S = 120.0
+#: And at most this many rows, whatever their age.
+MAX_PENDING = 500_000
 PERF_RB_PAGES = 1024
 _PR_SET_PDEATHSIG = 1
-_LOCAL_HOSTS = ("localhost", "")
-
-
-class OsSideError(RuntimeError):
-    """The OS side cannot be recorded (one line saying why)."""
 
 
 def os_missing() -> str | None:
@@ -71,77 +69,6 @@ def os_missing() -> str | None:
     if not (tracefs_path() / "events" / "sched" / "sched_switch").is_dir():
         return f"tracefs at {tracefs_path()} has no sched tracepoints"
     return None
-
-
-# --------------------------------------------------------------------------
-# the target's pid from its listening port
-
-
-def _listening_inodes(port: int) -> set[str]:
-    found: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as fh:
-                next(fh, None)
-                for line in fh:
-                    f = line.split()
-                    # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
-                    if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-                        found.add(f[9])
-        except OSError:
-            continue
-    return found
-
-
-def _is_local(host: str) -> bool:
-    if host in _LOCAL_HOSTS:
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    if ip.is_loopback or ip.is_unspecified:
-        return True
-    import socket
-
-    try:
-        own = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
-    except OSError:
-        own = set()
-    return str(ip) in own
-
-
-def pid_of_target(target: str) -> int:
-    """The pid of the local process listening on ``target``'s port; OsSideError saying
-    why not (remote target, nobody listening, several processes) and naming --os-pid."""
-    parts = urllib.parse.urlsplit(target)
-    host = (parts.hostname or "").strip("[]")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    if not _is_local(host):
-        raise OsSideError(f"--os: the target {host} is not this machine: the OS side is "
-                          "recorded locally; run gmpscope live there, or give --os-pid PID")
-    inodes = _listening_inodes(port)
-    if not inodes:
-        raise OsSideError(f"--os: no process listens on port {port} here (/proc/net/tcp, "
-                          "tcp6); give the service's pid with --os-pid PID")
-    want = {f"socket:[{i}]" for i in inodes}
-    pids: set[int] = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            for fd in os.listdir(f"/proc/{name}/fd"):
-                if os.readlink(f"/proc/{name}/fd/{fd}") in want:
-                    pids.add(int(name))
-                    break
-        except OSError:
-            continue
-    if len(pids) != 1:
-        what = "no process (not allowed to read the others' descriptors?)" if not pids \
-            else f"{len(pids)} processes ({', '.join(map(str, sorted(pids)))})"
-        raise OsSideError(f"--os: port {port}'s listening socket is held by {what}; "
-                          "give the service's pid with --os-pid PID")
-    return pids.pop()
 
 
 # --------------------------------------------------------------------------
@@ -173,34 +100,6 @@ def combined_program(pid: int, tids: list[int], canary_pid: int) -> str:
     begin = f'BEGIN {{ printf("B %llu\\n", nsecs);\n{b.group(1)}\n}}'
     end = "END { " + e.group(1).strip() + " " + lines[-1][len("END { "):]
     return "\n".join([begin, *lines[1:-1], middle.strip("\n"), end]) + "\n"
-
-
-def registered(pid: int) -> dict[tuple[int, int], Row]:
-    """The epoll registrations ``pid`` made before the probes were attached, from
-    ``/proc/PID/fdinfo`` of its epoll descriptors (``tfd: N events: E data: D``),
-    as epoll_ctl rows for :class:`ReadyResolver` (the listening socket, Go's wakeup
-    eventfd and the connections open at start would otherwise resolve to ``?``)."""
-    out: dict[tuple[int, int], Row] = {}
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return out
-    for name in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{name}") != "anon_inode:[eventpoll]":
-                continue
-            with open(f"/proc/{pid}/fdinfo/{name}") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        epfd = int(name)
-        for m in re.finditer(r"tfd:\s*(\d+)\s+events:\s*[0-9a-f]+\s+data:\s*([0-9a-f]+)", text):
-            fd = int(m.group(1))
-            row = Row(ts_ns=0, tid=pid, kind=KIND_SYSCALL, name="epoll_ctl", result=0, fd=fd,
-                      epfd=epfd, op="EPOLL_CTL_ADD")
-            row.extra["data"] = str(int(m.group(2), 16))
-            out[(epfd, fd)] = row
-    return out
 
 
 def _die_with_parent() -> None:
@@ -347,8 +246,22 @@ class OsSession:
             if now - t_cpu > 0.05:
                 self._parser_cpu += now - t_cpu
                 t_cpu = now
+                self._trim()
         self._parser_cpu += time.thread_time() - t_cpu
         self.ended.set()
+
+    def _trim(self) -> None:
+        """Forget events older than KEEP_S that no window took."""
+        cut = time.time_ns() - int(KEEP_S * 1e9)
+        d0 = self.clock["realtime_minus_monotonic_ns"]
+        with self._lock:
+            p = self._pending
+            if p.rows and (p.rows[0].end_ns or p.rows[0].ts_ns) < cut:
+                keep = [r for r in p.rows if (r.end_ns or r.ts_ns) >= cut]
+                p.dropped += len(p.rows) - len(keep)
+                p.rows = keep
+            if p.sched and p.sched[0][0] + d0 < cut:
+                p.sched = [(m, ln) for m, ln in p.sched if m + d0 >= cut]
 
     def _to_wall(self, mono: int) -> int:
         return mono + self.clock["realtime_minus_monotonic_ns"]

@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
 def _os_side(args: argparse.Namespace, log: Any) -> Any:
     """The running OS session (``--os``), or None, after one line saying why not."""
     from collectors.live.os_attach import OsAttacher
-    from collectors.live.os_side import OsSession, OsSideError, os_missing, pid_of_target
+    from collectors.live.os_side import OsSession, os_missing
+    from collectors.live.os_target import OsSideError, pid_of_target
 
     missing = os_missing()
     if missing is not None:

@@ -15,13 +15,8 @@ from pathlib import Path
 import pytest
 
 from collectors.live.os_attach import archive
-from collectors.live.os_side import (
-    SCHED_TAG,
-    OsSideError,
-    combined_program,
-    pid_of_target,
-    registered,
-)
+from collectors.live.os_side import SCHED_TAG, combined_program
+from collectors.live.os_target import OsSideError, pid_of_target, registered
 from collectors.poller import sched_probes
 from collectors.poller.ebpf_program import program
 
