@@ -56,8 +56,10 @@ WORKLOADS: tuple[str, ...] = (
 #: Programs under cmd/ that the tests build but do not trace: the live
 #: dashboard's demo service and its load generator (docs/live.md), the busy
 #: service bench/scale.py traces for its ~200 MB trace, and the flight-recorder
-#: service (Go 1.25+ only: older toolchains skip it) whose snapshot is a sample.
-SERVICES: tuple[str, ...] = ("busyservice", "demoservice", "flightrec", "loadgen")
+#: service (Go 1.25+ only: older toolchains skip it) whose snapshot is a sample;
+#: and the CPU-quota program the scheduling recorder's tests run under bpftrace
+#: (tests/support/sched_recordings.py).
+SERVICES: tuple[str, ...] = ("busyservice", "cpuquota", "demoservice", "flightrec", "loadgen")
 #: Every toolchain the tests trace with (see tools/gotoolchains.py).
 TOOLCHAINS: tuple[str, ...] = gotoolchains.VERSIONS
 
