@@ -27,6 +27,7 @@ from typing import Any
 
 from collectors.live.buffer import Window
 from collectors.live.os_side import OsSession
+from collectors.live.os_target import OsSideError
 
 Request = Callable[..., tuple[int, bytes]]
 
@@ -47,6 +48,8 @@ class OsStats:
 
     attached: int = 0
     failed: int = 0
+    skipped: int = 0  # windows while no OS session ran (the target had exited)
+    restarts: int = 0
     rows: int = 0
     sched_events: int = 0
     tracer_cpu_s: float = 0.0
@@ -56,8 +59,10 @@ class OsStats:
 class OsAttacher:
     """Cuts, sends and summarises the OS side of each stored window."""
 
-    def __init__(self, session: OsSession) -> None:
+    def __init__(self, session: OsSession,
+                 restart: Callable[[], OsSession] | None = None) -> None:
         self.session = session
+        self.restart = restart  # a new session on the target's new process, if it can be found
         self.stats = OsStats()
         self._last_error = ""
         self._ended_logged = False
@@ -87,19 +92,44 @@ class OsAttacher:
         self._thread.join(max(0.0, deadline - time.monotonic()))
         return max(0, self._queue.qsize() - 1) if self._thread.is_alive() else 0  # the sentinel
 
+    def _restarted(self, log: Callable[[str], None]) -> bool:
+        """A new OS session on the target's new process (it restarted), if one can start."""
+        if self.restart is None:
+            return False
+        try:
+            fresh = self.restart()
+        except OsSideError as e:
+            if str(e) != self._last_error:
+                self._last_error = str(e)
+                log(f"OS side: cannot record the target again: {e}")
+            return False
+        self.session.stop()
+        self.session = fresh
+        self.stats.restarts += 1
+        self._ended_logged = False
+        log(f"OS side: recording pid {fresh.pid} again (the target restarted)")
+        return True
+
     def attach(self, w: Window, info: dict[str, Any], request: Request, base: str,
                session_url: str, log: Callable[[str], None]) -> None:
         """The OS side of window ``w``, stored as ``info`` says (trace_id, segment, span)."""
         trace_id, segment = info.get("trace_id"), info.get("segment")
         if not isinstance(trace_id, int) or not isinstance(segment, int):
             return
-        if self.session.ended.is_set() and not self._ended_logged:
-            self._ended_logged = True
-            log("OS side: bpftrace has stopped (the target exited?): later windows have "
-                "no OS side")
+        if self.session.ended.is_set() and not self._restarted(log):
+            # Nothing was recorded: attaching an empty recording would show zeros.
+            self.stats.skipped += 1
+            if not self._ended_logged:
+                self._ended_logged = True
+                log("OS side: bpftrace has stopped (the target exited?): windows have no "
+                    "OS side until it can be recorded again")
+            return
         s0, e0 = info.get("wall_start_ns"), info.get("wall_end_ns")
         start = s0 if isinstance(s0, int) else w.start_ns
         end = e0 if isinstance(e0, int) else w.end_ns
+        if end <= self.session.started_ns:  # over before the probes were attached
+            self.stats.skipped += 1
+            return
         label = {"seq": w.seq, "trace_id": trace_id, "segment": segment,
                  "span_from": info.get("wall_from", "request time")}
         try:

@@ -145,6 +145,7 @@ class OsSession:
         self.pid = pid
         self.exe = bpftrace
         self.clock: dict[str, int] = {}
+        self.started_ns = 0  # wall clock when the probes were attached
         self.command: list[str] = []
         self.ended = threading.Event()  # bpftrace exited (the target did, or it failed)
         self._proc: subprocess.Popen[str] | None = None
@@ -222,6 +223,7 @@ class OsSession:
             if not clock_started and line.startswith("B "):
                 # The probes are attached: the clock pair that maps their time to the wall.
                 self.clock = clock_pair()
+                self.started_ns = self.clock["realtime_ns"]
                 self._parser = EbpfParser(to_wall=self._to_wall)
                 clock_started = True
                 self._parser.feed(line)
@@ -321,7 +323,10 @@ class OsSession:
         out_dir.mkdir(parents=True, exist_ok=True)
         wall = (end_ns - start_ns) / 1e9
         meta = self._meta(rows, start_ns, end_ns, lost, dropped, tracer, parser_cpu, wall)
-        meta["live"] = label or {}
+        # A window that began before the probes were attached (the first after a restart).
+        late = start_ns < self.started_ns
+        meta["partial"] = bool(meta["partial"] or late)
+        meta["live"] = {**(label or {}), "probes_attached_ns": self.started_ns}
         write_recording(out_dir, rows_to_table(rows), meta)
         parsed = sched_parse.parse_lines(sched)
         sched_meta = {
@@ -330,7 +335,8 @@ class OsSession:
                                                            "sched:sched_wakeup_new",
                                                            "task:task_newtask"],
             "clock": sched_parse.Clock(self.clock["monotonic_ns"], d0).as_dict(),
-            "started_ns": start_ns, "ended_ns": end_ns, "partial": lost > 0 or dropped > 0,
+            "started_ns": start_ns, "ended_ns": end_ns,
+            "partial": lost > 0 or dropped > 0 or late,
             "stopped_by": "live window", "lost_events": lost, "bad_lines": parsed.bad_lines,
             "new_threads": parsed.new_threads}
         sched_parse.write_table(sched_parse.to_table(

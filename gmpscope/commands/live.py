@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
           f"{len(stats.outages)} target outages", flush=True)
     if os_side is not None:
         o = os_side.stats
-        print(f"gmpscope live: OS side attached to {o.attached} windows ({o.failed} failed; "
+        print(f"gmpscope live: OS side attached to {o.attached} windows ({o.failed} failed, "
+              f"{o.skipped} without it, {o.restarts} restarts; "
               f"bpftrace {o.tracer_cpu_s:.1f} s CPU, parsing {o.parser_cpu_s:.1f} s)",
               flush=True)
     if collector.fatal:
@@ -139,4 +140,11 @@ def _os_side(args: argparse.Namespace, log: Any) -> Any:
         return None
     log(f"--os: recording the OS side of pid {pid} ({' '.join(session.command)[:80]}) "
         "with one bpftrace session")
-    return OsAttacher(session)
+
+    def again() -> OsSession:
+        # The target restarted: the process now listening on its port.
+        fresh = OsSession(pid_of_target(args.target))
+        fresh.start()
+        return fresh
+
+    return OsAttacher(session, restart=again if args.os_pid is None else None)

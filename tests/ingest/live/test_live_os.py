@@ -10,8 +10,10 @@ exactly (docs/live.md, "The OS side").
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from sqlalchemy import Engine, text
 from ingest.live import sessions as live
 from ingest.live.stats import bin_edges
 from ingest.store.db import make_engine
-from tests.support.demo import Demo, LoadGen, demo_binaries, start_collector
+from tests.support.demo import Demo, LoadGen, demo_binaries, free_port, start_collector
 from tests.support.ingest_fixtures import db_url  # noqa: F401 - a fixture
 from tests.support.server import Served
 
@@ -101,7 +103,8 @@ def test_live_os_attaches_each_window_and_agrees(tmp_path: Path, db_url: str) ->
         load.stop()
         demo.stop()
     text_log = log.read_text()
-    assert f"OS side attached to {WINDOWS} windows (0 failed" in text_log, text_log[-3000:]
+    assert f"OS side attached to {WINDOWS} windows (0 failed, 0 without" in text_log, \
+        text_log[-3000:]
     assert len(segs) == WINDOWS
     assert counts["os_seconds"] == counts["seconds"] == len(rows) > 0
 
@@ -126,3 +129,60 @@ def test_live_os_attaches_each_window_and_agrees(tmp_path: Path, db_url: str) ->
     # 100 requests a second: the netpoller wakes up, threads run, goroutines run.
     assert all(v > 0 for v in total.values()), total
     engine.dispose()
+
+
+def _sched_pid(engine: Engine, trace_id: int) -> int | None:
+    with engine.connect() as conn:
+        meta = conn.execute(text("SELECT meta FROM os_sched_recordings WHERE trace_id = :t"),
+                            {"t": trace_id}).scalar()
+    return None if meta is None else int(json.loads(meta)["pid"])
+
+
+@pytest.mark.slow
+def test_live_os_follows_a_restarted_target(tmp_path: Path) -> None:
+    """The service dies and comes back on the same port (a new process): the windows
+    without it have no OS side (not zeros), and the OS side follows the new process."""
+    bindir = demo_binaries()
+    port = free_port()
+    demo = Demo(bindir, port)
+    log = tmp_path / "collector.log"
+    try:
+        with Served(tmp_path / "data") as srv:
+            col = start_collector(demo.url, srv.url, "restart", log, extra=("--os",))
+            try:
+                def os_windows() -> int:
+                    got = srv.get("/api/live/sessions/restart")
+                    return int(got.json()["os_seconds"]) if got.status_code == 200 else 0
+
+                wait_for("two windows with their OS side", lambda: os_windows() >= 2)
+                old_pid = demo.proc.pid
+                demo.stop()
+                demo = Demo(bindir, port)
+                wait_for("the OS side restarted",
+                         lambda: "again (the target restarted)" in log.read_text())
+                before = os_windows()
+                wait_for("a window of the new process with its OS side",
+                         lambda: os_windows() >= before + 1)
+            finally:
+                col.terminate()
+                col.wait(GUARD_S)
+            engine = make_engine(f"sqlite:///{tmp_path / 'data' / 'gmpscope.db'}")
+            segs = live.segments(engine, "restart", 100)
+            rows = live.seconds_series(engine, "restart")
+    finally:
+        demo.stop()
+    text_log = log.read_text()
+    assert f"recording pid {demo.proc.pid} again (the target restarted)" in text_log, text_log
+    with_os = {r["trace_id"] for r in rows if r["os_epoll_waits"] is not None}
+    pids = {s["trace_id"]: _sched_pid(engine, s["trace_id"]) for s in segs}
+    # Every window with an OS side was recorded from the process it traced.
+    assert {pids[t] for t in with_os} == {old_pid, demo.proc.pid}
+    assert all(pids[t] is None for t in pids if t not in with_os)
+    engine.dispose()
+
+
+def wait_for(what: str, check: Any) -> None:
+    deadline = time.monotonic() + GUARD_S
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
