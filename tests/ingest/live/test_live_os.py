@@ -97,6 +97,11 @@ def test_live_os_attaches_each_window_and_agrees(tmp_path: Path, db_url: str) ->
             assert col.wait(GUARD_S) == 0, log.read_text()[-3000:]
             engine = make_engine(db_url)
             segs = live.segments(engine, "os", 10)
+            # Bad input: an unknown segment or session is a 404 with one line.
+            gone = srv.post("/api/live/sessions/os/segments/999999/os", json={})
+            assert gone.status_code == 404 and "no segment 999999" in gone.json()["error"]
+            nobody = srv.post("/api/live/sessions/nobody/segments/1/os", json={})
+            assert nobody.status_code == 404
             rows = live.seconds_series(engine, "os")
             counts = live.session_counts(engine, "os")
     finally:
