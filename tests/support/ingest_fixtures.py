@@ -78,7 +78,8 @@ def loaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     base = tmp_path_factory.mktemp("loaded")
     for url in make_db_url(request.param, base):
         eng = make_engine(url)
-        results = {t.name: ingest_trace_file(eng, t, data_dir=base / "data") for t in TRACES}
+        results: dict[str, object] = {
+            t.name: ingest_trace_file(eng, t, data_dir=base / "data") for t in TRACES}
         yield eng, base / "data", results
         eng.dispose()
 
