@@ -59,6 +59,11 @@
         laneKeyForGoroutine: function (g) {
             return api.view && api.view.mode === "g" ? "g" + g : null;
         },
+        /** Select interval ref as a click would (select-span follows); resolves to
+         *  false when this mode has no lane for it. */
+        selectRef: function (ref) {
+            return api.view ? api.view.selectRef(ref) : Promise.resolve(false);
+        },
         /** Scroll a lane (key) into view; resolves to its index, or -1. */
         revealLane: function (key) {
             return api.view ? api.view.revealLane(key) : Promise.resolve(-1);

@@ -252,7 +252,10 @@
         if (goroutine != null && tl.laneKeyForGoroutine(goroutine) && tl.revealLane) {
             tl.revealLane(tl.laneKeyForGoroutine(goroutine));
         }
-        state.sel = {ref: ref, goroutine: goroutine};
+        state.sel = {ref: ref, goroutine: goroutine, shown: true};
+        // The canvas's own selection and details panel move to the span too (its
+        // select-span then finds this span's flows already asked for).
+        if (tl.selectRef) tl.selectRef(ref).catch(function () { /* no lane for it here */ });
         return loadFlows({ref: ref});
     }
 
@@ -271,6 +274,7 @@
             state.sel = null;
             return;
         }
+        if (state.sel && state.sel.shown && state.sel.ref === d.ref) return;  // goTo's
         state.sel = {ref: d.ref, goroutine: d.goroutine};
         loadFlows({ref: d.ref});
     });

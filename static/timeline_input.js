@@ -115,6 +115,32 @@
         });
     };
 
+    /** Select interval ``ref`` as a click on it would (then select-span): its lane
+     *  (by G its goroutine's, by P or M the one it began on) revealed first.
+     *  Resolves to false when this mode has no lane for it. */
+    View.prototype.selectRef = function (ref) {
+        var self = this;
+        return fetch("/api/traces/" + this.traceId + "/span?ref=" + ref).then(function (r) {
+            return r.json().then(function (j) { if (!r.ok) throw new Error(j.error); return j; });
+        }).then(function (span) {
+            var id = {g: span.goroutine, p: span.p, m: span.m}[self.mode];
+            if (id == null || id < 0 || !self.alive) return false;
+            var key = self.mode + id;
+            return self.revealLane(key).then(function (lane) {
+                if (lane < 0 || !self.alive) return false;
+                var l = self.lane(lane);
+                self.select({lane: lane, laneKey: key, laneLabel: l ? l.label : key, cut: false,
+                             r1: relNs(self.first, span.start_ts),
+                             r2: relNs(self.first, span.end_ts),
+                             d: Number(span.end_ts) - Number(span.start_ts), cat: -1,
+                             state: span.state, n: 1, ref: Number(ref),
+                             g: span.goroutine != null ? span.goroutine : -1, kind: -1, cover: 1,
+                             mix: null, level: -1});
+                return true;
+            });
+        });
+    };
+
     /** The next (dir 1) or previous (-1) shape on the focused lane, from the drawn tiles. */
     View.prototype.stepSpan = function (dir) {
         var lane = this.focusLane;

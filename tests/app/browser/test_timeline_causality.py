@@ -98,6 +98,12 @@ def test_flows_follow_search_area_and_critical_path(page: Page, served: Served) 
         .innerText.startsWith('G{feeder} ')""")
     assert page.inner_text("#causality-woken-by").startswith(f"Woken by G{holder} ")
     assert f"G{consumer}" in page.inner_text("#causality-woke")
+    # The canvas's own selection and details panel moved to the feeder's span too.
+    waker_ref = _state(page)["sel"]["ref"]
+    page.wait_for_function(f"""() => {{ const s = window.gmpscopeTimeline.current.selected;
+        return !!s && s.ref === {waker_ref} && s.g === {feeder}; }}""")
+    page.wait_for_function(f"""() => document.querySelector('#timeline-details')
+        .innerText.includes('G{feeder}')""")
     shot(page, "timeline-causality-followed")
 
     # Search: Enter steps forward, Shift+Enter back; the count is the API's.
