@@ -56,7 +56,7 @@ def _sha256(directory: Path, table: Any) -> str:
     return h.hexdigest()
 
 
-def clear(conn: Connection, trace_id: int) -> None:
+def clear_sched(conn: Connection, trace_id: int) -> None:
     """Delete a trace's scheduling rows."""
     for table in (os_sched_models.os_sched_intervals, os_sched_models.os_sched_recordings):
         conn.execute(delete(table).where(table.c.trace_id == trace_id))
@@ -79,7 +79,7 @@ def store_sched(conn: Connection, trace_id: int, directory: Path,
     (none stored, and None returned, without one). ``alignment`` is the poller
     loader's (method, offset_ns, m_is_tid); without a usable one the trace's
     clock snapshot or the recorder's own clock reading aligns it."""
-    clear(conn, trace_id)
+    clear_sched(conn, trace_id)
     table = read_sched_table(directory)
     if table is None:
         return None

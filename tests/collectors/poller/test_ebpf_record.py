@@ -110,8 +110,12 @@ def test_same_program_same_epoll_waits_and_descriptors(both: Path) -> None:
         assert any(w["ready_fds"] for w in waits)
     assert ({r["epfd"] for r in er if r["name"] == "epoll_pwait"}
             == {r["epfd"] for r in sr if r["name"] == "epoll_pwait"})
-    for name in ("accept4", "connect"):
-        assert _near(ec[name], sc[name], 0.2, 5), (name, ec[name], sc[name])
+    # The connections made and accepted are the program's; how many accept4 calls
+    # found none waiting (EAGAIN) depends on the run's timing (strace slows it).
+    def accepted(rows: list[dict[str, Any]]) -> int:
+        return sum(1 for r in rows if r["name"] == "accept4" and (r["result"] or -1) >= 0)
+    assert _near(accepted(er), accepted(sr), 0.2, 5), (accepted(er), accepted(sr))
+    assert _near(ec["connect"], sc["connect"], 0.2, 5), (ec["connect"], sc["connect"])
     for name in ("read", "write", "close", "epoll_ctl"):
         assert _near(ec[name], sc[name], 0.3, 10), (name, ec[name], sc[name])
     efds = {r["fd"] for r in er if r["name"] in ("read", "write")}

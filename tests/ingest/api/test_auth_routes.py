@@ -63,6 +63,7 @@ def url_of(rule: Rule, trace_id: int, write: bool) -> str:
     exists nowhere for writes (so that they change nothing), and a query a few reads need."""
     values: dict[str, object] = {
         "trace_id": 999999 if write else trace_id, "goid": 1, "name": "goroutines",
+        "segment": 999999,
         "upload_id": "0" * 32, "job_id": "0" * 32, "path": f"traces/{trace_id}/overview",
         "filename": "gmpscope.css", "package_name": "dash",
         "fingerprinted_path": "no-such-file.js"}
