@@ -49,8 +49,10 @@ from sqlalchemy import (
 )
 
 from ingest import codes
-from ingest.store import live_models  # noqa: F401 - its tables are part of the schema
-from ingest.store import os_sched_models  # noqa: F401 - issue 26's tables, in the schema too
+from ingest.store import (
+    live_models,  # noqa: F401 - its tables are part of the schema
+    os_sched_models,  # noqa: F401 - issue 26's tables, in the schema too
+)
 
 # The tables kept coded behind views of their old columns (re-exported: the
 # views are what readers select from).
