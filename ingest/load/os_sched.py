@@ -27,6 +27,7 @@ from collectors.poller import sched_parse
 from ingest.load.pipeline import IngestError
 from ingest.store import models, os_sched_models
 from ingest.store.db import write_tx
+from ingest.store.traces import row_of_trace
 
 _BATCH = 5000
 
@@ -129,16 +130,7 @@ def attach_sched_dir(engine: Engine, trace_id: int, directory: Path) -> dict[str
 
 def sched_recording_of(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
     """The os_sched_recordings row of a trace (meta decoded), or None."""
-    sr = os_sched_models.os_sched_recordings
-    stmt = select(sr).where(sr.c.trace_id == trace_id)
-    if isinstance(engine, Connection):
-        row = engine.execute(stmt).first()
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(stmt).first()
-    if row is None:
-        return None
-    out = dict(row._mapping)
-    out["meta"] = json.loads(out["meta"])
-    out.pop("created_at", None)
+    out = row_of_trace(engine, os_sched_models.os_sched_recordings, trace_id, ("meta",))
+    if out is not None:
+        out.pop("created_at", None)
     return out

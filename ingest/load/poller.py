@@ -27,6 +27,7 @@ from ingest.load import os_sched as _sched  # issue 26: sched.parquet (the hook 
 from ingest.load.pipeline import IngestError, IngestResult, find_by_sha, ingest_trace_file
 from ingest.store import models, poller_models
 from ingest.store.db import write_tx
+from ingest.store.traces import row_of_trace
 
 POLLER_FILE = "poller.parquet"
 META_FILE = "meta.json"
@@ -442,19 +443,7 @@ def ingest_recording_dir(engine: Engine, directory: Path, *, data_dir: Path,
 
 def recording_of(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
     """The poller_recordings row of a trace (meta and command decoded), or None."""
-    pr = poller_models.poller_recordings
-    stmt = select(pr).where(pr.c.trace_id == trace_id)
-    if isinstance(engine, Connection):
-        row = engine.execute(stmt).first()
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(stmt).first()
-    if row is None:
-        return None
-    out = dict(row._mapping)
-    out["meta"] = json.loads(out["meta"])
-    out["command"] = json.loads(out["command"])
-    return out
+    return row_of_trace(engine, poller_models.poller_recordings, trace_id, ("meta", "command"))
 
 
 def is_os_recording(engine: Engine, trace_id: int) -> bool:

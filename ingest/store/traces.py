@@ -51,6 +51,24 @@ def count_live_windows(engine: Engine) -> int:
                                 .where(t.c.id.in_(_live_window_ids()))).scalar_one())
 
 
+def row_of_trace(engine: Engine | Connection, table: Any, trace_id: int,
+                 json_columns: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The one row of ``table`` (keyed by ``trace_id``) belonging to a trace, as a
+    dict with ``json_columns`` decoded; None when it has none."""
+    stmt = select(table).where(table.c.trace_id == trace_id)
+    if isinstance(engine, Connection):
+        row = engine.execute(stmt).first()
+    else:
+        with engine.connect() as conn:
+            row = conn.execute(stmt).first()
+    if row is None:
+        return None
+    out = dict(row._mapping)
+    for col in json_columns:
+        out[col] = json.loads(out[col])
+    return out
+
+
 def get_trace(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
     """One trace's row (as list_traces), or None."""
     stmt = select(*_TRACE_COLUMNS).where(models.traces.c.id == trace_id)
