@@ -41,7 +41,7 @@ from collectors.poller.ebpf_parse import EbpfParser
 from collectors.poller.ebpf_program import program
 from collectors.poller.parquet_out import rows_to_table, write_recording
 from collectors.poller.ready import ReadyResolver
-from collectors.poller.recorder import clock_pair
+from collectors.poller.recorder import clock_pair, stop_tracer
 from collectors.poller.records import KIND_SYSCALL, Row
 
 __all__ = ["OsSession", "OsSideError", "Slice", "combined_program", "os_missing"]
@@ -390,15 +390,6 @@ class OsSession:
         proc = self._proc
         if proc is None:
             return
-        for sig, wait in ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            if proc.poll() is not None:
-                break
-            try:
-                proc.send_signal(sig)
-                proc.wait(timeout=wait)
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop_tracer(proc, 10.0)
         if self._reader is not None:
             self._reader.join(10)

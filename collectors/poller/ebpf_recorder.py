@@ -37,7 +37,7 @@ from typing import Any
 from collectors.poller.backend import uring_submit_tracepoint
 from collectors.poller.ebpf_fds import SNAPSHOT_EVERY_S, snapshot
 from collectors.poller.ebpf_program import CANARY_PAD, program
-from collectors.poller.recorder import RecorderError, clock_pair
+from collectors.poller.recorder import RecorderError, clock_pair, stop_tracer
 
 RAW_FILE = "ebpf.txt"
 NOTES_FILE = ".ebpf.notes.json"
@@ -316,15 +316,4 @@ def _interrupt(child: subprocess.Popen[bytes]) -> None:
 
 def _stop(proc: subprocess.Popen[bytes]) -> int | None:
     """SIGINT bpftrace (its END block prints the calls still open, then it flushes)."""
-    for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 5.0),
-                      (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            break
-        try:
-            proc.send_signal(sig)
-            proc.wait(timeout=wait)
-        except ProcessLookupError:
-            break
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            continue
-    return proc.returncode
+    return stop_tracer(proc, STOP_GRACE_S)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collectors.poller.records import COVERED_SYSCALLS
 
@@ -211,6 +212,22 @@ def run_strace(
         stderr=stderr,
         clock=clock,
     )
+
+
+def stop_tracer(proc: subprocess.Popen[Any], grace_s: float) -> int | None:
+    """Stop a tracer (bpftrace) as politely as it allows: SIGINT (its END block
+    runs and it flushes) for ``grace_s``, then SIGTERM, then SIGKILL; its status."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            break
+        try:
+            proc.send_signal(sig)
+            proc.wait(timeout=wait)
+        except ProcessLookupError:
+            break
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            continue
+    return proc.returncode
 
 
 def clock_pair() -> dict[str, int]:

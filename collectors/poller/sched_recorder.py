@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from collectors.poller import sched_parse, sched_probes
-from collectors.poller.recorder import clock_pair
+from collectors.poller.recorder import clock_pair, stop_tracer
 
 #: Where bpftrace needs tracefs (Debian does not mount it by default).
 TRACEFS = Path("/sys/kernel/tracing")
@@ -212,18 +212,7 @@ class SchedRecorder:
 
     def _terminate(self) -> int | None:
         assert self._proc is not None
-        for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 5.0),
-                          (signal.SIGKILL, 5.0)):
-            if self._proc.poll() is not None:
-                break
-            try:
-                self._proc.send_signal(sig)
-                self._proc.wait(timeout=wait)
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        return self._proc.returncode
+        return stop_tracer(self._proc, STOP_GRACE_S)
 
     def _cleanup(self, failed: bool = False) -> None:
         self._script.unlink(missing_ok=True)
