@@ -46,6 +46,7 @@ RECORD_JS = """
   });
   new MutationObserver(note).observe(document.getElementById('library-progress'),
     {childList: true, subtree: true, characterData: true, attributes: true});
+  note();  // what the rows already show (a job waiting for the write lock shows no change)
 }
 """
 
