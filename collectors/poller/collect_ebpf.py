@@ -1,9 +1,11 @@
-"""One eBPF recording end to end: bpftrace -> parse -> poller.parquet, uring.parquet, meta.json.
+"""One eBPF recording end to end: tracer -> parse -> poller.parquet, uring.parquet, meta.json.
 
 The rows are the strace backend's (docs/schema.md, ``poller.parquet``), so
 every view, join and rule reads them unchanged; ``meta.json`` says
-``backend: ebpf`` and how the probes' monotonic clock was mapped to the wall
-clock. io_uring requests go to ``uring.parquet`` (one row per request).
+``backend: ebpf``, ``ebpf.transport`` (``ringbuf`` or ``bpftrace``, and
+``transport_note``: why not the ring buffer when it fell back) and how the
+probes' monotonic clock was mapped to the wall clock. io_uring requests go
+to ``uring.parquet`` (one row per request).
 
 :func:`finish` turns what a killed recorder left (the raw output, its notes and
 the descriptor snapshots) into a recording marked ``partial``.
@@ -36,9 +38,10 @@ URING_SCHEMA = pa.schema([
     ("latency_ns", pa.int64()), ("ring", pa.int64()), ("user_data", pa.int64()),
     ("opcode", pa.string()), ("result", pa.int64()), ("cflags", pa.int64()),
 ], metadata={b"schema_version": b"1", b"producer": b"gmpscope poller ebpf"})
-CLOCK_METHOD = ("bpftrace's nsecs is CLOCK_MONOTONIC; each time is mapped to CLOCK_REALTIME "
-                "with realtime-monotonic read back to back when the probes were attached and "
-                "when they were stopped, interpolated linearly between the two")
+CLOCK_METHOD = ("the probes' times (bpf_ktime_get_ns) are CLOCK_MONOTONIC; each time is "
+                "mapped to CLOCK_REALTIME with realtime-monotonic read back to back when the "
+                "probes were attached and when they were stopped, interpolated linearly "
+                "between the two")
 
 
 def wall_mapper(clock: dict[str, int], clock_end: dict[str, int] | None) -> Callable[[int], int]:
@@ -126,13 +129,19 @@ def write(out_dir: Path, notes: dict[str, Any], run: EbpfRun | None,
 
     clock_end = run.clock_end if run is not None else None
     rows, uring, parser = build(out_dir, notes, clock_end)
-    if run is not None:  # bpftrace reports a full perf buffer on stderr
+    if run is not None:  # bpftrace reports a full perf buffer on stderr (the loader in its output)
         parser.stats.lost += sum(int(m) for m in re.findall(r"Lost (\d+) events", run.stderr))
     table, summary = collect_table(rows)
     del rows
     pq.write_table(uring, out_dir / URING_FILE, compression="zstd")
     meta = ebpf_meta(notes, run, summary, parser, baseline, CLOCK_METHOD)
     meta.update(extra_meta)
+    transport = run.transport if run is not None else notes.get("transport", "bpftrace")
+    meta["ebpf"]["transport"] = transport
+    meta["ebpf"]["transport_note"] = (run.transport_note if run is not None
+                                      else notes.get("transport_note"))
+    if transport == "ringbuf":
+        meta["ebpf"]["tool"] = "libbpf ring buffer (collectors/poller/csrc)"
     meta["ebpf"]["syscalls"] = list(COVERED_SYSCALLS)
     meta["ebpf"]["uring_file"] = URING_FILE
     write_recording(out_dir, table, meta)

@@ -1,0 +1,141 @@
+"""Build the ring-buffer transport's loader, lazily, once per source and kernel.
+
+The eBPF backend's fast transport is two C files in ``collectors/poller/csrc/``:
+``syscalls.bpf.c`` (the probes, libbpf CO-RE, writing binary records into a BPF
+ring buffer) and ``ringbuf_loader.c`` (loads them with the skeleton bpftool
+generates, drains the buffer every 50 ms and prints the bpftrace program's text
+lines). They are built at first use, not at install time: the BPF object is
+compiled against the running kernel's BTF (``/sys/kernel/btf/vmlinux``), which
+only the recording machine has. The steps are those of any libbpf tool::
+
+    bpftool btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
+    clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -c syscalls.bpf.c
+    bpftool gen skeleton syscalls.bpf.o > syscalls.skel.h
+    cc -O2 ringbuf_loader.c -lbpf -lelf -lz
+
+into ``$GMPSCOPE_CACHE/ebpf/<key>/`` (default ``~/.cache/gmpscope``), ``key``
+a hash of both sources, the kernel's BTF and the machine; under an exclusive
+lock, so parallel recorders (tests) build it once. The tools come from Debian's
+clang, llvm, bpftool and libbpf-dev (``make test-setup`` installs them as root);
+:func:`loader` raises :class:`BuildError` naming what is missing, and the
+recorder then falls back to bpftrace's printf transport.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+BPF_SOURCE = CSRC / "syscalls.bpf.c"
+LOADER_SOURCE = CSRC / "ringbuf_loader.c"
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+LOADER_NAME = "ringbuf_loader"
+BUILD_TIMEOUT_S = 300
+_ARCH = {"x86_64": "x86"}
+_PACKAGES = "Debian: apt-get install clang llvm bpftool libbpf-dev"
+
+
+class BuildError(RuntimeError):
+    """The loader cannot be built here; the message says why, in one line."""
+
+
+def cache_root() -> Path:
+    """``$GMPSCOPE_CACHE/ebpf`` (default ``~/.cache/gmpscope/ebpf``)."""
+    env = os.environ.get("GMPSCOPE_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "gmpscope") / "ebpf"
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise BuildError(f"{name} is not on PATH ({_PACKAGES})")
+    return found
+
+
+def build_key() -> str:
+    """Hash of the two sources, the kernel's BTF and the machine."""
+    if not VMLINUX_BTF.is_file():
+        raise BuildError(f"the kernel has no BTF ({VMLINUX_BTF}, CONFIG_DEBUG_INFO_BTF), "
+                         "which CO-RE needs")
+    h = hashlib.sha256()
+    for src in (BPF_SOURCE, LOADER_SOURCE):
+        h.update(src.read_bytes())
+    h.update(VMLINUX_BTF.read_bytes())
+    h.update(platform.machine().encode())
+    return h.hexdigest()[:20]
+
+
+def _run(argv: list[str], *, stdout: Path | None = None, cwd: Path) -> None:
+    out = open(stdout, "wb") if stdout is not None else None  # noqa: SIM115 - closed below
+    try:
+        proc = subprocess.run(argv, cwd=cwd, stdout=out or subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=BUILD_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"{Path(argv[0]).name} failed: {e}") from None
+    finally:
+        if out is not None:
+            out.close()
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        # The first error line says it (a missing header: libbpf-dev; ...).
+        first = next((ln for ln in err if "error" in ln.lower()), err[0] if err else "")
+        raise BuildError(f"{Path(argv[0]).name} failed ({proc.returncode}): {first.strip()}")
+
+
+def _build(dest: Path) -> None:
+    arch = _ARCH.get(platform.machine())
+    if arch is None:
+        # The probes read epoll_event arrays as x86-64 lays them out (packed, 12 bytes).
+        raise BuildError(f"the ring-buffer probes are written for x86-64, not "
+                         f"{platform.machine()}")
+    clang, bpftool, cc = _tool("clang"), _tool("bpftool"), _tool("cc")
+    if not Path("/usr/include/bpf/libbpf.h").is_file():
+        raise BuildError(f"libbpf's headers are missing (/usr/include/bpf/libbpf.h; {_PACKAGES})")
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=dest.parent) as tmp:
+        work = Path(tmp)
+        _run([bpftool, "btf", "dump", "file", str(VMLINUX_BTF), "format", "c"],
+             stdout=work / "vmlinux.h", cwd=work)
+        _run([clang, "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", "-I", str(work),
+              "-c", str(BPF_SOURCE), "-o", str(work / "syscalls.bpf.o")], cwd=work)
+        _run([bpftool, "gen", "skeleton", str(work / "syscalls.bpf.o")],
+             stdout=work / "syscalls.skel.h", cwd=work)
+        _run([cc, "-O2", "-Wall", "-I", str(work), "-o", str(work / LOADER_NAME),
+              str(LOADER_SOURCE), "-lbpf", "-lelf", "-lz"], cwd=work)
+        out = work / "out"
+        out.mkdir()
+        shutil.copy2(work / LOADER_NAME, out / LOADER_NAME)
+        shutil.copy2(BPF_SOURCE, out / BPF_SOURCE.name)  # what it was built from
+        shutil.copy2(LOADER_SOURCE, out / LOADER_SOURCE.name)
+        out.replace(dest)
+
+
+def loader() -> Path:
+    """The built loader's path, building it first when this source and kernel have none.
+
+    BuildError (one line: what is missing or what failed) when it cannot be built.
+    """
+    key = build_key()
+    root = cache_root()
+    dest = root / key
+    exe = dest / LOADER_NAME
+    if exe.is_file():
+        return exe
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / f"{key}.lock", "w")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise BuildError(f"cannot write the build cache {root}: {e}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.is_file():  # another process may have built it meanwhile
+            _build(dest)
+    finally:
+        lock.close()
+    return exe
