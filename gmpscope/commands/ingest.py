@@ -109,6 +109,7 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
 
 
 def run(args: argparse.Namespace) -> int:
+    from ingest.config import Settings
     from ingest.load.decode_ahead import DecodeAhead
 
     for path in args.paths:
@@ -117,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
     # The first trace decodes (C, without the GIL) while the database is
     # opened below: imports and, on a new database, its schema (docs/ingest.md).
     first = args.paths[0]
-    ahead = DecodeAhead(first) if first.is_file() and args.attach is None else None
+    data_dir = Settings.from_env(db_url=args.db, data_dir=args.data_dir).data_dir
+    ahead = (DecodeAhead(first, data_dir) if first.is_file() and args.attach is None
+             else None)
     if ahead is not None:
         ahead.wait_imports()  # see ingest/load/decode_ahead.py: never two importers at once
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,53 @@ def _column_chunk(col: Any, a: int, b: int) -> Arr:
         if isinstance(part, list) else np.asarray(part)
 
 
+class _Parted:
+    """A table written part by part: its open column files and rows so far."""
+
+    def __init__(self, d: Path, table: str, rows: int,
+                 bounds: dict[str, tuple[int, int]]) -> None:
+        self.rows, self.done = rows, 0
+        self.files: dict[str, tuple[Any, np.dtype[Any]]] = {}
+        try:
+            for name in TABLE_COLUMNS[table]:
+                dtype = np.dtype(np.int64) if name in TIME_COLUMNS else column_dtype(
+                    name, *bounds[name])
+                f = open(d / f"{table}.{name}.npy", "wb")  # noqa: SIM115 - closed by close()
+                self.files[name] = (f, dtype)
+                np.lib.format.write_array_header_1_0(
+                    f, {"descr": dtype.str, "fortran_order": False, "shape": (rows,)})
+        except BaseException:
+            try:
+                self.close()
+            except OSError:
+                pass  # the first error is the one to raise
+            raise
+
+    def append(self, cols: dict[str, Any], n: int) -> None:
+        if self.done + n > self.rows:
+            raise OSError(f"frames: {self.done + n} rows written of {self.rows}")
+        for name, (f, dtype) in self.files.items():
+            loader = LOADER_NAME.get(name)
+            col = cols[loader] if loader in cols else cols[name]
+            for a in range(0, n, 1 << 20):
+                b = min(n, a + (1 << 20))
+                f.write(np.ascontiguousarray(_column_chunk(col, a, b), dtype=dtype).data)
+        self.done += n
+
+    def close(self) -> None:
+        """Close every file (each one, even when another fails); the first
+        error (a full disk flushing the last writes) is raised after."""
+        error: OSError | None = None
+        for f, _ in self.files.values():
+            try:
+                f.close()
+            except OSError as e:
+                error = error or e
+        self.files = {}
+        if error is not None:
+            raise error
+
+
 def write_column(d: Path, table: str, name: str, col: Any, n: int) -> None:
     """Write one column of ``n`` rows (a numpy array or an ingest.columns
     Gather/Nullable/Seq) to ``d/<table>.<name>.npy`` in its stored type
@@ -183,7 +232,8 @@ class FrameWriter:
         self.written: set[str] = set()
         self.error: OSError | None = None
         self._stopped = False
-        self._queue: queue.Queue[tuple[str, dict[str, Any], int] | None] | None = None
+        self._queue: queue.Queue[Callable[[], None] | None] | None = None
+        self._parted: dict[str, _Parted] = {}
         self._thread: threading.Thread | None = None
         if background:
             self._queue = queue.Queue()
@@ -196,13 +246,38 @@ class FrameWriter:
         In the background mode a failure shows in :attr:`error` and makes
         :meth:`finish` return None; otherwise OSError is raised here.
         """
+        self._do(partial(self._write, table, cols, n))
+
+    def begin(self, table: str, rows: int, bounds: dict[str, tuple[int, int]]) -> None:
+        """``table`` comes in parts from now on, each given to :meth:`add`:
+        ``rows`` in all, its columns stored in the types their ``bounds``
+        (lowest, highest value) call for (:func:`column_dtype`). It counts
+        as written once they all are."""
+        self._do(partial(self._begin, table, rows, bounds))
+
+    def _do(self, work: Callable[[], None]) -> None:
         if self._queue is not None:
-            self._queue.put((table, cols, n))
+            self._queue.put(work)
         else:
-            self._write(table, cols, n)
+            work()
+
+    def _begin(self, table: str, rows: int, bounds: dict[str, tuple[int, int]]) -> None:
+        self.staging.mkdir(parents=True, exist_ok=True)
+        self._parted[table] = _Parted(self.staging, table, rows, bounds)
 
     def _write(self, table: str, cols: dict[str, Any], n: int) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)
+        parted = self._parted.get(table)
+        if parted is not None:
+            parted.append(cols, n)
+            if parted.done == parted.rows:
+                parted.close()
+                del self._parted[table]
+                if table in self.durable:
+                    for name in TABLE_COLUMNS[table]:
+                        _fsync(self.staging / f"{table}.{name}.npy")
+                self.written.add(table)
+            return
         for name in TABLE_COLUMNS[table]:
             # The loader's own column where it has one (its ``outcome`` is text).
             loader = LOADER_NAME.get(name)
@@ -263,7 +338,7 @@ class FrameWriter:
         while (item := self._queue.get()) is not None:
             if self.error is None and not self._stopped:
                 try:
-                    self._write(*item)
+                    item()
                 except OSError as e:
                     self.error = e
             del item
@@ -274,6 +349,8 @@ class FrameWriter:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self._parted and self.error is None and not self._stopped:
+            self.error = OSError(f"frames: {', '.join(self._parted)} not given every row")
 
     def finish(self, trace_id: int, sha256: str, first_ts: int, last_ts: int,
                kinds: dict[int, Kind]) -> Path | None:
@@ -338,6 +415,12 @@ class FrameWriter:
 
         self._stopped = True  # what is still queued is not written
         self._drain()
+        for parted in self._parted.values():
+            try:
+                parted.close()
+            except OSError:
+                pass  # its files go below
+        self._parted.clear()
         shutil.rmtree(self.staging, ignore_errors=True)
 
 

@@ -97,8 +97,14 @@ def run_sums(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:
 
 
 def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
-                       tstack_seq: Arr, tstack_id: Arr) -> tuple[Columns, Columns]:
+                       tstack_seq: Arr, tstack_id: Arr, seq: Arr | None = None,
+                       runs_on: dict[int, int] | None = None) -> tuple[Columns, Columns]:
     """Columns of ``goroutines`` and ``procs`` (without trace_id).
+
+    ``seq``: each row's transition number when ``tr`` is a part of the trace
+    (ingest.load.bucket_tables; None: row i is transition i); ``runs_on``:
+    the goroutine runs per proc id counted over the whole trace (None:
+    counted in ``tr``).
 
     A goroutine's creation is its first transition out of NotExist: its time
     is ``created_ts``, the goroutine in whose context it happened is the
@@ -130,9 +136,10 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     gb = pick(g)
     cidx = created_idx[g]
     has_c = cidx != big
-    cseq = np.where(has_c, order[np.minimum(cidx, n - 1)], 0)
-    created = np.where(has_c, tr.ts[order[np.minimum(cidx, n - 1)]], -1)
-    parent = np.where(has_c, tr.g[cseq].astype(np.int64), -1)
+    crow = np.where(has_c, order[np.minimum(cidx, n - 1)], 0)
+    created = np.where(has_c, tr.ts[crow], -1)
+    parent = np.where(has_c, tr.g[crow].astype(np.int64), -1)
+    cseq = crow if seq is None else seq[crow].astype(np.int64)
     # The creation's stack: the transition stack of the creating transition
     # (tstack_seq is sorted), NULL when it has none.
     at = np.minimum(np.searchsorted(tstack_seq, cseq), max(len(tstack_seq) - 1, 0))
@@ -160,10 +167,8 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     }
     pm = res == PROC
     pb = pick(pm)
-    # Goroutines run per P: Running intervals by the P of their transition.
-    gmask = (tr.res == GOROUTINE) & (tr.to == RUNNING) & (tr.p >= 0)
-    pvals, pcounts = np.unique(tr.p[gmask], return_counts=True)
-    runs_on = dict(zip(pvals.tolist(), pcounts.tolist(), strict=True))
+    if runs_on is None:
+        runs_on = runs_per_proc(tr)
     prc: Columns = {
         "pid": pb["rid"],
         "first_ts": pb["first_ts"],
@@ -180,11 +185,24 @@ def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, s
     return gor, prc
 
 
+def runs_per_proc(tr: Transitions) -> dict[int, int]:
+    """Goroutine runs per proc id: Running intervals by the P of their transition."""
+    gmask = (tr.res == GOROUTINE) & (tr.to == RUNNING) & (tr.p >= 0)
+    pvals, pcounts = np.unique(tr.p[gmask], return_counts=True)
+    return dict(zip(pvals.tolist(), pcounts.tolist(), strict=True))
+
+
 def thread_summaries(tr: Transitions, o: Ordered, ev_m: Arr, ev_ts: Arr) -> Columns:
     """Columns of ``threads``, from the M context of transitions and other
     events: the time an M ran a goroutine or sat in a syscall with one sums
     the goroutine intervals that its transitions began."""
-    uniq, first, last, ntrans, run_u, sys_u, nsys_u = thread_sums(tr, o)
+    return threads_of(thread_sums(tr, o), ev_m, ev_ts)
+
+
+def threads_of(sums: tuple[I64, ...], ev_m: Arr, ev_ts: Arr) -> Columns:
+    """:func:`thread_summaries` from :func:`thread_sums`' answer (or several
+    parts' merged: ingest.load.bucket_tables)."""
+    uniq, first, last, ntrans, run_u, sys_u, nsys_u = sums
     # Other events' threads (few rows): merge their times in.
     ev_has = ev_m >= 0
     extra_m = ev_m[ev_has].astype(np.int64)

@@ -30,11 +30,13 @@ class DecodeAhead:
     :meth:`sha256` answers as soon as the file is read and hashed (to find an
     already stored copy before the decode ends); :meth:`result` waits for the
     decode and raises what it raised; :meth:`cancel` stops it at its next row
-    group when the result is not needed.
+    group when the result is not needed. ``data_dir``: where a big trace's
+    transitions are spilled (ingest.load.transition_spill.spill_dir).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, data_dir: Path | None = None) -> None:
         self.path = Path(path)
+        self.data_dir = data_dir
         #: Seconds the thread spent reading, hashing and decoding.
         self.seconds = 0.0
         self._sha: str | None = None
@@ -63,7 +65,7 @@ class DecodeAhead:
             content: list[bytes | MappedTrace] = [mapped]
             del mapped  # decode_bytes takes it out of ``content``
             self._decoded = decode_bytes(self.path, content, self._sha, self._cancelled.is_set,
-                                         self._handoff)
+                                         self._handoff, self.data_dir)
         except BaseException as e:  # noqa: BLE001 - handed to result()
             self._error = e
         finally:

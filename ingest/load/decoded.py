@@ -16,8 +16,8 @@ from collectors.gotrace.mapped import MappedTrace
 from ingest.load.row_group_handoff import RowGroupHandOff
 
 if TYPE_CHECKING:
-    from ingest.columns import Transitions
     from ingest.load.event_split import EventParts
+    from ingest.load.transition_spill import TransitionSpill
 
 
 class Decoded:
@@ -29,12 +29,12 @@ class Decoded:
     holds them and can drop each as soon as it is done with it.
     """
 
-    def __init__(self, meta: dict[str, Any], tr: Transitions, events: EventParts,
+    def __init__(self, meta: dict[str, Any], tr: TransitionSpill, events: EventParts,
                  tstacks: Any, stacks: Any) -> None:
-        self._parts: tuple[dict[str, Any], Transitions, EventParts, Any, Any] | None = (
+        self._parts: tuple[dict[str, Any], TransitionSpill, EventParts, Any, Any] | None = (
             meta, tr, events, tstacks, stacks)
 
-    def take(self) -> tuple[dict[str, Any], Transitions, EventParts, Any, Any]:
+    def take(self) -> tuple[dict[str, Any], TransitionSpill, EventParts, Any, Any]:
         """(meta, transitions, events, transition_stacks, stacks), once."""
         if self._parts is None:
             raise RuntimeError("a decoded trace is loaded once")
@@ -42,19 +42,21 @@ class Decoded:
         return parts
 
 
-def decode_file_in_memory(path: Path) -> Decoded | None:
+def decode_file_in_memory(path: Path, data_dir: Path | None = None) -> Decoded | None:
     """Decode a Go 1.22+ trace with the C decoder straight into memory (no
-    Parquet written and read back); None when that decoder does not apply.
-    Raises TraceFormatError for a file that is not a trace."""
+    Parquet written and read back; a big trace's transitions spilled under
+    ``data_dir``: ingest.load.transition_spill); None when that decoder does
+    not apply. Raises TraceFormatError for a file that is not a trace."""
     from collectors.gotrace.mapped import MappedTrace
 
     mapped = MappedTrace(path)
-    return decode_bytes(path, [mapped], mapped.sha256())
+    return decode_bytes(path, [mapped], mapped.sha256(), data_dir=data_dir)
 
 
 def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
                  cancelled: Callable[[], bool] = lambda: False,
-                 handoff: RowGroupHandOff | None = None) -> Decoded | None:
+                 handoff: RowGroupHandOff | None = None,
+                 data_dir: Path | None = None) -> Decoded | None:
     """:func:`decode_file_in_memory` of the file's content, the one item of
     ``content`` (whose hash is ``sha256``), which it takes out: raw bytes are
     freed as soon as they are decoded, before the columns are joined; a
@@ -79,12 +81,9 @@ def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
             mapped.close()
         return None
     from ingest.load.event_split import EventParts
-    from ingest.load.transitions_builder import TransitionsBuilder
+    from ingest.load.transition_spill import TransitionSpill, spill_dir
 
-    # Room for a transition every two bytes of trace: more than a trace
-    # holds (the benchmark's: one every five); the columns' untouched room
-    # takes no memory, and a trace denser than that goes on as parts.
-    builder = TransitionsBuilder(capacity=len(data) // 2)
+    builder = TransitionSpill(spill_dir(data_dir, trace_bytes=len(data)))
     events = EventParts()
     if handoff is None:
         handoff = RowGroupHandOff()
@@ -113,10 +112,13 @@ def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
         if mapped is not None:
             mapped.close()
         handoff.finish()
+        spill = builder.seal(int(meta["transitions"]))
+    except BaseException:
+        builder.close()
+        raise
     finally:
         handoff.close()
-    return Decoded(meta, builder.finish(int(meta["transitions"])), events,
-                   tables["transition_stacks"], tables["stacks"])
+    return Decoded(meta, spill, events, tables["transition_stacks"], tables["stacks"])
 
 
 def _add_row_group(item: tuple[Callable[[Any], None], Any]) -> None:
@@ -135,6 +137,7 @@ def import_decoder() -> None:
     import collectors.gotrace.columnar  # noqa: F401
     import collectors.gotrace.reader  # noqa: F401
     import ingest.load.event_split  # noqa: F401
+    import ingest.load.transition_spill  # noqa: F401
     import ingest.load.transitions_builder  # noqa: F401
     from ingest.extensions import optional_extension
 

@@ -33,7 +33,6 @@ from ingest.columns import (
     iter_table,
     read_meta,
     read_table,
-    read_transitions,
 )
 from ingest.config import Settings
 from ingest.derive.frame_layout import TABLE_COLUMNS as FRAME_TABLES
@@ -45,7 +44,15 @@ from ingest.load.event_split import split_events
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.raw_copy import RawCopy, kept_path, raw_path
 from ingest.load.staged_caches import stage_caches
-from ingest.load.tables import DerivedTables, derived_tables, next_id, nrows, store_table
+from ingest.load.tables import (
+    DerivedTables,
+    derived_tables,
+    next_id,
+    nrows,
+    store_range,
+    store_table,
+)
+from ingest.load.transition_spill import read_transitions_spill, spill_dir
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files, models
 from ingest.store.db import checkpoint_meanwhile, write_tx
@@ -165,7 +172,7 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                 timings.add("decode", ahead.seconds)
             else:
                 with timings.phase("decode"):
-                    decoded = decode_file_in_memory(path)
+                    decoded = decode_file_in_memory(path, ddir)
             if decoded is None:
                 with timings.phase("decode"):
                     decode_file_to_dir(path, work / "parquet")
@@ -251,7 +258,8 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
         if found is not None:
             return found
         with timings.phase("read"):
-            tr = read_transitions(directory, expected_rows=int(meta["transitions"]))
+            rows = int(meta["transitions"])
+            tr = read_transitions_spill(directory, rows, spill_dir(data_dir, rows=rows))
             events = split_events(iter_table(directory, "events"))
             tstacks = read_table(directory, "transition_stacks")
             stacks = read_table(directory, "stacks")
@@ -275,19 +283,20 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     """Store a decoded trace in one transaction (see load_parquet_dir);
     ``where`` names the input in error messages."""
     started = time.perf_counter() if started is None else started
-    meta, tr, events, tstacks, stacks = decoded.take()
-    if len(tr):
+    meta, spill, events, tstacks, stacks = decoded.take()
+    if spill.last_ts is not None:
         # The trace's end: the last event (meta.json), never before a transition.
-        meta["last_ts"] = max(int(meta["last_ts"]), int(tr.ts.max()))
+        meta["last_ts"] = max(int(meta["last_ts"]), spill.last_ts)
     trace_row = _trace_row(meta, sha, name, source, size_bytes)
     # Derived tables are computed one at a time inside the transaction and
     # dropped once written, so memory holds one of them at a time.
     try:
-        tables = derived_tables(tr, meta, events, tstacks, stacks, timings)
+        tables = derived_tables(spill, meta, events, tstacks, stacks, timings)
     except (KeyError, IndexError, ValueError) as e:
+        spill.close()
         raise BadParquetError(f"{where}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
-    total = len(tr) * 2
+    total = spill.rows * 2
     advance = _load_progress(progress, total)
     files = data_dir is not None and interval_files.store_in_files(engine)
     staged = _Staged(FrameWriter(data_dir, background=True,
@@ -311,11 +320,13 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     except BaseException:
         staged.abandon()
         raise
+    finally:
+        spill.close()
     if isinstance(stored, IngestResult):
         staged.abandon()  # the frame writer's thread goes with the staging
         return stored  # the same content, stored meanwhile: nothing written
     trace_id, counts = stored
-    del tr, tables  # the loader's arrays go before the views' are built
+    del spill, tables  # the loader's arrays go before the views' are built
     _finish_views(engine, staged, trace_id, sha, trace_row, timings)
     if progress:
         progress("load", total, total)
@@ -424,27 +435,37 @@ def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[st
 def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: _Staged,
                    trace_row: dict[str, Any], timings: Timings,
                    advance: Callable[[int], None]) -> dict[str, int]:
-    """Derive the tables one at a time, each stored by the insert worker's
-    thread while the next is derived here (the connection is the worker's
-    until it is closed), and staged for the views on the way; the rows per
-    table."""
+    """Derive the tables one at a time (intervals and syscalls part by part),
+    each stored by the insert worker's thread while the next is derived here
+    (the connection is the worker's until it is closed), and staged for the
+    views on the way; the rows per table."""
     counts: dict[str, int] = {}
+    plans = tables.frame_plans()
     with InsertWorker() as worker:
         for table_name, cols in timings.each("derive", tables):
-            counts[table_name] = n = nrows(cols)
+            n = nrows(cols)
+            done = counts.get(table_name, 0)
+            counts[table_name] = done + n
             if not n:
                 continue
             first = tables.bases.get(table_name)
             if first is not None:
-                cols = {"id": Seq(first), **cols}
+                cols = {"id": Seq(first + done), **cols}
+            plan = plans.get(table_name)
+            if plan is not None and not done and staged.frames is not None:
+                staged.frames.begin(table_name, plan.rows, plan.bounds)
             _stage_table(staged, table_name, cols, n, trace_row, timings)
             with timings.phase("worker wait"):  # the worker still busy
                 worker.submit(partial(timings.timed, f"insert {table_name}",
                                       store_table, conn, trace_id, table_name, cols,
-                                      n, first, tables.bases["intervals"], advance,
+                                      n, tables.bases["intervals"], advance,
                                       not (staged.files and table_name in _IN_FILES)))
             del cols
             give_back_free_memory()  # the derivation's temporaries
+        for table_name, first in tables.bases.items():
+            if counts.get(table_name):
+                worker.submit(partial(store_range, conn, trace_id, table_name, first,
+                                      counts[table_name]))
         _stage_goroutine_lanes(staged, timings)
         with timings.phase("worker wait"):
             worker.close()

@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
-from ingest.columns import Computed, Gather, Nullable, Seq, Transitions
+from ingest.columns import Computed, Gather, Nullable, Seq
 from ingest.derive import intervals as derive
-from ingest.derive.interval_order import Columns, Ordered
+from ingest.derive.interval_order import Columns
 from ingest.load import eventrows
+from ingest.load.bucket_tables import BucketTables, FramePlan
 from ingest.load.event_split import EventParts
+from ingest.load.transition_spill import TransitionSpill
 from ingest.memory import give_back_free_memory
 from ingest.store import models
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
@@ -32,33 +34,27 @@ class DerivedTables:
 
     ``bases`` (table name -> first row id) must be set before iterating: the
     id ranges stored in goroutines and procs point into intervals and
-    proc_runs.
+    proc_runs. ``intervals`` and ``syscalls`` come in parts, the next rows
+    each time (:attr:`frame_plans` says how many in all); the other tables
+    once.
     """
 
-    def __init__(self, tr: Transitions, meta: dict[str, Any], events: EventParts, tstacks: Any,
-                 stacks: Any, timings: Timings | None = None) -> None:
-        self.tr = tr
+    def __init__(self, spill: TransitionSpill, meta: dict[str, Any], events: EventParts,
+                 tstacks: Any, stacks: Any, timings: Timings | None = None) -> None:
+        self.spill = spill
         self.last_ts = int(meta["last_ts"])
         self.events: EventParts | None = events
         self.tstacks = tstacks
         self.stacks = stacks
         self.timings = timings or Timings()
         self.bases: dict[str, int] = {}
-        self._ordered: Ordered | None = None
-
-    @property
-    def ordered(self) -> Ordered:
-        """The transitions sorted into intervals (made when first needed)."""
-        if self._ordered is None:
-            with self.timings.phase("order"):
-                self._ordered = derive.order_intervals(self.tr, self.last_ts)
-        return self._ordered
+        self._buckets: BucketTables | None = None
 
     def __iter__(self) -> Iterator[tuple[str, Columns]]:
         # The tables made from the events and stacks alone come first: the
         # insert worker stores them while the transitions are sorted and
         # summarised here, instead of waiting for the first summary.
-        tr, events, stacks = self.tr, self.events, self.stacks
+        events, stacks = self.events, self.stacks
         if events is None:
             raise RuntimeError("a trace's derived tables are iterated once")
         ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
@@ -90,60 +86,37 @@ class DerivedTables:
         ev_m, ev_ts = events.thread_times()
         del events, stacks
         self.events = self.stacks = self.tstacks = None
-        o = self.ordered
-        kinds, kind_of = derive.transition_kinds(tr)
+        buckets = self.buckets(stack_functions, tstack_seq, tstack_id)
         yield "transition_counts", _cols(
-            ("kind", "resource", "from_state", "to_state", "reason", "count"), kinds)
-        gor, prc = derive.resource_summaries(tr, o, stack_functions, tstack_seq, tstack_id)
+            ("kind", "resource", "from_state", "to_state", "reason", "count"),
+            buckets.kind_rows)
         del stack_functions, tstack_seq, tstack_id
-        for cols in (gor, prc):
-            if cols:
+        for name, cols in buckets:
+            if name in ("goroutines", "procs") and cols:
                 cols["first_interval"] = cols["first_interval"] + ibase
                 cols["last_interval"] = cols["last_interval"] + ibase
-        yield "goroutines", gor
-        del gor
-        # The state graph's edges next, while the worker stores the goroutines:
-        # their temporaries (every dwell time) then meet no big table waiting
-        # to be stored (measured: the load's peak 14 MB lower).
-        yield "state_edges", _cols(
-            ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
-             "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), derive.state_edges(tr, o))
-        runs = derive.proc_runs(tr, o)
-        if prc:
-            lo, hi = derive.run_ranges(runs["p"], prc["pid"])
-            prc["first_run"] = Nullable(lo.values + rbase, lo.null)
-            prc["last_run"] = Nullable(hi.values + rbase, hi.null)
-        yield "procs", prc
-        yield "proc_runs", runs
-        del runs
-        # A small one between the two big ones: the worker stores the proc
-        # runs meanwhile, and their columns go before the syscalls' come.
-        yield "threads", derive.thread_summaries(tr, o, ev_m, ev_ts)
-        del ev_m, ev_ts
-        # The intervals before the syscalls: the worker stores them (the
-        # load's longest insert) while the syscalls are derived here, instead
-        # of after (the load 0.13-0.14 s shorter, medians of 8 and 10
-        # interleaved runs). What neither needs goes first (10 + 5 MB on the
-        # benchmark trace), so the peak stays where it was.
-        tr.release("reason")
-        o.first = np.zeros(0, dtype=bool)
-        give_back_free_memory()  # heap blocks: freed only when trimmed
-        yield "intervals", interval_columns(tr, o, kind_of)
-        yield "syscalls", derive.syscalls(tr, o)
-        tr.release("res", "frm", "to")
+            if name == "procs" and cols:
+                lo, hi = cols["first_run"], cols["last_run"]
+                cols["first_run"] = Nullable(lo.values + rbase, lo.null)
+                cols["last_run"] = Nullable(hi.values + rbase, hi.null)
+            yield name, cols
+            del cols
+            give_back_free_memory()  # the bucket's temporaries
+        yield "threads", derive.threads_of(buckets.thread_sums(), ev_m, ev_ts)
+        self.spill.close()
 
+    def buckets(self, stack_functions: dict[int, str], tstack_seq: Any,
+                tstack_id: Any) -> BucketTables:
+        """The transitions' tables (made once)."""
+        if self._buckets is None:
+            self._buckets = BucketTables(self.spill, self.last_ts, stack_functions, tstack_seq,
+                                         tstack_id, self.timings)
+        return self._buckets
 
-def interval_columns(tr: Transitions, o: Ordered, kind_of: Any) -> Columns:
-    """The intervals' columns: rows in (resource, id, time) order, each
-    resource's rows consecutive. Gathered and computed part by part when
-    stored and written: no reordered copy of the trace, and no array of the
-    ends (8 bytes a row), is ever in memory."""
-    order = o.order
-    return {
-        "rid": Gather(tr.rid, order), "start_ts": Gather(tr.ts, order), "seq": order,
-        "end_ts": Computed(lambda a, b: o.ends_of(np.arange(a, b)), len(order)),
-        "kind": Gather(kind_of, order), "m": Gather(tr.m, order), "p": Gather(tr.p, order),
-        "g": Gather(tr.g, order), "stack_id": Gather(tr.stack, order)}
+    def frame_plans(self) -> dict[str, FramePlan]:
+        """The tables that come in parts: their rows in all and their bounds."""
+        return BucketTables(self.spill, self.last_ts, {}, np.zeros(0, np.int64),
+                            np.zeros(0, np.int64), self.timings).frame_plans()
 
 
 #: Interval rows per insert statement run: what the computed columns of one
@@ -183,15 +156,19 @@ def transition_stacks(tstacks: Any) -> tuple[Any, Any]:
     return seq, sid
 
 
+def store_range(conn: Connection, trace_id: int, table_name: str, first: int,
+                n: int) -> None:
+    """A ranged table's id block (row_ranges), once its rows are all stored."""
+    conn.execute(models.row_ranges.insert().values(
+        trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
+
+
 def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
-                 n: int, first: int | None, interval_base: int,
-                 advance: Callable[[int], None], rows: bool = True) -> None:
-    """Insert one derived table (and, for the ranged ones, its id block);
-    without ``rows`` only the id block (the intervals and proc runs kept in
-    files: ingest.store.interval_files)."""
-    if first is not None:
-        conn.execute(models.row_ranges.insert().values(
-            trace_id=trace_id, table_name=table_name, first_id=first, last_id=first + n - 1))
+                n: int, interval_base: int, advance: Callable[[int], None],
+                rows: bool = True) -> None:
+    """Insert one derived table, or the next part of one; without ``rows``
+    nothing (the intervals and proc runs kept in files:
+    ingest.store.interval_files)."""
     if not rows:
         advance(n)
         return
@@ -237,9 +214,9 @@ def next_id(conn: Connection, table: Any) -> int:
     return top + 1
 
 
-def derived_tables(tr: Transitions, meta: dict[str, Any], events: EventParts, tstacks: Any,
-                    stacks: Any, timings: Timings | None = None) -> DerivedTables:
-    return DerivedTables(tr, meta, events, tstacks, stacks, timings)
+def derived_tables(spill: TransitionSpill, meta: dict[str, Any], events: EventParts,
+                   tstacks: Any, stacks: Any, timings: Timings | None = None) -> DerivedTables:
+    return DerivedTables(spill, meta, events, tstacks, stacks, timings)
 
 
 

@@ -17,6 +17,7 @@ from ingest.load.decode_ahead import DecodeAhead
 from ingest.load.decoded import DecodeCancelled, decode_bytes, decode_file_in_memory
 from ingest.load.event_split import TARGETS, Column, EventParts, Texts
 from ingest.load.pipeline import BadTraceError, file_sha256, ingest_trace_file
+from tests.support.spill import assert_same_spills
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = ROOT / "samples" / "go1.27-httpnet-2MB.trace"
@@ -52,8 +53,7 @@ def test_same_transitions_as_in_line() -> None:
     meta, tr, events, _, _ = got.take()
     meta2, tr2, events2, _, _ = want.take()
     assert meta == meta2 and same_events(events, events2)
-    for col in ("ts", "res", "rid", "frm", "to", "reason", "m", "p", "g", "stack"):
-        assert np.array_equal(getattr(tr, col), getattr(tr2, col)), col
+    assert_same_spills(tr, tr2)
     assert ahead.seconds > 0
 
 

@@ -12,7 +12,8 @@ from collectors.gotrace.todir import decode_file_to_dir
 from ingest.columns import Computed, Gather, Seq, read_transitions
 from ingest.derive import intervals as derive
 from ingest.derive.frame_writer import _column_chunk
-from ingest.load.tables import interval_columns, interval_parts
+from ingest.load.bucket_tables import interval_columns
+from ingest.load.tables import interval_parts
 
 REPO = Path(__file__).resolve().parents[3]
 TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace"))[:3]

@@ -8,12 +8,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ingest.load.decode_ahead import DecodeAhead
 from ingest.load.decoded import decode_bytes
 from ingest.load.row_group_handoff import MAX_QUEUED, RowGroupHandOff
+from tests.support.spill import assert_same_spills
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = ROOT / "samples" / "go1.27-httpnet-2MB.trace"
@@ -121,8 +121,7 @@ def test_the_helped_decode_equals_the_decode_alone() -> None:
     assert got is not None and want is not None
     _, tr, _, _, _ = got.take()
     _, tr2, _, _, _ = want.take()
-    for col in ("ts", "res", "rid", "frm", "to", "reason", "m", "p", "g", "stack"):
-        assert np.array_equal(getattr(tr, col), getattr(tr2, col)), col
+    assert_same_spills(tr, tr2)
 
 
 def test_a_row_group_that_fails_raises_at_result(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,375 @@
+"""The tables made of a trace's transitions, derived bucket by bucket.
+
+The transitions come partitioned (:mod:`ingest.load.transition_spill`): the
+goroutines' rows in buckets of goroutine ids, in id order, then the procs'.
+The interval order (ingest.derive.intervals) is resource, id, Go's order, so
+each bucket's intervals are the next rows of the trace's: a bucket's tables
+are its rows' with their interval rows and transition numbers offset, and
+only what spans buckets is merged here (each thread's sums, the goroutine
+runs per proc, the proc runs' (proc, time) order, the dwell times of each
+edge of the state graph). Memory holds one bucket of transitions (and the
+procs', a few percent of a trace) at a time.
+
+The answer is the same rows as deriving the whole trace at once; see
+tests/ingest/load/test_bucket_tables.py.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ingest.codes import GOROUTINE, RESOURCE_NAMES, STATE_NAMES
+from ingest.columns import Computed, Gather, Nullable, Transitions
+from ingest.derive import intervals as derive
+from ingest.derive.interval_order import RUNNING, SYSCALL, Arr, Columns, Ordered
+from ingest.extensions import optional_extension
+from ingest.load.transition_spill import Bucket, TransitionSpill
+from ingest.timings import Timings
+
+#: Stored type of a frames column: (lowest, highest) value it may hold.
+Bounds = dict[str, tuple[int, int]]
+
+
+@dataclass
+class FramePlan:
+    """A table written to the frames in parts: its rows and its columns' bounds."""
+
+    rows: int
+    bounds: Bounds
+
+
+@dataclass
+class _Edges:
+    """Each state-graph edge's transitions and its measured dwell times, kept
+    in parts (in a temporary file in ``spill_dir`` when one is given)."""
+
+    spill_dir: Path | None
+    count: dict[int, int] = field(default_factory=dict)
+    parts: dict[int, list[Any]] = field(default_factory=dict)
+    file: IO[bytes] | None = None
+
+    def add(self, tr: Transitions, o: Ordered) -> None:
+        order = o.order
+        if not len(order):
+            return
+        edge = tr.res[order].astype(np.int16) * 8
+        edge += tr.frm[order]
+        edge *= 8
+        edge += tr.to[order]
+        dwell = tr.ts[order]
+        dwell[1:] -= dwell[:-1].copy()
+        dwell[0] = -1
+        dwell[o.first] = -1
+        counts = np.bincount(edge, minlength=128)
+        for c in np.flatnonzero(counts).tolist():
+            self.count[c] = self.count.get(c, 0) + int(counts[c])
+        keep = dwell >= 0
+        edge, dwell = edge[keep], dwell[keep]
+        by = np.argsort(edge, kind="stable")
+        edge, dwell = edge[by], dwell[by]
+        cut = np.flatnonzero(edge[1:] != edge[:-1]) + 1
+        for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(edge)], strict=True):
+            if b > a:
+                self._keep(int(edge[a]), np.ascontiguousarray(dwell[a:b]))
+
+    def _keep(self, code: int, values: Arr) -> None:
+        if self.spill_dir is None:
+            self.parts.setdefault(code, []).append(values)
+            return
+        if self.file is None:
+            self.file = tempfile.TemporaryFile(dir=self.spill_dir, prefix="dwell-")
+        offset = self.file.seek(0, 2)
+        self.file.write(values.data)
+        self.parts.setdefault(code, []).append((offset, len(values)))
+
+    def _values(self, code: int) -> Arr:
+        parts = self.parts.pop(code, [])
+        if self.spill_dir is None:
+            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        assert self.file is not None or not parts
+        out = []
+        for offset, n in parts:
+            assert self.file is not None
+            self.file.seek(offset)
+            out.append(np.fromfile(self.file, np.int64, n))
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """state_edges' rows, by edge code (as ingest.derive.intervals.state_edges)."""
+        out: list[tuple[Any, ...]] = []
+        for code in sorted(self.count):
+            d = self._values(code)
+            rest, to = divmod(code, 8)
+            res, frm = divmod(rest, 8)
+            names = (RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to], self.count[code])
+            if not len(d):
+                out.append((*names, 0, None, None, None, None))
+                continue
+            total = sum(int(p.sum()) for p in np.array_split(d, max(1, len(d) >> 20)))
+            n = len(d)
+            k99, k50 = _rank(0.99, n), _rank(0.5, n)
+            d.partition(k99)
+            p99 = int(d[k99])
+            top = int(d.max())
+            head = d[:k99 + 1]
+            head.partition(k50)
+            out.append((*names, n, total / n, int(head[k50]), p99, top))
+        if self.file is not None:
+            self.file.close()
+        return out
+
+
+def _rank(q: float, n: int) -> int:
+    """The index of the nearest-rank q-quantile among n sorted values
+    (ingest.derive.interval_order.nearest_rank's)."""
+    return max(1, int(np.ceil(q * n))) - 1
+
+
+@dataclass
+class _Threads:
+    parts: list[tuple[Arr, ...]] = field(default_factory=list)
+
+    def merged(self, spill: TransitionSpill) -> tuple[Arr, ...]:
+        """(m, first, last, transitions, Running ns, Syscall ns, syscalls) by
+        m: the sums of every part's, the first and last times the spill's
+        (those of the thread's first and last transition in Go's order)."""
+        if not self.parts:
+            return tuple(np.zeros(0, np.int64) for _ in range(7))
+        cols = [np.concatenate([p[i] for p in self.parts]) for i in range(7)]
+        m, inv = np.unique(cols[0], return_inverse=True)
+        k = len(m)
+        ids = m.tolist()
+        first = np.array([spill.thread_first[i] for i in ids], np.int64).reshape(k)
+        last = np.array([spill.thread_last[i] for i in ids], np.int64).reshape(k)
+        sums = []
+        for i in (3, 4, 5, 6):
+            acc = np.zeros(k, np.int64)
+            np.add.at(acc, inv, cols[i])
+            sums.append(acc)
+        return (m.astype(np.int64), first, last, *sums)
+
+
+class BucketTables:
+    """(table name, columns) of the transitions' tables, bucket by bucket:
+    ``intervals`` and ``syscalls`` in parts (the next rows each time), then
+    ``goroutines``, ``state_edges``, ``procs`` and ``proc_runs`` whole; then
+    :meth:`thread_sums` has every thread's sums (the threads' table also
+    needs the events')."""
+
+    def __init__(self, spill: TransitionSpill, last_ts: int, stack_functions: dict[int, str],
+                 tstack_seq: Arr, tstack_id: Arr, timings: Timings) -> None:
+        self.spill = spill
+        self.last_ts = last_ts
+        self.stack_functions = stack_functions
+        self.tstack_seq, self.tstack_id = tstack_seq, tstack_id
+        self.timings = timings
+        self.kind_rows, self._lut, self._nr = _kinds(spill)
+        self.thread_parts = _Threads()
+        self.edges = _Edges(spill.spill_dir)
+
+    def frame_plans(self) -> dict[str, FramePlan]:
+        """The tables yielded in parts, with their rows and bounds."""
+        b = self.spill.bounds
+        n = self.spill.rows
+        ids = {"rid": b.get("id", (0, 0)), "m": b.get("m", (0, 0)), "p": b.get("p", (0, 0)),
+               "g": b.get("g", (0, 0)), "stack_id": b.get("stack_id", (0, 0)),
+               "kind": (0, max(len(self.kind_rows) - 1, 0)), "seq": (0, max(n - 1, 0))}
+        syscalls = sum(r[-1] for r in self.kind_rows
+                       if r[1] == RESOURCE_NAMES[GOROUTINE] and r[3] == STATE_NAMES[SYSCALL])
+        m_lo, m_hi = ids["m"]
+        return {"intervals": FramePlan(n, ids),
+                "syscalls": FramePlan(syscalls, {
+                    "row": (0, max(n - 1, 0)), "start_known": (0, 1), "p_lost": (0, 1),
+                    "stolen_by_m": (min(m_lo, -1), max(m_hi, -1)),
+                    "outcome": (0, len(derive.SYSCALL_OUTCOMES) - 1)})}
+
+    def kind_of(self, tr: Transitions) -> Arr:
+        """Each row's kind number (transition_counts.kind)."""
+        nk = len(self.kind_rows)
+        kinds = np.empty(len(tr), np.int8 if nk <= 127 else np.int16)
+        c = optional_extension("ingest.derive._summaries")
+        if (c is not None and tr.res.dtype == np.int8 and tr.frm.dtype == np.int8
+                and tr.to.dtype == np.int8 and tr.reason.dtype in (np.int8, np.int16)):
+            c.kind_numbers(tr.res, tr.frm, tr.to, tr.reason, self._nr, self._lut, kinds)
+            return kinds
+        code = ((tr.res.astype(np.int64) * 8 + tr.frm) * 8 + tr.to) * self._nr + tr.reason
+        kinds[:] = self._lut[code]
+        return kinds
+
+    def __iter__(self) -> Iterator[tuple[str, Columns]]:
+        procs = self.spill.procs()
+        with self.timings.phase("order"):
+            op = derive.order_intervals(procs.tr, self.last_ts)
+        self.thread_parts.parts.append(derive.thread_sums(procs.tr, op))
+        gor_parts: list[Columns] = []
+        runs: list[tuple[Arr, Arr, Arr]] = []
+        runs_on: dict[int, int] = {}
+        base = 0
+        for bucket in self.spill.buckets():
+            tr = bucket.tr
+            with self.timings.phase("order"):
+                o = derive.order_intervals(tr, self.last_ts)
+            gor, _ = derive.resource_summaries(tr, o, self.stack_functions, self.tstack_seq,
+                                               self.tstack_id, seq=bucket.seq, runs_on={})
+            if gor:
+                gor["first_interval"] = gor["first_interval"] + base
+                gor["last_interval"] = gor["last_interval"] + base
+                gor_parts.append(gor)
+            del gor
+            for p, k in derive.runs_per_proc(tr).items():
+                runs_on[p] = runs_on.get(p, 0) + k
+            runs.append(_runs(tr, o, base))
+            self.thread_parts.parts.append(derive.thread_sums(tr, o))
+            self.edges.add(tr, o)
+            yield "intervals", self._interval_part(bucket, o)
+            calls = self._syscall_part(bucket, o, procs, op, base)
+            if calls:
+                yield "syscalls", calls
+            base += len(tr)
+            del bucket, tr, o, calls
+        ptr = procs.tr
+        _, prc = derive.resource_summaries(ptr, op, self.stack_functions, self.tstack_seq,
+                                           self.tstack_id, seq=procs.seq, runs_on=runs_on)
+        if prc:
+            prc["first_interval"] = prc["first_interval"] + base
+            prc["last_interval"] = prc["last_interval"] + base
+        self.edges.add(ptr, op)
+        if len(ptr):
+            yield "intervals", self._interval_part(procs, op)
+        del procs, ptr, op
+        yield "goroutines", _concat(gor_parts)
+        del gor_parts
+        yield "state_edges", _rows_cols(
+            ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
+             "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), self.edges.rows())
+        proc_runs = _proc_runs(runs)
+        del runs
+        if prc:
+            lo, hi = derive.run_ranges(proc_runs["p"], prc["pid"])
+            prc["first_run"], prc["last_run"] = lo, hi
+        yield "procs", prc
+        yield "proc_runs", proc_runs
+
+    def thread_sums(self) -> tuple[Arr, ...]:
+        """Every bucket's thread sums merged (ingest.derive.intervals.thread_sums')."""
+        return self.thread_parts.merged(self.spill)
+
+    def _interval_part(self, bucket: Bucket, o: Ordered) -> Columns:
+        cols = interval_columns(bucket.tr, o, self.kind_of(bucket.tr))
+        cols["seq"] = bucket.seq[o.order]
+        return cols
+
+    def _syscall_part(self, bucket: Bucket, o: Ordered, procs: Bucket, op: Ordered,
+                      base: int) -> Columns:
+        """The bucket's syscalls: derived with the procs' rows beside its own
+        (whose P was stolen, by which M, is in them)."""
+        tr, ptr = bucket.tr, procs.tr
+        n = len(tr)
+        both = _concat_transitions(tr, ptr)
+        ob = Ordered(order=np.concatenate([o.order, (op.order + n).astype(o.order.dtype)]),
+                     first=np.concatenate([o.first, op.first]),
+                     last=np.concatenate([o.last, op.last]),
+                     starts=np.concatenate([o.starts, op.starts + n]), ts=both.ts,
+                     last_ts=self.last_ts)
+        cols = derive.syscalls(both, ob)
+        if not cols:
+            return cols
+        seqs = np.concatenate([bucket.seq, procs.seq])
+        cols["seq"] = seqs[cols["seq"]]
+        cols["interval_row"] = cols["interval_row"].astype(np.int64) + base
+        return cols
+
+
+def interval_columns(tr: Transitions, o: Ordered, kind_of: Any) -> Columns:
+    """The intervals' columns: rows in (resource, id, time) order, each
+    resource's rows consecutive. Gathered and computed part by part when
+    stored and written: no reordered copy of the trace, and no array of the
+    ends (8 bytes a row), is ever in memory."""
+    order = o.order
+    return {
+        "rid": Gather(tr.rid, order), "start_ts": Gather(tr.ts, order), "seq": order,
+        "end_ts": Computed(lambda a, b: o.ends_of(np.arange(a, b)), len(order)),
+        "kind": Gather(kind_of, order), "m": Gather(tr.m, order), "p": Gather(tr.p, order),
+        "g": Gather(tr.g, order), "stack_id": Gather(tr.stack, order)}
+
+
+
+def _kinds(spill: TransitionSpill) -> tuple[list[tuple[Any, ...]], Arr, int]:
+    """transition_counts' rows (numbered as ingest.derive.intervals.transition_kinds
+    numbers them), the code -> kind table and the reasons' count."""
+    reasons = spill.reasons
+    nr = max(len(reasons), 1)
+    counts = spill.kind_counts()
+    if len(counts) > 32767:
+        raise ValueError(f"too many distinct transition kinds ({len(counts)})")
+    lut = np.zeros(2 * 8 * 8 * nr, np.int16)
+    rows: list[tuple[Any, ...]] = []
+    for kind, (edge, reason) in enumerate(sorted(counts)):
+        lut[edge * nr + reason] = kind
+        rest, to = divmod(edge, 8)
+        res, frm = divmod(rest, 8)
+        rows.append((kind, RESOURCE_NAMES[res], STATE_NAMES[frm], STATE_NAMES[to],
+                     reasons[reason] if reasons else "", counts[(edge, reason)]))
+    return rows, lut, nr
+
+
+def _runs(tr: Transitions, o: Ordered, base: int) -> tuple[Arr, Arr, Arr]:
+    """The bucket's goroutine runs (Running with a P): (p, start, interval row)."""
+    order = o.order
+    run = tr.res[order] == GOROUTINE
+    run &= tr.to[order] == RUNNING
+    run &= tr.p[order] >= 0
+    sel = np.flatnonzero(run)
+    seq = order[sel]
+    return tr.p[seq].astype(np.int32), tr.ts[seq], sel.astype(np.int64) + base
+
+
+def _proc_runs(runs: list[tuple[Arr, Arr, Arr]]) -> Columns:
+    """proc_runs' columns: every run by (P, start), runs of one start in
+    interval order (as ingest.derive.intervals.proc_runs orders them)."""
+    p = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, np.int32)
+    ts = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, np.int64)
+    row = np.concatenate([r[2] for r in runs]) if runs else np.zeros(0, np.int64)
+    by = np.lexsort((ts, p))
+    rows = row[by]
+    small = np.int32 if not len(rows) or int(rows.max()) < 2**31 else np.int64
+    return {"p": p[by], "interval_row": rows.astype(small)}
+
+
+def _concat_transitions(a: Transitions, b: Transitions) -> Transitions:
+    def cat(x: Arr, y: Arr) -> Arr:
+        return np.concatenate([x, y.astype(np.result_type(x, y), copy=False)])
+
+    return Transitions(ts=cat(a.ts, b.ts), res=cat(a.res, b.res), rid=cat(a.rid, b.rid),
+                       frm=cat(a.frm, b.frm), to=cat(a.to, b.to),
+                       reason=cat(a.reason, b.reason), m=cat(a.m, b.m), p=cat(a.p, b.p),
+                       g=cat(a.g, b.g), stack=cat(a.stack, b.stack), reasons=a.reasons)
+
+
+def _concat(parts: list[Columns]) -> Columns:
+    """Column-wise concatenation of tables with the same columns."""
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0]
+    out: Columns = {}
+    for name, first in parts[0].items():
+        cols = [p[name] for p in parts]
+        if isinstance(first, Nullable):
+            out[name] = Nullable(np.concatenate([c.values for c in cols]),
+                                 np.concatenate([c.null for c in cols]))
+        elif isinstance(first, list):
+            out[name] = [v for c in cols for v in c]
+        else:
+            out[name] = np.concatenate(cols)
+    return out
+
+
+def _rows_cols(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    return {n: [r[i] for r in rows] for i, n in enumerate(names)}

@@ -1,0 +1,356 @@
+"""A trace's transitions partitioned as they are decoded: each goroutine's rows
+in a bucket of goroutine ids, the procs' rows apart.
+
+The loader derives the tables of the transitions bucket by bucket
+(:mod:`ingest.load.bucket_tables`), so memory holds one bucket at a time, not
+the trace's every transition (545 MB of the 200 MB benchmark trace's 1.3 GB
+peak). The rows of a range of goroutine ids (``RANGE_SHIFT``) are buffered in
+memory and, in a big trace (``SPILL_MIN_BYTES`` of trace or more), written to
+one unnamed temporary file as the buffers fill (``FLUSH_ROWS``): a kill leaves
+nothing behind. A bucket is consecutive ranges up to ``BUCKET_ROWS`` rows, so
+the buckets in order are the goroutines in id order; each keeps Go's order of
+a goroutine's rows and their transition numbers (``seq``).
+
+What the derivation needs of the whole trace is gathered on the way: the
+count of each (resource, from, to, reason), every column's bounds (the frames'
+stored types) and the last time.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from ingest.codes import GOROUTINE, PROC
+from ingest.columns import ParquetDirError, Transitions, narrow_small, reason_codes
+from ingest.load.transitions_builder import _CODES, _INTS, TransitionsBuilder
+
+Arr = npt.NDArray[Any]
+
+#: log2 of the goroutine ids per range: a range never splits across buckets.
+RANGE_SHIFT = 10
+#: Buffered goroutine rows before they are written to the spill file.
+FLUSH_ROWS = 1 << 20
+#: Rows of a bucket (at least one range's) when the trace is spilled.
+BUCKET_ROWS = 1 << 21
+#: Traces this big or bigger are spilled; smaller ones stay in memory, one bucket.
+SPILL_MIN_BYTES = 64 << 20
+#: The same for a decoded directory, in transitions (a trace of 64 MB has about 6 M).
+SPILL_MIN_ROWS = 6 << 20
+
+#: The columns kept per row, in the spill file's order.
+_NAMES = (*_INTS, *_CODES, "reason", "seq")
+#: Columns whose bounds are kept (the frames' stored types).
+BOUNDED = ("id", "m", "p", "g", "stack_id")
+
+
+@dataclass
+class _Chunk:
+    offset: int
+    rows: int
+    dtypes: tuple[np.dtype[Any], ...]
+
+
+@dataclass
+class Bucket:
+    """One bucket's transitions and each row's transition number."""
+
+    tr: Transitions
+    seq: Arr
+
+
+@dataclass
+class _Ranges:
+    buffered: dict[int, list[dict[str, Arr]]] = field(default_factory=dict)
+    chunks: dict[int, list[_Chunk]] = field(default_factory=dict)
+    rows: dict[int, int] = field(default_factory=dict)
+
+
+class TransitionSpill(TransitionsBuilder):
+    """Add the decoder's transitions row groups with :meth:`add` (as to a
+    :class:`TransitionsBuilder`), then :meth:`seal`; then :meth:`buckets`
+    and :meth:`procs` give them back partitioned.
+
+    ``spill_dir``: where the spill file goes (None: memory only, one bucket).
+    """
+
+    def __init__(self, spill_dir: Path | None = None) -> None:
+        super().__init__(capacity=0)
+        self._dir = spill_dir
+        self._file: IO[bytes] | None = None
+        self._ranges = _Ranges()
+        self._buffered = 0
+        self._procs: list[dict[str, Arr]] = []
+        self._kinds: dict[tuple[int, int], int] = {}
+        self.bounds: dict[str, tuple[int, int]] = {}
+        self.last_ts: int | None = None
+        #: Each thread's first and last transition time, in Go's order.
+        self.thread_first: dict[int, int] = {}
+        self.thread_last: dict[int, int] = {}
+        self.sealed = False
+
+    # ------------------------------------------------------------ filling
+
+    def _add_parts(self, table: pa.Table) -> None:
+        cols: dict[str, Arr] = {}
+        for name in _INTS:
+            parts = [self._int_part(name, c.to_numpy()) for c in table.column(name).chunks]
+            cols[name] = _join(parts, np.int64 if name == "ts" else np.int32)
+        for name, codes in _CODES.items():
+            cols[name] = _join([self._code_part(c, name, codes, False, np.int8)
+                                for c in table.column(name).chunks], np.int8)
+        cols["reason"] = _join([self._code_part(c, "reason", self._reasons, True, np.int16)
+                                for c in table.column("reason").chunks], np.int16)
+        n = len(cols["ts"])
+        if not n:
+            return
+        seq_type = np.int32 if self.rows + n < 2**31 else np.int64
+        cols["seq"] = np.arange(self.rows, self.rows + n, dtype=seq_type)
+        self._note(cols)
+        res = cols["resource"]
+        if bool((res != GOROUTINE).any()):
+            pmask = res == PROC
+            if bool((~pmask & (res != GOROUTINE)).any()):
+                raise ParquetDirError("transitions: a resource neither goroutine nor proc")
+            self._procs.append({k: v[pmask] for k, v in cols.items()})
+            gmask = ~pmask
+            cols = {k: v[gmask] for k, v in cols.items()}
+        self._partition(cols)
+
+    def _note(self, cols: dict[str, Arr]) -> None:
+        """Kinds counted, bounds and the last time kept, for one row group."""
+        top = int(cols["ts"].max())
+        self.last_ts = top if self.last_ts is None else max(self.last_ts, top)
+        for name in BOUNDED:
+            a = cols[name]
+            lo, hi = int(a.min()), int(a.max())
+            old = self.bounds.get(name)
+            self.bounds[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+        self._note_threads(cols["m"], cols["ts"])
+        nr = max(len(self._reasons), 1)
+        edge = cols["resource"].astype(np.int32) * 8
+        edge += cols["from_state"]
+        edge *= 8
+        edge += cols["to_state"]
+        code = edge * nr
+        code += cols["reason"]
+        counts = np.bincount(code)
+        for c in np.flatnonzero(counts).tolist():
+            key = divmod(c, nr)
+            self._kinds[key] = self._kinds.get(key, 0) + int(counts[c])
+
+    def _note_threads(self, m: Arr, ts: Arr) -> None:
+        """The first and last time of each thread in one row group (the
+        threads' table's; a bucket is not in Go's order across goroutines)."""
+        has = m >= 0
+        if not bool(has.any()):
+            return
+        m, ts = m[has].astype(np.int64), ts[has]
+        top = int(m.max())
+        pos = np.arange(len(m))
+        if top < 1 << 20:
+            first = np.full(top + 1, len(m))
+            last = np.full(top + 1, -1)
+            np.minimum.at(first, m, pos)
+            np.maximum.at(last, m, pos)
+            ids = np.flatnonzero(last >= 0)
+            first, last = first[ids], last[ids]
+        else:
+            ids, first = np.unique(m, return_index=True)
+            _, back = np.unique(m[::-1], return_index=True)
+            last = len(m) - 1 - back
+        for i, f, la in zip(ids.tolist(), ts[first].tolist(), ts[last].tolist(), strict=True):
+            self.thread_first.setdefault(i, f)
+            self.thread_last[i] = la
+
+    def _partition(self, cols: dict[str, Arr]) -> None:
+        if not len(cols["ts"]):
+            return
+        key = cols["id"] >> RANGE_SHIFT
+        if len(key) > 1 and not bool((key[1:] == key[:-1]).all()):
+            by = np.argsort(key, kind="stable")
+            cols = {k: v[by] for k, v in cols.items()}
+            key = key[by]
+        cut = np.flatnonzero(key[1:] != key[:-1]) + 1
+        starts = [0, *cut.tolist()]
+        ends = [*cut.tolist(), len(key)]
+        r = self._ranges
+        for a, b in zip(starts, ends, strict=True):
+            k = int(key[a])
+            r.buffered.setdefault(k, []).append({n: v[a:b] for n, v in cols.items()})
+            r.rows[k] = r.rows.get(k, 0) + (b - a)
+        self._buffered += len(key)
+        if self._dir is not None and self._buffered >= FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Every buffered range's rows to the spill file, one chunk each."""
+        if self._file is None:
+            assert self._dir is not None
+            self._dir.mkdir(parents=True, exist_ok=True)
+            self._file = tempfile.TemporaryFile(dir=self._dir, prefix="transitions-")
+        f = self._file
+        r = self._ranges
+        for k, parts in r.buffered.items():
+            joined = [_join([p[n] for p in parts], parts[0][n].dtype) for n in _NAMES]
+            offset = f.seek(0, os.SEEK_END)
+            for a in joined:
+                f.write(np.ascontiguousarray(a).data)
+            r.chunks.setdefault(k, []).append(
+                _Chunk(offset, len(joined[0]), tuple(a.dtype for a in joined)))
+        r.buffered.clear()
+        self._buffered = 0
+
+    def seal(self, expected_rows: int) -> TransitionSpill:
+        """Check the rows against meta.json's count; the spill, ready to read."""
+        if self.rows != expected_rows:
+            raise ParquetDirError(f"transitions: {self.rows} rows but meta.json says "
+                                  f"{expected_rows}")
+        if len(self._reasons) > 32767:
+            raise ParquetDirError(f"transitions: too many distinct reasons "
+                                  f"({len(self._reasons)})")
+        if self._file is not None:
+            self._file.flush()
+        self.sealed = True
+        return self
+
+    def close(self) -> None:
+        """Drop the spill file and the buffers."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._ranges = _Ranges()
+        self._procs = []
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def spill_dir(self) -> Path | None:
+        """Where the spill files go (None: the trace is kept in memory)."""
+        return self._dir
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self._reasons)
+
+    def kind_counts(self) -> dict[tuple[int, int], int]:
+        """Transitions per ((resource * 8 + from) * 8 + to, reason code)."""
+        return dict(self._kinds)
+
+    def goroutine_rows(self) -> int:
+        return sum(self._ranges.rows.values())
+
+    def buckets(self, bucket_rows: int | None = None) -> Iterator[Bucket]:
+        """The goroutines' rows, bucket by bucket in goroutine id order; each
+        range's buffers are dropped once read."""
+        limit = bucket_rows if bucket_rows is not None else (
+            BUCKET_ROWS if self._file is not None else None)
+        keys = sorted(self._ranges.rows)
+        group: list[int] = []
+        rows = 0
+        for k in keys:
+            n = self._ranges.rows[k]
+            if group and limit is not None and rows + n > limit:
+                yield self._bucket(group)
+                group, rows = [], 0
+            group.append(k)
+            rows += n
+        if group:
+            yield self._bucket(group)
+
+    def procs(self) -> Bucket:
+        """The procs' rows, in Go's order."""
+        parts, self._procs = self._procs, []
+        return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
+
+    def _bucket(self, keys: list[int]) -> Bucket:
+        parts: list[dict[str, Arr]] = []
+        r = self._ranges
+        for k in keys:
+            for chunk in r.chunks.pop(k, []):
+                parts.append(self._read(chunk))
+            parts.extend(r.buffered.pop(k, []))
+            r.rows.pop(k, None)
+        return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
+
+    def _read(self, chunk: _Chunk) -> dict[str, Arr]:
+        assert self._file is not None
+        self._file.seek(chunk.offset)
+        out: dict[str, Arr] = {}
+        for name, dtype in zip(_NAMES, chunk.dtypes, strict=True):
+            out[name] = np.fromfile(self._file, dtype=dtype, count=chunk.rows)
+            if len(out[name]) != chunk.rows:
+                raise OSError("the transitions' spill file is shorter than written")
+        return out
+
+    def _make(self, cols: dict[str, Arr]) -> Bucket:
+        tr = Transitions(
+            ts=cols["ts"], res=cols["resource"], rid=cols["id"], frm=cols["from_state"],
+            to=cols["to_state"], reason=reason_codes(cols["reason"], len(self._reasons)),
+            m=cols["m"], p=narrow_small(cols["p"]), g=cols["g"],
+            stack=narrow_small(cols["stack_id"]), reasons=list(self._reasons))
+        return Bucket(tr, cols["seq"])
+
+
+_EMPTY: dict[str, Any] = {**{n: np.int32 for n in _INTS}, "ts": np.int64,
+                          **{n: np.int8 for n in _CODES}, "reason": np.int16,
+                          "seq": np.int32}
+
+
+def _join(parts: list[Arr], dtype: Any) -> Arr:
+    """Parts as one array (the widest part's type; ``dtype`` when none)."""
+    if not parts:
+        return np.zeros(0, dtype)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts)
+
+
+def spill_dir(data_dir: Path | None, *, trace_bytes: int = 0, rows: int = 0) -> Path | None:
+    """Where a trace's transitions are spilled: the data directory's ``tmp``
+    (the system's temporary directory without one) for a big trace (of
+    ``trace_bytes`` or of ``rows`` transitions), None (memory) for the others."""
+    if trace_bytes < SPILL_MIN_BYTES and rows < SPILL_MIN_ROWS:
+        return None
+    return data_dir / "tmp" if data_dir is not None else Path(tempfile.gettempdir())
+
+
+def read_transitions_spill(directory: Path, expected_rows: int,
+                           where: Path | None) -> TransitionSpill:
+    """transitions.parquet of a decoded directory into a spill, row group by
+    row group (never whole in memory)."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from ingest.columns import _DICT_COLS
+
+    path = directory / "transitions.parquet"
+    try:
+        pf = pq.ParquetFile(path, read_dictionary=_DICT_COLS)
+    except (OSError, pa.ArrowException) as e:
+        raise ParquetDirError(f"{path}: unreadable: {e}") from None
+    if pf.metadata.num_rows != expected_rows:
+        raise ParquetDirError(f"{path}: {pf.metadata.num_rows} rows but meta.json says "
+                              f"{expected_rows}")
+    names = ("ts", "id", "m", "p", "g", "stack_id", *_DICT_COLS)
+    missing = set(names) - set(pf.schema_arrow.names)
+    if missing:
+        raise ParquetDirError(f"{path}: missing columns {sorted(missing)}")
+    spill = TransitionSpill(where)
+    try:
+        for batch in pf.iter_batches(batch_size=1 << 16, columns=list(names)):
+            spill.add(pa.Table.from_batches([batch]))
+    except pa.ArrowException as e:
+        spill.close()
+        raise ParquetDirError(f"{path}: unreadable: {e}") from None
+    except BaseException:
+        spill.close()
+        raise
+    return spill.seal(expected_rows)

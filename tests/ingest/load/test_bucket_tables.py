@@ -1,0 +1,141 @@
+"""Deriving a trace's tables bucket by bucket (ingest.load.bucket_tables) gives
+the rows of deriving it whole: each real trace ingested with its transitions
+cut into many small buckets of goroutine ids, spilled to a file as they are
+decoded, makes the same database and the same frames as one bucket in memory;
+on SQLite and PostgreSQL, from a raw trace and from a decoded directory."""
+
+from __future__ import annotations
+
+import contextlib
+import filecmp
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, inspect, text
+
+from collectors.gotrace import columnar
+from collectors.gotrace.reader import read_header
+from collectors.gotrace.todir import decode_file_to_dir
+from ingest.load import transition_spill
+from ingest.load.pipeline import file_sha256, ingest_trace_file, load_parquet_dir
+from ingest.store.db import make_engine
+from tests.support.ingest_fixtures import ROOT, TRACES, backends, make_db_url
+
+V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
+SAMPLES = [ROOT / "samples" / n for n in ("go1.27-httpnet-2MB.trace", "go1.27-mutex.trace")]
+# Columns that say how and when a trace was stored, not what it holds.
+_HOW = {"traces": {"source", "ingest_seconds", "created_at", "name"},
+        "interval_files": {"directory"}}
+
+
+def db_content(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
+    out = {}
+    with engine.connect() as conn:
+        for table in sorted(inspect(conn).get_table_names()):
+            if table == "alembic_version":
+                continue
+            cols = [c["name"] for c in inspect(conn).get_columns(table)
+                    if c["name"] not in _HOW.get(table, set())]
+            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{table}"')).all()
+            out[table] = sorted((tuple(r) for r in rows), key=repr)
+    return out
+
+
+def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A goroutine id a range, buckets of 300 rows, flushed every 2000 rows,
+    every trace spilled."""
+    monkeypatch.setattr(transition_spill, "RANGE_SHIFT", 0)
+    monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 300)
+    monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
+    monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)
+    monkeypatch.setattr(transition_spill, "SPILL_MIN_ROWS", 0)
+
+
+def _frames(data: Path) -> dict[str, Path]:
+    return {p.relative_to(next((data / "frames").glob("1-*"))).as_posix(): p
+            for p in (data / "frames").glob("1-*/**/*") if p.is_file()}
+
+
+def _assert_same_store(a: Engine, a_data: Path, b: Engine, b_data: Path) -> None:
+    ca, cb = db_content(a), db_content(b)
+    assert ca.keys() == cb.keys()
+    for table in ca:
+        assert ca[table] == cb[table], table
+    fa, fb = _frames(a_data), _frames(b_data)
+    assert fa.keys() == fb.keys() and fa
+    for name, path in fa.items():
+        assert filecmp.cmp(path, fb[name], shallow=False), name
+
+
+def _count_buckets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    seen: list[int] = []
+    real = transition_spill.TransitionSpill.buckets
+
+    def buckets(self: transition_spill.TransitionSpill,
+                bucket_rows: int | None = None) -> object:
+        for b in real(self, bucket_rows):
+            seen.append(len(b.tr))
+            yield b
+
+    monkeypatch.setattr(transition_spill.TransitionSpill, "buckets", buckets)
+    return seen
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+@pytest.mark.parametrize("trace", V2 + SAMPLES, ids=lambda p: p.name)
+def test_many_spilled_buckets_store_what_one_does(trace: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    one = make_engine(f"sqlite:///{tmp_path / 'one' / 'db.sqlite'}")
+    ingest_trace_file(one, trace, data_dir=tmp_path / "one" / "data")
+    _small_buckets(monkeypatch)
+    sizes = _count_buckets(monkeypatch)
+    many = make_engine(f"sqlite:///{tmp_path / 'many' / 'db.sqlite'}")
+    ingest_trace_file(many, trace, data_dir=tmp_path / "many" / "data")
+    # One goroutine's rows are never split: the allocfree traces' main
+    # goroutine makes nearly all of theirs.
+    assert len(sizes) > 1 or "allocfree" in trace.name, sizes
+    assert not list((tmp_path / "many" / "data" / "tmp").glob("*/transitions-*"))
+    _assert_same_store(one, tmp_path / "one" / "data", many, tmp_path / "many" / "data")
+    one.dispose()
+    many.dispose()
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+def test_a_decoded_directory_spilled_stores_what_the_raw_trace_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = SAMPLES[0]
+    raw = make_engine(f"sqlite:///{tmp_path / 'raw' / 'db.sqlite'}")
+    ingest_trace_file(raw, trace, data_dir=tmp_path / "raw" / "data")
+    d = tmp_path / "parquet"
+    decode_file_to_dir(trace, d)
+    _small_buckets(monkeypatch)
+    sizes = _count_buckets(monkeypatch)
+    via = make_engine(f"sqlite:///{tmp_path / 'via' / 'db.sqlite'}")
+    load_parquet_dir(via, d, trace.name, sha256=file_sha256(trace),
+                     data_dir=tmp_path / "via" / "data")
+    assert len(sizes) > 10
+    _assert_same_store(raw, tmp_path / "raw" / "data", via, tmp_path / "via" / "data")
+    raw.dispose()
+    via.dispose()
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+@pytest.mark.parametrize("backend", backends())
+def test_many_buckets_on_each_backend(backend: str, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL every interval is a row: the parts' ids run on."""
+    trace = SAMPLES[0]
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(contextlib.contextmanager(make_db_url)(backend, d))
+                for d in (tmp_path / "one", tmp_path / "many")]
+        for d in ("one", "many"):
+            (tmp_path / d).mkdir()
+        one, many = make_engine(urls[0]), make_engine(urls[1])
+        ingest_trace_file(one, trace, data_dir=tmp_path / "one" / "data")
+        _small_buckets(monkeypatch)
+        sizes = _count_buckets(monkeypatch)
+        ingest_trace_file(many, trace, data_dir=tmp_path / "many" / "data")
+        assert len(sizes) > 10
+        _assert_same_store(one, tmp_path / "one" / "data", many, tmp_path / "many" / "data")
+        one.dispose()
+        many.dispose()
