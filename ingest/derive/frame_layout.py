@@ -80,7 +80,7 @@ class Table:
         made = self._made.get(name)
         if made is None:
             if name in self.via_row:
-                made = np.take(self.via_row[name], self.columns["row"])
+                made = gather_released(self.via_row[name], self.columns["row"])
             elif name == "duration_ns" and "end_ts" in self.via_row:
                 made = np.subtract(self["end_ts"], self["start_ts"], dtype=np.int64)
             else:
@@ -94,6 +94,26 @@ class Table:
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
+
+
+#: Rows gathered between two hand-backs of a mapped column's pages.
+GATHER_ROWS = 1 << 21
+
+
+def gather_released(source: Arr, rows: Arr) -> Arr:
+    """``source[rows]``, part by part, the memory-mapped ``source``'s pages
+    handed back after each part (ingest.derive.cache.release_pages): rows
+    scattered over a whole column (a table's rows into the intervals) would
+    otherwise keep every page of it in this process's memory, the
+    intervals' seven columns 750 MB on the 200 MB benchmark trace."""
+    from ingest.derive.cache import release_pages
+
+    out: Arr = np.empty(len(rows), dtype=source.dtype)
+    for a in range(0, len(rows), GATHER_ROWS):
+        b = min(len(rows), a + GATHER_ROWS)
+        np.take(source, rows[a:b], out=out[a:b])
+        release_pages(source)
+    return out
 
 
 # --------------------------------------------------------------------------

@@ -105,6 +105,10 @@ def _column_chunk(col: Any, a: int, b: int) -> Arr:
         if isinstance(part, list) else np.asarray(part)
 
 
+#: Writes queued at most before :meth:`FrameWriter.add` waits.
+_QUEUED = 2
+
+
 class _Parted:
     """A table written part by part: its open column files and rows so far."""
 
@@ -236,7 +240,10 @@ class FrameWriter:
         self._parted: dict[str, _Parted] = {}
         self._thread: threading.Thread | None = None
         if background:
-            self._queue = queue.Queue()
+            # A few tables (or parts) ahead at most: a loader that derives
+            # faster than the files are written waits, rather than holding
+            # every part it made meanwhile.
+            self._queue = queue.Queue(maxsize=_QUEUED)
             self._thread = threading.Thread(target=self._run, name="frame-writer", daemon=True)
             self._thread.start()
 

@@ -1,19 +1,22 @@
-"""A trace's transitions partitioned as they are decoded: each goroutine's rows
-in a bucket of goroutine ids, the procs' rows apart.
+"""A trace's transitions as they are decoded, kept for a derivation bucket by
+bucket: the goroutines' rows by goroutine id, the procs' rows apart.
 
 The loader derives the tables of the transitions bucket by bucket
 (:mod:`ingest.load.bucket_tables`), so memory holds one bucket at a time, not
 the trace's every transition (545 MB of the 200 MB benchmark trace's 1.3 GB
-peak). The rows of a range of goroutine ids (``RANGE_SHIFT``) are buffered in
-memory and, in a big trace (``SPILL_MIN_BYTES`` of trace or more), written to
-one unnamed temporary file as the buffers fill (``FLUSH_ROWS``): a kill leaves
-nothing behind. A bucket is consecutive ranges up to ``BUCKET_ROWS`` rows, so
-the buckets in order are the goroutines in id order; each keeps Go's order of
-a goroutine's rows and their transition numbers (``seq``).
+peak). A small trace stays in memory as one bucket. A big one
+(``SPILL_MIN_BYTES`` of trace or more) is written to one unnamed temporary
+file (a kill leaves nothing behind) as sorted runs, an external sort's: every
+``FLUSH_ROWS`` goroutine rows, sorted by goroutine id (stably: each
+goroutine's rows stay in Go's order). A bucket is then the rows of a range of
+goroutine ids, about ``BUCKET_ROWS`` of them (a goroutine's rows are never
+split), read from each run in turn: the buckets in order are the goroutines
+in id order, each goroutine's rows in Go's order, with their transition
+numbers (``seq``).
 
 What the derivation needs of the whole trace is gathered on the way: the
 count of each (resource, from, to, reason), every column's bounds (the frames'
-stored types) and the last time.
+stored types), each thread's first and last time, and the last time.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,13 +34,12 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from ingest.codes import GOROUTINE, PROC
 from ingest.columns import ParquetDirError, Transitions, narrow_small, reason_codes
+from ingest.extensions import optional_extension
 from ingest.load.transitions_builder import _CODES, _INTS, TransitionsBuilder
 
 Arr = npt.NDArray[Any]
 
-#: log2 of the goroutine ids per range: a range never splits across buckets.
-RANGE_SHIFT = 10
-#: Buffered goroutine rows before they are written to the spill file.
+#: Buffered goroutine rows before they are written to the spill file, a run.
 FLUSH_ROWS = 1 << 20
 #: Rows of a bucket (at least one range's) when the trace is spilled.
 BUCKET_ROWS = 1 << 21
@@ -53,10 +55,13 @@ BOUNDED = ("id", "m", "p", "g", "stack_id")
 
 
 @dataclass
-class _Chunk:
-    offset: int
-    rows: int
-    dtypes: tuple[np.dtype[Any], ...]
+class _Run:
+    """Rows sorted by goroutine id in the spill file: each column's offset
+    and type, the distinct ids and where each one's rows start."""
+
+    columns: tuple[tuple[int, np.dtype[Any]], ...]
+    goids: Arr
+    starts: Arr  # len(goids) + 1 row numbers
 
 
 @dataclass
@@ -65,13 +70,6 @@ class Bucket:
 
     tr: Transitions
     seq: Arr
-
-
-@dataclass
-class _Ranges:
-    buffered: dict[int, list[dict[str, Arr]]] = field(default_factory=dict)
-    chunks: dict[int, list[_Chunk]] = field(default_factory=dict)
-    rows: dict[int, int] = field(default_factory=dict)
 
 
 class TransitionSpill(TransitionsBuilder):
@@ -86,8 +84,9 @@ class TransitionSpill(TransitionsBuilder):
         super().__init__(capacity=0)
         self._dir = spill_dir
         self._file: IO[bytes] | None = None
-        self._ranges = _Ranges()
+        self._buffer: list[dict[str, Arr]] = []
         self._buffered = 0
+        self._runs: list[_Run] = []
         self._procs: list[dict[str, Arr]] = []
         self._kinds: dict[tuple[int, int], int] = {}
         self.bounds: dict[str, tuple[int, int]] = {}
@@ -174,40 +173,31 @@ class TransitionSpill(TransitionsBuilder):
     def _partition(self, cols: dict[str, Arr]) -> None:
         if not len(cols["ts"]):
             return
-        key = cols["id"] >> RANGE_SHIFT
-        if len(key) > 1 and not bool((key[1:] == key[:-1]).all()):
-            by = np.argsort(key, kind="stable")
-            cols = {k: v[by] for k, v in cols.items()}
-            key = key[by]
-        cut = np.flatnonzero(key[1:] != key[:-1]) + 1
-        starts = [0, *cut.tolist()]
-        ends = [*cut.tolist(), len(key)]
-        r = self._ranges
-        for a, b in zip(starts, ends, strict=True):
-            k = int(key[a])
-            r.buffered.setdefault(k, []).append({n: v[a:b] for n, v in cols.items()})
-            r.rows[k] = r.rows.get(k, 0) + (b - a)
-        self._buffered += len(key)
+        self._buffer.append(cols)
+        self._buffered += len(cols["ts"])
         if self._dir is not None and self._buffered >= FLUSH_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        """Every buffered range's rows to the spill file, one chunk each."""
+        """The buffered goroutine rows to the spill file, sorted by id: a run."""
+        if not self._buffer:
+            return
         if self._file is None:
             assert self._dir is not None
             self._dir.mkdir(parents=True, exist_ok=True)
             self._file = tempfile.TemporaryFile(dir=self._dir, prefix="transitions-")
+        parts, self._buffer, self._buffered = self._buffer, [], 0
+        rid = _join([p["id"] for p in parts], np.int32)
+        by, starts = _by_id(rid)
+        goids = rid[by[starts[:-1]]].astype(np.int64)
+        del rid
         f = self._file
-        r = self._ranges
-        for k, parts in r.buffered.items():
-            joined = [_join([p[n] for p in parts], parts[0][n].dtype) for n in _NAMES]
-            offset = f.seek(0, os.SEEK_END)
-            for a in joined:
-                f.write(np.ascontiguousarray(a).data)
-            r.chunks.setdefault(k, []).append(
-                _Chunk(offset, len(joined[0]), tuple(a.dtype for a in joined)))
-        r.buffered.clear()
-        self._buffered = 0
+        columns = []
+        for name in _NAMES:
+            col = _join([p[name] for p in parts], _EMPTY[name])[by]
+            columns.append((f.seek(0, os.SEEK_END), col.dtype))
+            f.write(np.ascontiguousarray(col).data)
+        self._runs.append(_Run(tuple(columns), goids, starts))
 
     def seal(self, expected_rows: int) -> TransitionSpill:
         """Check the rows against meta.json's count; the spill, ready to read."""
@@ -217,8 +207,10 @@ class TransitionSpill(TransitionsBuilder):
         if len(self._reasons) > 32767:
             raise ParquetDirError(f"transitions: too many distinct reasons "
                                   f"({len(self._reasons)})")
-        if self._file is not None:
-            self._file.flush()
+        if self._dir is not None:
+            self._flush()
+            if self._file is not None:
+                self._file.flush()
         self.sealed = True
         return self
 
@@ -227,7 +219,7 @@ class TransitionSpill(TransitionsBuilder):
         if self._file is not None:
             self._file.close()
             self._file = None
-        self._ranges = _Ranges()
+        self._buffer, self._runs = [], []
         self._procs = []
 
     # ------------------------------------------------------------ reading
@@ -245,51 +237,53 @@ class TransitionSpill(TransitionsBuilder):
         """Transitions per ((resource * 8 + from) * 8 + to, reason code)."""
         return dict(self._kinds)
 
-    def goroutine_rows(self) -> int:
-        return sum(self._ranges.rows.values())
 
     def buckets(self, bucket_rows: int | None = None) -> Iterator[Bucket]:
-        """The goroutines' rows, bucket by bucket in goroutine id order; each
-        range's buffers are dropped once read."""
-        limit = bucket_rows if bucket_rows is not None else (
-            BUCKET_ROWS if self._file is not None else None)
-        keys = sorted(self._ranges.rows)
-        group: list[int] = []
-        rows = 0
-        for k in keys:
-            n = self._ranges.rows[k]
-            if group and limit is not None and rows + n > limit:
-                yield self._bucket(group)
-                group, rows = [], 0
-            group.append(k)
-            rows += n
-        if group:
-            yield self._bucket(group)
+        """The goroutines' rows, bucket by bucket in goroutine id order (one
+        bucket when the trace is in memory); what is read is forgotten."""
+        if not self._runs:
+            parts, self._buffer = self._buffer, []
+            if parts:
+                yield self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
+            return
+        limit = bucket_rows if bucket_rows is not None else BUCKET_ROWS
+        goids = np.concatenate([r.goids for r in self._runs])
+        rows = np.concatenate([np.diff(r.starts) for r in self._runs])
+        ids, inverse = np.unique(goids, return_inverse=True)
+        per_id = np.bincount(inverse, weights=rows, minlength=len(ids)).astype(np.int64)
+        del goids, rows, inverse
+        # Each id in the bucket its first row falls in: a bucket holds up to
+        # ``limit`` rows and the rest of its last goroutine's.
+        before = np.cumsum(per_id) - per_id
+        bucket = before // max(limit, 1)
+        cut = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
+        for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(ids)], strict=True):
+            yield self._bucket(int(ids[a]), int(ids[b - 1]))
+        self._runs = []
 
     def procs(self) -> Bucket:
         """The procs' rows, in Go's order."""
         parts, self._procs = self._procs, []
         return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
 
-    def _bucket(self, keys: list[int]) -> Bucket:
-        parts: list[dict[str, Arr]] = []
-        r = self._ranges
-        for k in keys:
-            for chunk in r.chunks.pop(k, []):
-                parts.append(self._read(chunk))
-            parts.extend(r.buffered.pop(k, []))
-            r.rows.pop(k, None)
-        return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
-
-    def _read(self, chunk: _Chunk) -> dict[str, Arr]:
+    def _bucket(self, lo: int, hi: int) -> Bucket:
+        """Goroutines lo..hi's rows, from every run in turn (Go's order)."""
         assert self._file is not None
-        self._file.seek(chunk.offset)
-        out: dict[str, Arr] = {}
-        for name, dtype in zip(_NAMES, chunk.dtypes, strict=True):
-            out[name] = np.fromfile(self._file, dtype=dtype, count=chunk.rows)
-            if len(out[name]) != chunk.rows:
-                raise OSError("the transitions' spill file is shorter than written")
-        return out
+        parts: list[dict[str, Arr]] = []
+        for run in self._runs:
+            a = int(np.searchsorted(run.goids, lo, side="left"))
+            b = int(np.searchsorted(run.goids, hi, side="right"))
+            first, last = int(run.starts[a]), int(run.starts[b])
+            if last == first:
+                continue
+            part: dict[str, Arr] = {}
+            for name, (offset, dtype) in zip(_NAMES, run.columns, strict=True):
+                self._file.seek(offset + first * dtype.itemsize)
+                part[name] = np.fromfile(self._file, dtype=dtype, count=last - first)
+                if len(part[name]) != last - first:
+                    raise OSError("the transitions' spill file is shorter than written")
+            parts.append(part)
+        return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
 
     def _make(self, cols: dict[str, Arr]) -> Bucket:
         tr = Transitions(
@@ -303,6 +297,24 @@ class TransitionSpill(TransitionsBuilder):
 _EMPTY: dict[str, Any] = {**{n: np.int32 for n in _INTS}, "ts": np.int64,
                           **{n: np.int8 for n in _CODES}, "reason": np.int16,
                           "seq": np.int32}
+
+
+def _by_id(rid: Arr) -> tuple[Arr, Arr]:
+    """A stable sort of goroutine ids: (the rows in id order, where each id's
+    rows start in it, one more at the end); by counting sort in C where the
+    ids allow it (ingest/csrc/intervalorder.c), else numpy's."""
+    n = len(rid)
+    c = optional_extension("ingest.derive._intervalorder")
+    if c is not None and rid.dtype == np.int32:
+        order: Arr = np.empty(n, np.int32)
+        first = np.empty(n, bool)
+        last = np.empty(n, bool)
+        if c.order_intervals(np.zeros(n, np.int8), rid, order, first, last):
+            return order, np.append(np.flatnonzero(first), n)
+    by: Arr = np.argsort(rid, kind="stable")
+    s = rid[by]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if n else np.zeros(0, np.int64)
+    return by, np.append(starts, n)
 
 
 def _join(parts: list[Arr], dtype: Any) -> Arr:

@@ -42,9 +42,7 @@ def db_content(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
 
 
 def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A goroutine id a range, buckets of 300 rows, flushed every 2000 rows,
-    every trace spilled."""
-    monkeypatch.setattr(transition_spill, "RANGE_SHIFT", 0)
+    """Buckets of 300 rows, runs of 2000 rows, every trace spilled."""
     monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 300)
     monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
     monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)
