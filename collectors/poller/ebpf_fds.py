@@ -4,8 +4,10 @@ strace decorates every descriptor as it prints a call (``7<TCP:[127.0.0.1:80->
 127.0.0.1:5555]>``). The probes see only numbers, so the descriptions come from
 two places:
 
-- **snapshots** of ``/proc/PID/fd`` (readlink) with ``/proc/PID/net/{tcp,tcp6,
-  udp,udp6,unix}`` turning ``socket:[inode]`` into ``TCP:[local->remote]``, taken
+- **snapshots** of ``/proc/PID/fd`` (readlink) with the kernel's sock_diag
+  (:mod:`collectors.poller.ebpf_sockdiag`; ``/proc/PID/net/{tcp,tcp6,udp,udp6}``
+  where it cannot answer) and ``/proc/PID/net/unix`` turning ``socket:[inode]``
+  into ``TCP:[local->remote]``, only for sockets not already described, taken
   by the recorder when the probes are attached, every ``SNAPSHOT_EVERY_S`` while
   it records, and at the end while the target still runs;
 - **the calls themselves**: ``openat``'s path, ``epoll_create1`` (an eventpoll),
@@ -27,6 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from collectors.poller import ebpf_sockdiag as sockdiag
 from collectors.poller.records import KIND_SYSCALL, Row
 
 SNAPSHOT_EVERY_S = 0.25
@@ -55,14 +58,14 @@ def _endpoint(text: str) -> tuple[str, int]:
     return _hex_ip(addr), int(port, 16)
 
 
-def _inet_table(path: str, proto: str) -> dict[str, str]:
+def _inet_table(path: str, proto: str, wanted: set[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     try:
         with open(path) as fh:
             next(fh, None)
             for line in fh:
                 f = line.split()
-                if len(f) < 10:
+                if len(f) < 10 or f[9] not in wanted:
                     continue
                 (la, lp), (ra, rp) = _endpoint(f[1]), _endpoint(f[2])
                 local = f"{la}:{lp}"
@@ -76,25 +79,37 @@ def _inet_table(path: str, proto: str) -> dict[str, str]:
     return out
 
 
-def _sockets(pid: int) -> dict[str, str]:
+def _sockets(pid: int, wanted: set[str]) -> dict[str, str]:
+    """inode -> description for the socket inodes ``wanted``, from sock_diag where it
+    answers (the target's namespace is ours), else from ``/proc/PID/net``."""
     base = f"/proc/{pid}/net/"
+    diag = sockdiag.sockets(pid)
     out: dict[str, str] = {}
     for name, proto in (("tcp", "TCP"), ("tcp6", "TCPv6"), ("udp", "UDP"), ("udp6", "UDPv6")):
-        out.update(_inet_table(base + name, proto))
-    try:
-        with open(base + "unix") as fh:
-            next(fh, None)
-            for line in fh:
-                f = line.split()
-                if len(f) >= 7:
-                    out[f[6]] = f"UNIX:[{f[6]}]"
-    except OSError:
-        pass
+        part = diag.get(proto) if diag is not None else None
+        if part is None:
+            part = _inet_table(base + name, proto, wanted)
+        out.update((k, v) for k, v in part.items() if k in wanted)
+    if wanted - out.keys():
+        try:
+            with open(base + "unix") as fh:
+                next(fh, None)
+                for line in fh:
+                    f = line.split()
+                    if len(f) >= 7 and f[6] in wanted:
+                        out[f[6]] = f"UNIX:[{f[6]}]"
+        except OSError:
+            pass
     return out
 
 
-def snapshot(pid: int, wall_ns: int) -> Snapshot | None:
-    """The descriptors of ``pid`` now, described as strace -yy would; None once it is gone."""
+def snapshot(pid: int, wall_ns: int, known: dict[str, str] | None = None) -> Snapshot | None:
+    """The descriptors of ``pid`` now, described as strace -yy would; None once it is gone.
+
+    ``known`` (inode -> description), kept by the caller between snapshots, holds
+    the sockets whose description cannot change (connected or listening): when
+    every socket is there, no socket table is read.
+    """
     base = f"/proc/{pid}/fd"
     try:
         names = os.listdir(base)
@@ -106,11 +121,19 @@ def snapshot(pid: int, wall_ns: int) -> Snapshot | None:
             links[int(n)] = os.readlink(f"{base}/{n}")
         except (OSError, ValueError):
             continue
-    if any(v.startswith("socket:[") for v in links.values()):
-        socks = _sockets(pid)
-        for fd, v in links.items():
-            if v.startswith("socket:["):
-                links[fd] = socks.get(v[8:-1], v)
+    inodes = {v[8:-1] for v in links.values() if v.startswith("socket:[")}
+    if not inodes:
+        return Snapshot(wall_ns, links)
+    cache = known if known is not None else {}
+    missing = inodes - cache.keys()
+    found = _sockets(pid, missing) if missing else {}
+    for inode, desc in found.items():
+        if "->" in desc or desc.startswith("UNIX:"):
+            cache[inode] = desc  # a connected socket's ends are fixed
+    for fd, v in links.items():
+        if v.startswith("socket:["):
+            inode = v[8:-1]
+            links[fd] = cache.get(inode) or found.get(inode, v)
     return Snapshot(wall_ns, links)
 
 

@@ -142,6 +142,7 @@ class EbpfRecorder:
         self._script = out_dir / ".ebpf.bt"
         self._fds = out_dir / FDS_FILE
         self._last_fds: dict[int, str] | None = None
+        self._known_sockets: dict[str, str] = {}  # inode -> description, fixed once connected
 
     def _fall_back(self, why: str) -> None:
         """Use bpftrace's printf transport from now on, saying why in one line."""
@@ -232,7 +233,7 @@ class EbpfRecorder:
         return "the ring-buffer loader" if self.transport == RINGBUF else "bpftrace"
 
     def _snapshot(self, pid: int) -> None:
-        snap = snapshot(pid, time.time_ns())
+        snap = snapshot(pid, time.time_ns(), self._known_sockets)
         if snap is None or snap.fds == self._last_fds:
             return
         self._last_fds = snap.fds

@@ -3,8 +3,8 @@
 // libbpf skeleton), attaches it to one process, and every 50 ms drains the
 // ring buffer into the output file as the text lines of the bpftrace program
 // (collectors/poller/ebpf_program.py documents them), so the same parser reads
-// either transport. Output is written in large blocks; it is flushed only when
-// the recorder must see it (the canary) and at the end.
+// either transport. Output is written once per drain (and at once for the
+// canary, which the recorder waits for).
 //
 //   ringbuf_loader -p PID -c CANARY_PID -o FILE [-u SUBMIT_TRACEPOINT|-u none]
 //                  [-s SLOTS] [-t TRACEFS]
@@ -355,6 +355,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		ring_buffer__consume(rb);
+		/* One write per drain: a loader killed outright (SIGKILL) loses at
+		 * most the last 50 ms, and the file stays readable as it grows. */
+		flush_out();
 	}
 	/* The probes go quiet at once; detaching them (in destroy) takes seconds,
 	 * so the output is complete before that. */

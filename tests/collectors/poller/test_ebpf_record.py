@@ -7,9 +7,10 @@ with the reason otherwise.
 Tolerances, stated: two runs of the same Go program do not make exactly the same
 calls (the scheduler decides which thread polls, how many reads see EAGAIN), so
 the backends are compared on what the program's work fixes: the epoll instance and
-its waits' shape, the calls of every request (accept4, connect: within 20% and 5
-of each other), reads and writes (within 30%), and the set of descriptors used by
-reads and writes (their overlap at least 80% of their union).
+its waits' shape, every connection dialed accepted (within 2, in each recording),
+the calls per connection (close, epoll_ctl: within 15%), reads and writes
+(within 30%), and the set of descriptors used by reads and writes (their overlap
+at least 80% of their union).
 """
 
 from __future__ import annotations
@@ -110,13 +111,22 @@ def test_same_program_same_epoll_waits_and_descriptors(both: Path) -> None:
         assert any(w["ready_fds"] for w in waits)
     assert ({r["epfd"] for r in er if r["name"] == "epoll_pwait"}
             == {r["epfd"] for r in sr if r["name"] == "epoll_pwait"})
-    # The connections made and accepted are the program's; how many accept4 calls
-    # found none waiting (EAGAIN) depends on the run's timing (strace slows it).
+    # How many connections the program dials depends on its speed (Go's client
+    # keeps at most 2 idle connections per host, so with 4 clients how many are
+    # closed and redialed is timing: 104 under strace, ~145 under eBPF's ring
+    # buffer in one run). So each recording must account for its own: every
+    # connection made is accepted (how many accept4 calls found none waiting,
+    # EAGAIN, is timing too), and the calls made per connection agree.
     def accepted(rows: list[dict[str, Any]]) -> int:
         return sum(1 for r in rows if r["name"] == "accept4" and (r["result"] or -1) >= 0)
-    assert _near(accepted(er), accepted(sr), 0.2, 5), (accepted(er), accepted(sr))
-    assert _near(ec["connect"], sc["connect"], 0.2, 5), (ec["connect"], sc["connect"])
-    for name in ("read", "write", "close", "epoll_ctl"):
+    for rows, counts in ((er, ec), (sr, sc)):
+        assert abs(accepted(rows) - counts["connect"]) <= 2, (accepted(rows), counts["connect"])
+        assert 4 <= counts["connect"] <= 300
+    for name in ("close", "epoll_ctl"):
+        per_e, per_s = ec[name] / ec["connect"], sc[name] / sc["connect"]
+        assert abs(per_e - per_s) <= 0.15 * max(per_e, per_s), (name, ec[name], sc[name])
+    # Reads and writes are the requests' own.
+    for name in ("read", "write"):
         assert _near(ec[name], sc[name], 0.3, 10), (name, ec[name], sc[name])
     efds = {r["fd"] for r in er if r["name"] in ("read", "write")}
     sfds = {r["fd"] for r in sr if r["name"] in ("read", "write")}
