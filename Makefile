@@ -50,18 +50,23 @@ run: setup
 # Also a private PostgreSQL cluster (Debian's postgresql, installed if missing) for the
 # ingest tests, which find its URL with tools.postgres themselves, and Debian's
 # chromium (browser tests, SVG/PNG export) and strace (poller collector), installed
-# with apt-get if missing; as root also bpftrace (the eBPF recorder), with tracefs
-# mounted at /sys/kernel/tracing.
+# with apt-get if missing; as root also bpftrace, clang, llvm, bpftool and libbpf-dev
+# (the eBPF recorder and its ring-buffer loader), with tracefs mounted at
+# /sys/kernel/tracing.
+EBPF_PACKAGES = bpftrace clang llvm bpftool libbpf-dev
 test-setup: setup
 	$(BIN)/python -m tools.gotoolchains ensure
 	$(BIN)/python -m tools.postgres start
 	$(BIN)/python -m tools.system_packages ensure
 	$(BIN)/python setup.py -q build_ext --inplace  # the binder, now that SQLite's headers are there
-	@# The eBPF recorder's tests: Debian's bpftrace and tracefs (as root; as a user they skip).
-	@if ! command -v bpftrace >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	@# The eBPF recorder's tests: Debian's bpftrace, and clang, llvm, bpftool and libbpf-dev,
+	@# which build its ring-buffer loader at first use (collectors/poller/ebpf_build.py), and
+	@# tracefs (as root; as a user they skip).
+	@if [ "$$(id -u)" = 0 ] && ! { command -v bpftrace && command -v clang && command -v bpftool \
+			&& [ -f /usr/include/bpf/libbpf.h ]; } >/dev/null; then \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q --no-install-recommends bpftrace >/dev/null 2>&1 || \
-		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends bpftrace >/dev/null; }; fi
+		apt-get install -y -q --no-install-recommends $(EBPF_PACKAGES) >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(EBPF_PACKAGES) >/dev/null; }; fi
 	@if [ ! -d /sys/kernel/tracing/events ] && [ "$$(id -u)" = 0 ]; then \
 		mount -t tracefs nodev /sys/kernel/tracing || echo "tracefs could not be mounted: the eBPF tests will skip"; fi
 

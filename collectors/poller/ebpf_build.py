@@ -11,7 +11,7 @@ only the recording machine has. The steps are those of any libbpf tool::
     bpftool btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
     clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -c syscalls.bpf.c
     bpftool gen skeleton syscalls.bpf.o > syscalls.skel.h
-    cc -O2 ringbuf_loader.c -lbpf -lelf -lz
+    cc -O2 ringbuf_loader.c -lbpf -lelf -lz          (cc or, without one, clang)
 
 into ``$GMPSCOPE_CACHE/ebpf/<key>/`` (default ``~/.cache/gmpscope``), ``key``
 a hash of both sources, the kernel's BTF and the machine; under an exclusive
@@ -95,7 +95,8 @@ def _build(dest: Path) -> None:
         # The probes read epoll_event arrays as x86-64 lays them out (packed, 12 bytes).
         raise BuildError(f"the ring-buffer probes are written for x86-64, not "
                          f"{platform.machine()}")
-    clang, bpftool, cc = _tool("clang"), _tool("bpftool"), _tool("cc")
+    clang, bpftool = _tool("clang"), _tool("bpftool")
+    cc = shutil.which("cc") or clang  # clang compiles the loader as well as gcc
     if not Path("/usr/include/bpf/libbpf.h").is_file():
         raise BuildError(f"libbpf's headers are missing (/usr/include/bpf/libbpf.h; {_PACKAGES})")
     with tempfile.TemporaryDirectory(prefix=".build-", dir=dest.parent) as tmp:
