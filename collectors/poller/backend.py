@@ -1,4 +1,4 @@
-"""Which recording backend can run here: eBPF (bpftrace) or strace.
+"""Which recording backend can run here: eBPF or strace.
 
 eBPF needs four things; :func:`ebpf_missing` names the first one missing, in
 one line that also says strace is the fallback:
@@ -11,6 +11,12 @@ one line that also says strace is the fallback:
   may (root) and it is not;
 - the kernel's syscall tracepoints there (``events/syscalls``,
   CONFIG_FTRACE_SYSCALLS), and the BPF system call (CONFIG_BPF_SYSCALL).
+
+bpftrace is needed whichever transport carries the syscall records (the
+scheduling recorder and the live OS side run it, and it is the fallback). The
+default transport's own needs (clang, bpftool, libbpf-dev, the kernel's BTF)
+are checked when it is built (:mod:`collectors.poller.ebpf_build`); without
+them the recorder uses bpftrace's printf, saying why in one line.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The bpftrace program of the eBPF backend, generated for one target process.
+"""The bpftrace program of the eBPF backend, generated for one target process,
+and the text lines both transports print (the ring buffer's loader,
+``csrc/ringbuf_loader.c``, prints the same lines from ``csrc/syscalls.bpf.c``'s
+records; :data:`ALL_CALLS` gives both their call codes and slot counts).
 
 Every probe is filtered on the target's thread group id (bpftrace's ``pid``),
 so nothing of any other process is recorded. Each covered system call has an
