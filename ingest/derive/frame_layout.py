@@ -88,6 +88,12 @@ class Table:
             self._made[name] = made
         return made
 
+    def take(self, name: str, rows: Arr) -> Arr:
+        """Column ``name`` at ``rows``, gathered part by part with a mapped
+        column's pages handed back (:func:`gather_released`): for rows
+        scattered over the whole table."""
+        return gather_released(self[name], rows)
+
     def release(self) -> None:
         """Drop the columns made from another table's."""
         self._made.clear()

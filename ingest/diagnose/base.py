@@ -206,7 +206,7 @@ class Context:
         n = self.goroutine_rows
         idx = np.flatnonzero(self.frames.state[:n] == models.STATE_CODE["Runnable"])
         iv = self.frames.intervals
-        return TimeInside(iv["start_ts"][idx], iv["end_ts"][idx], rows=idx)
+        return TimeInside(iv.take("start_ts", idx), iv.take("end_ts", idx), rows=idx)
 
 
 class _Before:

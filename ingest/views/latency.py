@@ -105,12 +105,12 @@ class Samples:
             first[pos[hit]] = long_first[hit]
         iv = self.frames.intervals
         cause_of = _cause_of_kinds(self.frames).astype(np.int8)
-        return {"goid": iv["rid"][first].astype(np.int32, copy=False),
-                "runnable_ts": iv["start_ts"][first].astype(np.int64, copy=False),
-                "running_ts": iv["start_ts"][ran].astype(np.int64, copy=False),
-                "p": iv["p"][ran].astype(np.int32, copy=False),
-                "m": iv["m"][ran].astype(np.int32, copy=False),
-                "cause": cause_of[iv["kind"][first]]}
+        return {"goid": iv.take("rid", first).astype(np.int32, copy=False),
+                "runnable_ts": iv.take("start_ts", first).astype(np.int64, copy=False),
+                "running_ts": iv.take("start_ts", ran).astype(np.int64, copy=False),
+                "p": iv.take("p", ran).astype(np.int32, copy=False),
+                "m": iv.take("m", ran).astype(np.int32, copy=False),
+                "cause": cause_of[iv.take("kind", first)]}
 
     @cached_property
     def _all(self) -> dict[str, Arr]:

@@ -199,15 +199,15 @@ def _state_waits(frames: TraceFrames, wk: WaitKind, t1: int | None,
     life_start = _per_lane(starts_run, off, start_ts, first=True,
                            missing=np.iinfo(np.int64).min)
     life_end = _per_lane(ends_life, off, start_ts, first=False, missing=frames.last_ts)
-    lo = np.maximum(np.asarray(start_ts[begin], np.int64), life_start[lane])
-    hi = np.minimum(np.asarray(iv["end_ts"][last], np.int64), life_end[lane])
+    lo = np.maximum(np.asarray(iv.take("start_ts", begin), np.int64), life_start[lane])
+    hi = np.minimum(np.asarray(iv.take("end_ts", last), np.int64), life_end[lane])
     if t1 is not None:
         lo = np.maximum(lo, t1)
     if t2 is not None:
         hi = np.minimum(hi, t2)
     keep = hi > lo
     return Waits(goid=lanes.ids[lane[keep]].astype(np.int64),
-                 stack_id=np.asarray(iv["stack_id"][begin[keep]]).astype(np.int64),
+                 stack_id=iv.take("stack_id", begin[keep]).astype(np.int64),
                  value_ns=(hi - lo)[keep].astype(np.int64),
                  seq=np.asarray(iv["seq"][last[keep] + 1]).astype(np.int64))
 

@@ -170,8 +170,8 @@ def network_waits(frames: TraceFrames) -> dict[str, I64]:
     if n_rows:
         last[lanes.off[1:] - 1] = True
     iv = frames.intervals
-    return {"goid": iv["rid"][idx].astype(np.int64), "start": iv["start_ts"][idx],
-            "end": iv["end_ts"][idx], "stack_id": iv["stack_id"][idx],
+    return {"goid": iv.take("rid", idx).astype(np.int64), "start": iv.take("start_ts", idx),
+            "end": iv.take("end_ts", idx), "stack_id": iv.take("stack_id", idx),
             "start_known": ~undetermined[kind[idx]], "unfinished": last[idx]}
 
 
