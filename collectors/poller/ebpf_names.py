@@ -163,8 +163,18 @@ def _port(be16: int) -> int:
     return ((be16 & 0xFF) << 8) | (be16 >> 8)
 
 
+def _unsigned(family: int, port_be: int, in4: int, in6_hi: int, in6_lo: int
+              ) -> tuple[int, int, int, int, int]:
+    # bpftrace 0.17 sign-extends a dereferenced uint16/uint32 into its int64
+    # maps (a port of 0x8000 and above printed negative; an IPv4 address whose
+    # last octet is 128 or more): the fields' own widths, whichever transport.
+    return (family & 0xFFFF, port_be & 0xFFFF, in4 & 0xFFFFFFFF, in6_hi & (2**64 - 1),
+            in6_lo & (2**64 - 1))
+
+
 def sockaddr_text(family: int, port_be: int, in4: int, in6_hi: int, in6_lo: int) -> str | None:
     """A sockaddr as strace prints it; None for an unreadable one (family 0)."""
+    family, port_be, in4, in6_hi, in6_lo = _unsigned(family, port_be, in4, in6_hi, in6_lo)
     if family == socket.AF_INET:
         ip = ipaddress.IPv4Address(in4.to_bytes(4, "little"))
         return (f"{{sa_family=AF_INET, sin_port=htons({_port(port_be)}), "
@@ -180,6 +190,7 @@ def sockaddr_text(family: int, port_be: int, in4: int, in6_hi: int, in6_lo: int)
 
 def endpoint(family: int, port_be: int, in4: int, in6_hi: int, in6_lo: int) -> str | None:
     """``127.0.0.1:80`` or ``[::1]:80``, as strace's -yy socket descriptions write one end."""
+    family, port_be, in4, in6_hi, in6_lo = _unsigned(family, port_be, in4, in6_hi, in6_lo)
     if family == socket.AF_INET:
         return f"{ipaddress.IPv4Address(in4.to_bytes(4, 'little'))}:{_port(port_be)}"
     if family == socket.AF_INET6:

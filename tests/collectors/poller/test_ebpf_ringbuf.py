@@ -189,3 +189,17 @@ def test_missing_clang_falls_back_to_bpftrace_with_one_line(tmp_path: Path) -> N
     assert meta["ebpf"]["transport"] == "bpftrace"
     assert "clang" in meta["ebpf"]["transport_note"]
     assert meta["stopped_by"] == "exit" and meta["exit_status"] == 0
+
+
+def test_sign_extended_sockaddr_fields_read_as_the_ring_buffers() -> None:
+    """bpftrace 0.17 stores a dereferenced uint16/uint32 sign-extended: port 45055
+    (0xAFFF, network order 0xFFAF) printed as -81, an address ending in .200 as a
+    negative in4. The ring buffer prints them unsigned; both read the same."""
+    from collectors.poller import ebpf_names as nm
+
+    in4 = int.from_bytes(bytes([10, 0, 0, 200]), "little")
+    signed = (2, 0xFFAF - (1 << 16), in4 - (1 << 32), 0, 0)
+    unsigned = (2, 0xFFAF, in4, 0, 0)
+    assert nm.sockaddr_text(*signed) == nm.sockaddr_text(*unsigned) == (
+        '{sa_family=AF_INET, sin_port=htons(45055), sin_addr=inet_addr("10.0.0.200")}')
+    assert nm.endpoint(*signed) == nm.endpoint(*unsigned) == "10.0.0.200:45055"
