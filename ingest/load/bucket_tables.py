@@ -16,6 +16,7 @@ tests/ingest/load/test_bucket_tables.py.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,16 +48,25 @@ class FramePlan:
 @dataclass
 class _Edges:
     """Each state-graph edge's transitions and its measured dwell times, kept
-    in parts (in a temporary file in ``spill_dir`` when one is given)."""
+    in parts in a temporary file in ``spill_dir``; without one (a trace in
+    memory, one bucket) the rows of that bucket."""
 
     spill_dir: Path | None
     count: dict[int, int] = field(default_factory=dict)
     parts: dict[int, list[Any]] = field(default_factory=dict)
     file: IO[bytes] | None = None
+    whole: list[tuple[Any, ...]] | None = None
 
     def add(self, tr: Transitions, o: Ordered) -> None:
         order = o.order
         if not len(order):
+            return
+        if self.spill_dir is None:
+            # In memory the trace is one bucket: its rows whole, as
+            # ingest.derive.intervals.state_edges makes them.
+            if self.whole is not None:
+                raise RuntimeError("state edges of one bucket only when in memory")
+            self.whole = derive.state_edges(tr, o)
             return
         edge = tr.res[order].astype(np.int16) * 8
         edge += tr.frm[order]
@@ -102,6 +112,8 @@ class _Edges:
 
     def rows(self) -> list[tuple[Any, ...]]:
         """state_edges' rows, by edge code (as ingest.derive.intervals.state_edges)."""
+        if self.whole is not None:
+            return self.whole
         out: list[tuple[Any, ...]] = []
         for code in sorted(self.count):
             d = self._values(code)
@@ -206,55 +218,77 @@ class BucketTables:
         procs = self.spill.procs()
         with self.timings.phase("order"):
             op = derive.order_intervals(procs.tr, self.last_ts)
-        self.thread_parts.parts.append(derive.thread_sums(procs.tr, op))
+
+        # The procs' rows, when kept apart, are the last bucket.
+        every = itertools.chain(self.spill.buckets(), [procs] if len(procs.tr) else [])
         gor_parts: list[Columns] = []
+        prc: Columns = {}
         runs: list[tuple[Arr, Arr, Arr]] = []
         runs_on: dict[int, int] = {}
         base = 0
-        for bucket in self.spill.buckets():
+        summarised = False
+        for bucket in every:
             tr = bucket.tr
-            with self.timings.phase("order"):
-                o = derive.order_intervals(tr, self.last_ts)
-            gor, _ = derive.resource_summaries(tr, o, self.stack_functions, self.tstack_seq,
-                                               self.tstack_id, seq=bucket.seq, runs_on={})
-            if gor:
-                gor["first_interval"] = gor["first_interval"] + base
-                gor["last_interval"] = gor["last_interval"] + base
-                gor_parts.append(gor)
-            del gor
+            o = op if bucket is procs else self._order(tr)
             for p, k in derive.runs_per_proc(tr).items():
                 runs_on[p] = runs_on.get(p, 0) + k
-            runs.append(_runs(tr, o, base))
+            # The procs' rows come after every goroutine's: their runs are
+            # all counted by then.
+            gor, prc_part = derive.resource_summaries(
+                tr, o, self.stack_functions, self.tstack_seq, self.tstack_id, seq=bucket.seq,
+                runs_on=runs_on)
+            for cols in (gor, prc_part):
+                if cols:
+                    cols["first_interval"] = cols["first_interval"] + base
+                    cols["last_interval"] = cols["last_interval"] + base
+            if gor and len(gor["goid"]):
+                gor_parts.append(gor)
+            if prc_part and len(prc_part["pid"]):
+                prc = prc_part
+            del gor, prc_part
             self.thread_parts.parts.append(derive.thread_sums(tr, o))
             self.edges.add(tr, o)
+            if self.spill.spill_dir is None:
+                # In memory, the one bucket is the trace: its summaries go
+                # (and are stored) before its intervals are gathered, its
+                # proc runs made as of a whole trace.
+                whole = derive.proc_runs(tr, o)
+                yield from self._summaries(gor_parts, prc, {
+                    "p": whole["p"], "interval_row": whole["interval_row"]})
+                summarised = True
+                del whole
+            else:
+                runs.append(_runs(tr, o, base))
             yield "intervals", self._interval_part(bucket, o)
             calls = self._syscall_part(bucket, o, procs, op, base)
             if calls:
                 yield "syscalls", calls
             base += len(tr)
             del bucket, tr, o, calls
-        ptr = procs.tr
-        _, prc = derive.resource_summaries(ptr, op, self.stack_functions, self.tstack_seq,
-                                           self.tstack_id, seq=procs.seq, runs_on=runs_on)
-        if prc:
-            prc["first_interval"] = prc["first_interval"] + base
-            prc["last_interval"] = prc["last_interval"] + base
-        self.edges.add(ptr, op)
-        if len(ptr):
-            yield "intervals", self._interval_part(procs, op)
-        del procs, ptr, op
+        del every, procs, op
+        if not summarised:  # spilled, or no transitions at all
+            proc_runs = _proc_runs(runs)
+            del runs
+            yield from self._summaries(gor_parts, prc, proc_runs)
+
+    def _summaries(self, gor_parts: list[Columns], prc: Columns,
+                   proc_runs: Columns) -> Iterator[tuple[str, Columns]]:
+        """goroutines, state_edges, procs and proc_runs, once every bucket's
+        parts are in (``gor_parts`` is emptied)."""
         yield "goroutines", _concat(gor_parts)
-        del gor_parts
+        gor_parts.clear()
         yield "state_edges", _rows_cols(
             ("resource", "from_state", "to_state", "count", "dwell_count", "dwell_mean_ns",
              "dwell_p50_ns", "dwell_p99_ns", "dwell_max_ns"), self.edges.rows())
-        proc_runs = _proc_runs(runs)
-        del runs
         if prc:
             lo, hi = derive.run_ranges(proc_runs["p"], prc["pid"])
             prc["first_run"], prc["last_run"] = lo, hi
         yield "procs", prc
         yield "proc_runs", proc_runs
+
+    def _order(self, tr: Transitions) -> Ordered:
+        with self.timings.phase("order"):
+            return derive.order_intervals(tr, self.last_ts)
 
     def thread_sums(self) -> tuple[Arr, ...]:
         """Every bucket's thread sums merged (ingest.derive.intervals.thread_sums')."""
@@ -262,7 +296,8 @@ class BucketTables:
 
     def _interval_part(self, bucket: Bucket, o: Ordered) -> Columns:
         cols = interval_columns(bucket.tr, o, self.kind_of(bucket.tr))
-        cols["seq"] = bucket.seq[o.order]
+        if bucket.seq is not None:
+            cols["seq"] = bucket.seq[o.order]
         return cols
 
     def _syscall_part(self, bucket: Bucket, o: Ordered, procs: Bucket, op: Ordered,
@@ -270,6 +305,9 @@ class BucketTables:
         """The bucket's syscalls: derived with the procs' rows beside its own
         (whose P was stolen, by which M, is in them)."""
         tr, ptr = bucket.tr, procs.tr
+        if bucket is procs or not len(ptr):
+            # The procs' rows are in this bucket (or there are none).
+            return self._offset(derive.syscalls(tr, o), bucket.seq, base)
         n = len(tr)
         both = _concat_transitions(tr, ptr)
         ob = Ordered(order=np.concatenate([o.order, (op.order + n).astype(o.order.dtype)]),
@@ -277,12 +315,18 @@ class BucketTables:
                      last=np.concatenate([o.last, op.last]),
                      starts=np.concatenate([o.starts, op.starts + n]), ts=both.ts,
                      last_ts=self.last_ts)
-        cols = derive.syscalls(both, ob)
-        if not cols:
-            return cols
-        seqs = np.concatenate([bucket.seq, procs.seq])
-        cols["seq"] = seqs[cols["seq"]]
-        cols["interval_row"] = cols["interval_row"].astype(np.int64) + base
+        assert bucket.seq is not None and procs.seq is not None  # kept apart: spilled
+        return self._offset(derive.syscalls(both, ob), np.concatenate([bucket.seq, procs.seq]),
+                            base)
+
+    @staticmethod
+    def _offset(cols: Columns, seqs: Arr | None, base: int) -> Columns:
+        """A bucket's syscalls with their transition numbers and interval rows
+        the trace's."""
+        if cols:
+            if seqs is not None:
+                cols["seq"] = seqs[cols["seq"]]
+            cols["interval_row"] = cols["interval_row"].astype(np.int64) + base
         return cols
 
 
@@ -322,12 +366,15 @@ def _kinds(spill: TransitionSpill) -> tuple[list[tuple[Any, ...]], Arr, int]:
 def _runs(tr: Transitions, o: Ordered, base: int) -> tuple[Arr, Arr, Arr]:
     """The bucket's goroutine runs (Running with a P): (p, start, interval row)."""
     order = o.order
-    run = tr.res[order] == GOROUTINE
-    run &= tr.to[order] == RUNNING
-    run &= tr.p[order] >= 0
-    sel = np.flatnonzero(run)
+    run = tr.res == GOROUTINE  # in the rows' order (no gathers), then once through the order
+    run &= tr.to == RUNNING
+    run &= tr.p >= 0
+    sel = np.flatnonzero(run[order])
+    del run
     seq = order[sel]
-    return tr.p[seq].astype(np.int32), tr.ts[seq], sel.astype(np.int64) + base
+    rows = sel + base
+    return (tr.p[seq].astype(np.int16 if tr.p.dtype == np.int16 else np.int32), tr.ts[seq],
+            rows.astype(np.int32) if not len(rows) or int(rows[-1]) < 2**31 else rows)
 
 
 def _proc_runs(runs: list[tuple[Arr, Arr, Arr]]) -> Columns:
@@ -336,7 +383,11 @@ def _proc_runs(runs: list[tuple[Arr, Arr, Arr]]) -> Columns:
     p = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, np.int32)
     ts = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, np.int64)
     row = np.concatenate([r[2] for r in runs]) if runs else np.zeros(0, np.int64)
-    by = np.lexsort((ts, p))
+    # By time, then stably by P (a radix sort of small ids): np.lexsort's
+    # order, in a fraction of its time.
+    by = np.argsort(ts, kind="stable")
+    by = by[np.argsort(p[by], kind="stable")]
+    del ts
     rows = row[by]
     small = np.int32 if not len(rows) or int(rows.max()) < 2**31 else np.int64
     return {"p": p[by], "interval_row": rows.astype(small)}

@@ -83,7 +83,11 @@ def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
     from ingest.load.event_split import EventParts
     from ingest.load.transition_spill import TransitionSpill, spill_dir
 
-    builder = TransitionSpill(spill_dir(data_dir, trace_bytes=len(data)))
+    # In memory, room for a transition every two bytes of trace: more than a
+    # trace holds (the benchmark's: one every five); the untouched room takes
+    # no memory, and a trace denser than that goes on as parts.
+    builder = TransitionSpill(spill_dir(data_dir, trace_bytes=len(data)),
+                              capacity=len(data) // 2)
     events = EventParts()
     if handoff is None:
         handoff = RowGroupHandOff()

@@ -69,7 +69,9 @@ class Bucket:
     """One bucket's transitions and each row's transition number."""
 
     tr: Transitions
-    seq: Arr
+    #: Row i's transition number; None: row i is transition i (a trace in
+    #: memory: its one bucket, in Go's order).
+    seq: Arr | None
 
 
 class TransitionSpill(TransitionsBuilder):
@@ -80,8 +82,11 @@ class TransitionSpill(TransitionsBuilder):
     ``spill_dir``: where the spill file goes (None: memory only, one bucket).
     """
 
-    def __init__(self, spill_dir: Path | None = None) -> None:
-        super().__init__(capacity=0)
+    def __init__(self, spill_dir: Path | None = None, capacity: int = 0) -> None:
+        # In memory, the rows go straight into columns of ``capacity`` rows
+        # (TransitionsBuilder's; the untouched room takes no memory): one
+        # bucket, never joined from parts.
+        super().__init__(capacity=0 if spill_dir is not None else capacity)
         self._dir = spill_dir
         self._file: IO[bytes] | None = None
         self._buffer: list[dict[str, Arr]] = []
@@ -98,7 +103,26 @@ class TransitionSpill(TransitionsBuilder):
 
     # ------------------------------------------------------------ filling
 
+    def add(self, table: pa.Table) -> None:
+        """Keep one row group (see TransitionsBuilder.add)."""
+        if self._dir is not None:
+            super().add(table)  # to _add_parts below
+            return
+        start = self.rows
+        before = {n: len(p) for n, p in (*self._ints.items(), *self._codes.items())}
+        super().add(table)
+        if self.rows == start:
+            return
+        if self._cols is not None:
+            self._note({n: c[start:self.rows] for n, c in self._cols.items()})
+        else:
+            self._note({n: _join(p[before[n]:], _EMPTY[n])
+                        for n, p in (*self._ints.items(), *self._codes.items())})
+
     def _add_parts(self, table: pa.Table) -> None:
+        if self._dir is None:
+            TransitionsBuilder._add_parts(self, table)
+            return
         cols: dict[str, Arr] = {}
         for name in _INTS:
             parts = [self._int_part(name, c.to_numpy()) for c in table.column(name).chunks]
@@ -241,10 +265,12 @@ class TransitionSpill(TransitionsBuilder):
     def buckets(self, bucket_rows: int | None = None) -> Iterator[Bucket]:
         """The goroutines' rows, bucket by bucket in goroutine id order (one
         bucket when the trace is in memory); what is read is forgotten."""
+        if self._dir is None:
+            # In memory: every row (the procs' too) one bucket, in Go's order.
+            if self.rows:
+                yield Bucket(TransitionsBuilder.finish(self, self.rows), None)
+            return
         if not self._runs:
-            parts, self._buffer = self._buffer, []
-            if parts:
-                yield self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
             return
         limit = bucket_rows if bucket_rows is not None else BUCKET_ROWS
         goids = np.concatenate([r.goids for r in self._runs])
@@ -262,9 +288,11 @@ class TransitionSpill(TransitionsBuilder):
         self._runs = []
 
     def procs(self) -> Bucket:
-        """The procs' rows, in Go's order."""
+        """The procs' rows, in Go's order, when they are kept apart (a spilled
+        trace; in memory they are in the one bucket and this is empty)."""
         parts, self._procs = self._procs, []
-        return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
+        return self._make(_take_columns(parts) if parts else
+                          {n: np.zeros(0, _EMPTY[n]) for n in _NAMES})
 
     def _bucket(self, lo: int, hi: int) -> Bucket:
         """Goroutines lo..hi's rows, from every run in turn (Go's order)."""
@@ -283,7 +311,7 @@ class TransitionSpill(TransitionsBuilder):
                 if len(part[name]) != last - first:
                     raise OSError("the transitions' spill file is shorter than written")
             parts.append(part)
-        return self._make({n: _join([p[n] for p in parts], _EMPTY[n]) for n in _NAMES})
+        return self._make(_take_columns(parts))
 
     def _make(self, cols: dict[str, Arr]) -> Bucket:
         tr = Transitions(
@@ -291,7 +319,7 @@ class TransitionSpill(TransitionsBuilder):
             to=cols["to_state"], reason=reason_codes(cols["reason"], len(self._reasons)),
             m=cols["m"], p=narrow_small(cols["p"]), g=cols["g"],
             stack=narrow_small(cols["stack_id"]), reasons=list(self._reasons))
-        return Bucket(tr, cols["seq"])
+        return Bucket(tr, cols.get("seq"))
 
 
 _EMPTY: dict[str, Any] = {**{n: np.int32 for n in _INTS}, "ts": np.int64,
@@ -315,6 +343,12 @@ def _by_id(rid: Arr) -> tuple[Arr, Arr]:
     s = rid[by]
     starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if n else np.zeros(0, np.int64)
     return by, np.append(starts, n)
+
+
+def _take_columns(parts: list[dict[str, Arr]]) -> dict[str, Arr]:
+    """Each column joined from the parts', which are dropped column by column
+    (never two copies of the rows at once)."""
+    return {n: _join([p.pop(n) for p in parts], _EMPTY[n]) for n in _NAMES}
 
 
 def _join(parts: list[Arr], dtype: Any) -> Arr:
@@ -355,7 +389,7 @@ def read_transitions_spill(directory: Path, expected_rows: int,
     missing = set(names) - set(pf.schema_arrow.names)
     if missing:
         raise ParquetDirError(f"{path}: missing columns {sorted(missing)}")
-    spill = TransitionSpill(where)
+    spill = TransitionSpill(where, capacity=expected_rows)
     try:
         for batch in pf.iter_batches(batch_size=1 << 16, columns=list(names)):
             spill.add(pa.Table.from_batches([batch]))

@@ -15,7 +15,7 @@ def whole_transitions(spill: TransitionSpill) -> Transitions:
     """Every bucket and the procs' rows back in Go's order (by ``seq``); the
     spill is read (and emptied) by it."""
     parts = [*spill.buckets(), spill.procs()]
-    seq = np.concatenate([b.seq for b in parts])
+    seq = np.concatenate([np.arange(len(b.tr)) if b.seq is None else b.seq for b in parts])
     by = np.argsort(seq, kind="stable")
     assert np.array_equal(seq[by], np.arange(len(seq))), "every transition once"
     cols = {c: np.concatenate([getattr(b.tr, c) for b in parts])[by] for c in COLUMNS}
