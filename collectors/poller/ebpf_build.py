@@ -1,20 +1,22 @@
-"""Build the ring-buffer transport's loader, lazily, once per source and kernel.
+"""Build the ring-buffer transport's loaders, lazily, once per source and kernel.
 
-The eBPF backend's fast transport is two C files in ``collectors/poller/csrc/``:
-``syscalls.bpf.c`` (the probes, libbpf CO-RE, writing binary records into a BPF
-ring buffer) and ``ringbuf_loader.c`` (loads them with the skeleton bpftool
-generates, drains the buffer every 50 ms and prints the bpftrace program's text
-lines). They are built at first use, not at install time: the BPF object is
-compiled against the running kernel's BTF (``/sys/kernel/btf/vmlinux``), which
+The eBPF backend's fast transport is C in ``collectors/poller/csrc/``: for the
+system calls ``syscalls.bpf.c`` (the probes, libbpf CO-RE, writing binary records
+into a BPF ring buffer) and ``ringbuf_loader.c`` (loads them with the skeleton
+bpftool generates, drains the buffer every 50 ms and prints the bpftrace
+program's text lines); for the scheduling recorder ``sched.bpf.c`` and
+``sched_loader.c``; ``textout.h`` is the loaders' shared output code. They are
+built at first use, not at install time: the BPF objects are compiled against
+the running kernel's BTF (``/sys/kernel/btf/vmlinux``), which
 only the recording machine has. The steps are those of any libbpf tool::
 
     bpftool btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
-    clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -c syscalls.bpf.c
+    clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -c syscalls.bpf.c   (and sched.bpf.c)
     bpftool gen skeleton syscalls.bpf.o > syscalls.skel.h
-    cc -O2 ringbuf_loader.c -lbpf -lelf -lz          (cc or, without one, clang)
+    cc -O2 ringbuf_loader.c -lbpf -lelf -lz   (and sched_loader.c; cc or, without one, clang)
 
 into ``$GMPSCOPE_CACHE/ebpf/<key>/`` (default ``~/.cache/gmpscope``), ``key``
-a hash of both sources, the kernel's BTF and the machine; under an exclusive
+a hash of the sources, the kernel's BTF and the machine; under an exclusive
 lock, so parallel recorders (tests) build it once. The tools come from Debian's
 clang, llvm, bpftool and libbpf-dev (``make test-setup`` installs them as root);
 :func:`loader` raises :class:`BuildError` naming what is missing, and the
@@ -33,10 +35,13 @@ import tempfile
 from pathlib import Path
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-BPF_SOURCE = CSRC / "syscalls.bpf.c"
-LOADER_SOURCE = CSRC / "ringbuf_loader.c"
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 LOADER_NAME = "ringbuf_loader"
+SCHED_LOADER_NAME = "sched_loader"
+#: Names the transport of both recorders (``ringbuf``, the default, or ``bpftrace``).
+TRANSPORT_ENV = "GMPSCOPE_EBPF_TRANSPORT"
+#: Each loader and the BPF program it embeds (``<name>.bpf.c`` -> ``<name>.skel.h``).
+LOADERS = {LOADER_NAME: "syscalls", SCHED_LOADER_NAME: "sched"}
 BUILD_TIMEOUT_S = 300
 _ARCH = {"x86_64": "x86"}
 _PACKAGES = "Debian: apt-get install clang llvm bpftool libbpf-dev"
@@ -60,13 +65,13 @@ def _tool(name: str) -> str:
 
 
 def build_key() -> str:
-    """Hash of the two sources, the kernel's BTF and the machine."""
+    """Hash of the sources, the kernel's BTF and the machine."""
     if not VMLINUX_BTF.is_file():
         raise BuildError(f"the kernel has no BTF ({VMLINUX_BTF}, CONFIG_DEBUG_INFO_BTF), "
                          "which CO-RE needs")
     h = hashlib.sha256()
-    for src in (BPF_SOURCE, LOADER_SOURCE):
-        h.update(src.read_bytes())
+    for src in sorted(CSRC.glob("*.[ch]")):
+        h.update(src.name.encode() + b"\0" + src.read_bytes())
     h.update(VMLINUX_BTF.read_bytes())
     h.update(platform.machine().encode())
     return h.hexdigest()[:20]
@@ -103,29 +108,30 @@ def _build(dest: Path) -> None:
         work = Path(tmp)
         _run([bpftool, "btf", "dump", "file", str(VMLINUX_BTF), "format", "c"],
              stdout=work / "vmlinux.h", cwd=work)
-        _run([clang, "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", "-I", str(work),
-              "-c", str(BPF_SOURCE), "-o", str(work / "syscalls.bpf.o")], cwd=work)
-        _run([bpftool, "gen", "skeleton", str(work / "syscalls.bpf.o")],
-             stdout=work / "syscalls.skel.h", cwd=work)
-        _run([cc, "-O2", "-Wall", "-I", str(work), "-o", str(work / LOADER_NAME),
-              str(LOADER_SOURCE), "-lbpf", "-lelf", "-lz"], cwd=work)
         out = work / "out"
         out.mkdir()
-        shutil.copy2(work / LOADER_NAME, out / LOADER_NAME)
-        shutil.copy2(BPF_SOURCE, out / BPF_SOURCE.name)  # what it was built from
-        shutil.copy2(LOADER_SOURCE, out / LOADER_SOURCE.name)
+        for name, bpf in LOADERS.items():
+            obj = work / f"{bpf}.bpf.o"
+            _run([clang, "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", "-I",
+                  str(work), "-c", str(CSRC / f"{bpf}.bpf.c"), "-o", str(obj)], cwd=work)
+            _run([bpftool, "gen", "skeleton", str(obj)], stdout=work / f"{bpf}.skel.h", cwd=work)
+            _run([cc, "-O2", "-Wall", "-I", str(work), "-I", str(CSRC), "-o", str(out / name),
+                  str(CSRC / f"{name}.c"), "-lbpf", "-lelf", "-lz"], cwd=work)
+        for src in CSRC.glob("*.[ch]"):  # what they were built from
+            shutil.copy2(src, out / src.name)
         out.replace(dest)
 
 
-def loader() -> Path:
-    """The built loader's path, building it first when this source and kernel have none.
+def loader(name: str = LOADER_NAME) -> Path:
+    """The built loader's path (``ringbuf_loader`` or ``sched_loader``), building
+    both first when these sources and this kernel have none.
 
-    BuildError (one line: what is missing or what failed) when it cannot be built.
+    BuildError (one line: what is missing or what failed) when they cannot be built.
     """
     key = build_key()
     root = cache_root()
     dest = root / key
-    exe = dest / LOADER_NAME
+    exe = dest / name
     if exe.is_file():
         return exe
     try:

@@ -55,7 +55,7 @@ RINGBUF = "ringbuf"
 BPFTRACE = "bpftrace"
 TRANSPORTS = (RINGBUF, BPFTRACE)
 #: Names the transport (tests compare both on one workload); unset: ringbuf.
-TRANSPORT_ENV = "GMPSCOPE_EBPF_TRANSPORT"
+TRANSPORT_ENV = ebpf_build.TRANSPORT_ENV
 RAW_FILE = "ebpf.txt"
 NOTES_FILE = ".ebpf.notes.json"
 FDS_FILE = "fds.jsonl"

@@ -1,11 +1,15 @@
-"""Record the kernel's scheduling of a process's threads with bpftrace into ``sched.parquet``.
+"""Record the kernel's scheduling of a process's threads into ``sched.parquet``.
 
-``SchedRecorder(pid, out_dir)``: :meth:`~SchedRecorder.start` runs Debian's
-bpftrace with the program of :mod:`.sched_probes` (returning once its probes
-are attached), :meth:`~SchedRecorder.stop` stops it and writes
-``sched.parquet`` (:mod:`.sched_parse`), returning a summary.
+``SchedRecorder(pid, out_dir)``: :meth:`~SchedRecorder.start` runs the tracer
+(returning once its probes are attached), :meth:`~SchedRecorder.stop` stops it
+and writes ``sched.parquet`` (:mod:`.sched_parse`), returning a summary. The
+tracer is, as for the system calls (:mod:`.ebpf_recorder`), the libbpf
+ring-buffer loader of ``csrc/sched.bpf.c`` (``sched_loader``, built at first use
+by :mod:`.ebpf_build`; no wake-up of the reader per context switch), or, when
+it cannot be built or ``$GMPSCOPE_EBPF_TRANSPORT=bpftrace``, Debian's bpftrace
+with the program of :mod:`.sched_probes`; both print the same lines.
 
-bpftrace writes its lines to a file in ``out_dir`` (``sched.bpftrace.txt``)
+The tracer writes its lines to a file in ``out_dir`` (``sched.bpftrace.txt``)
 as they come, with the recorder's notes beside it (``sched.meta.json``: the
 clock reading, the target); both are removed once sched.parquet is written.
 If the recorder itself is killed, they stay, and reading the directory
@@ -30,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from collectors.poller import sched_parse, sched_probes
+from collectors.poller import ebpf_build, sched_parse, sched_probes
 from collectors.poller.recorder import clock_pair, stop_tracer
 
 #: Where bpftrace needs tracefs (Debian does not mount it by default).
@@ -108,6 +112,8 @@ class SchedRecorder:
         self._version = "unknown"
         self._script: Path = self.out_dir / ".sched.bt"
         self.summary: dict[str, Any] | None = None
+        self.transport = "bpftrace"  # or "ringbuf", chosen by start
+        self.transport_note: str | None = None
 
     @property
     def raw_path(self) -> Path:
@@ -122,9 +128,13 @@ class SchedRecorder:
         if not _alive(self.pid):
             raise SchedRecorderError(f"no such process: {self.pid}")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._version = bpftrace_version(exe)
         self._seeded = sched_probes.thread_ids(self.pid)
-        self._script.write_text(sched_probes.script(self.pid, self._seeded), encoding="utf-8")
+        argv = self._ringbuf_argv()
+        if argv is None:
+            self._version = bpftrace_version(exe)
+            self._script.write_text(sched_probes.script(self.pid, self._seeded),
+                                    encoding="utf-8")
+            argv = [exe, "-B", "line", str(self._script)]
         self.raw_path.unlink(missing_ok=True)
         env = {**os.environ, "BPFTRACE_MAP_KEYS_MAX": str(sched_probes.MAX_THREADS),
                "BPFTRACE_PERF_RB_PAGES": str(PERF_RB_PAGES)}
@@ -133,17 +143,34 @@ class SchedRecorder:
             # Line-buffered into the file (bpftrace's own -o file is fully
             # buffered): the BEGIN line says the probes are attached as soon as
             # they are, and a killed bpftrace loses no finished line.
+            # (The ring-buffer loader writes the file itself, once per 50 ms drain.)
             with open(self.raw_path, "wb") as raw:
                 self._proc = subprocess.Popen(
-                    [exe, "-B", "line", str(self._script)], stdin=subprocess.DEVNULL,
-                    stdout=raw, stderr=self._stderr, env=env, preexec_fn=_die_with_parent)
+                    argv, stdin=subprocess.DEVNULL,
+                    stdout=raw if self.transport == "bpftrace" else self._stderr,
+                    stderr=self._stderr, env=env, preexec_fn=_die_with_parent)
         except OSError as e:
             self._cleanup(failed=True)
-            raise SchedRecorderError(f"cannot run {exe}: {e}") from None
+            raise SchedRecorderError(f"cannot run {argv[0]}: {e}") from None
         self._clock_start = clock_pair()
         self._started_wall = self._clock_start["realtime_ns"]
         self._write_notes()
         self._wait_ready()
+
+    def _ringbuf_argv(self) -> list[str] | None:
+        """The ring-buffer loader's command line; None (and why, in
+        ``transport_note``) when bpftrace must record instead."""
+        if os.environ.get(ebpf_build.TRANSPORT_ENV, "ringbuf") == "bpftrace":
+            return None
+        try:
+            exe = str(ebpf_build.loader(ebpf_build.SCHED_LOADER_NAME))
+        except ebpf_build.BuildError as e:
+            self.transport_note = f"the ring-buffer loader is unavailable ({e})"
+            return None
+        self.transport = "ringbuf"
+        self._version = bpftrace_version(exe)
+        return [exe, "-p", str(self.pid), "-o", str(self.raw_path),
+                "-T", ",".join(str(t) for t in self._seeded)]
 
     def _write_notes(self) -> None:
         notes = self._meta(partial=True, stopped_by=None, clock_end=None)
@@ -169,13 +196,20 @@ class SchedRecorder:
             if self._proc.poll() is not None:
                 err = " ".join(line for line in self._stderr_text().splitlines()
                                if "RLIMIT_MEMLOCK" not in line)
+                if self.transport == "ringbuf":  # libbpf prints the verifier's log: its last line
+                    err = err.strip().splitlines()[-1] if err.strip() else ""
                 self._cleanup(failed=True)
-                raise SchedRecorderError(f"bpftrace exited ({self._proc.returncode}) before "
-                                         f"its probes were attached: {err.strip() or 'no message'}")
+                raise SchedRecorderError(f"{self._tool()} exited ({self._proc.returncode}) "
+                                         f"before its probes were attached: "
+                                         f"{err.strip() or 'no message'}")
             time.sleep(_POLL_S)
         self._terminate()
         self._cleanup(failed=True)
-        raise SchedRecorderError(f"bpftrace did not attach its probes in {READY_TIMEOUT_S:.0f} s")
+        raise SchedRecorderError(f"{self._tool()} did not attach its probes in "
+                                 f"{READY_TIMEOUT_S:.0f} s")
+
+    def _tool(self) -> str:
+        return "the ring-buffer loader" if self.transport == "ringbuf" else "bpftrace"
 
     def _ready_mono(self) -> int | None:
         try:
@@ -194,7 +228,9 @@ class SchedRecorder:
                                   None if clock_end is None else clock_end["monotonic_ns"],
                                   None if clock_end is None
                                   else clock_end["realtime_minus_monotonic_ns"])
-        return {"pid": self.pid, "tool": "bpftrace", "bpftrace_version": self._version,
+        tool = "libbpf ring buffer" if self.transport == "ringbuf" else "bpftrace"
+        return {"pid": self.pid, "tool": tool, "bpftrace_version": self._version,
+                "transport": self.transport, "transport_note": self.transport_note,
                 "probes": ["sched:sched_switch", "sched:sched_wakeup",
                            "sched:sched_wakeup_new", "task:task_newtask"],
                 "clock": clock.as_dict(), "seeded_threads": len(self._seeded),
@@ -245,7 +281,8 @@ class SchedRecorder:
         asked = clock_pair()  # the recording's end, unless the target ended it before
         died_early = self._proc.poll() is not None
         target_exited = not self.target_alive()
-        if not died_early:
+        if not died_early and self.transport == "bpftrace":
+            # (The ring-buffer loader drains its buffer itself when stopped.)
             self._drain()
         status = self._terminate()
         clock_end = clock_pair()
@@ -255,7 +292,7 @@ class SchedRecorder:
         lost_lines = [ln for ln in stderr.splitlines() if ln.startswith("Lost ")]
         parsed.lost_events += sched_parse.parse_lines(lost_lines).lost_events
         if died_early:
-            stopped_by = f"bpftrace exited ({status}) before it was stopped"
+            stopped_by = f"{self._tool()} exited ({status}) before it was stopped"
         elif target_exited:
             stopped_by = "target exited"
         else:
@@ -285,5 +322,6 @@ class SchedRecorder:
                         "bad_lines": parsed.bad_lines, "partial": partial,
                         "stopped_by": stopped_by, "target_exited": target_exited,
                         "started_ns": meta["started_ns"], "ended_ns": meta["ended_ns"],
-                        "bpftrace_version": self._version}
+                        "bpftrace_version": self._version, "transport": self.transport,
+                        "transport_note": self.transport_note}
         return self.summary

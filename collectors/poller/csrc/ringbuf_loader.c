@@ -27,13 +27,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "syscalls.skel.h"
+#include "textout.h"
 
 #define MAX_CODES 64
 #define MAX_READY 128
 #define EVENT_SIZE 12
 #define PAYLOAD 2048
 #define POLL_MS 50
-#define OUT_BUF (4 << 20)
 
 struct inflight { __u64 t0, p; __s64 a[8]; __u32 nr, pad; };
 struct uring_req { __u64 t, ctx, user_data; __u32 tid; __s32 opcode; };
@@ -58,66 +58,7 @@ struct uring_rec {
 static volatile sig_atomic_t stop;
 static int group_dead;
 static int slots[MAX_CODES];
-static int out_fd = -1;
-static char *buf;
-static size_t used;
-static int write_failed;
-
 static void on_signal(int s) { (void)s; stop = 1; }
-
-static void flush_out(void)
-{
-	size_t off = 0;
-	while (off < used) {
-		ssize_t n = write(out_fd, buf + off, used - off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			write_failed = errno;
-			break;
-		}
-		off += (size_t)n;
-	}
-	used = 0;
-}
-
-static void room(size_t n)
-{
-	if (used + n > OUT_BUF)
-		flush_out();
-}
-
-static void put_str(const char *s, size_t n)
-{
-	room(n);
-	memcpy(buf + used, s, n);
-	used += n;
-}
-
-static void put_u64(unsigned long long v)
-{
-	char tmp[24];
-	int i = sizeof tmp;
-	do {
-		tmp[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	put_str(tmp + i, sizeof tmp - i);
-}
-
-static void put_s64(long long v)
-{
-	if (v < 0) {
-		put_str("-", 1);
-		put_u64(0ULL - (unsigned long long)v);
-	} else {
-		put_u64((unsigned long long)v);
-	}
-}
-
-#define LIT(s) put_str(s, sizeof(s) - 1)
-#define SP() put_str(" ", 1)
-#define NL() put_str("\n", 1)
 
 static __u64 rd64(const unsigned char *p) { __u64 v; memcpy(&v, p, 8); return v; }
 static __u32 rd32(const unsigned char *p) { __u32 v; memcpy(&v, p, 4); return v; }
@@ -197,9 +138,7 @@ static void map_line(const char *name, unsigned long long key, long long v, int 
  * printed as bpftrace prints its maps. */
 static void end_block(struct syscalls_bpf *skel)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	LIT("E "); put_u64((unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec); NL();
+	LIT("E "); put_u64(mono_ns()); NL();
 	int fd = bpf_map__fd(skel->maps.calls);
 	__u32 key, next;
 	__u32 *prev = NULL;
@@ -229,16 +168,7 @@ static void end_block(struct syscalls_bpf *skel)
 		map_line("qt", rkey, q.tid, 0);
 		map_line("qc", rkey, (long long)q.ctx, 0);
 	}
-	int ncpu = libbpf_num_possible_cpus();
-	unsigned long long lost = 0;
-	if (ncpu > 0) {
-		__u64 *per = calloc((size_t)ncpu, sizeof(*per));
-		__u32 zero = 0;
-		if (per && bpf_map_lookup_elem(bpf_map__fd(skel->maps.lost), &zero, per) == 0)
-			for (int i = 0; i < ncpu; i++)
-				lost += per[i];
-		free(per);
-	}
+	unsigned long long lost = sum_lost(bpf_map__fd(skel->maps.lost));
 	if (lost) {
 		LIT("Lost "); put_u64(lost); LIT(" events\n");
 	}
@@ -310,9 +240,7 @@ int main(int argc, char **argv)
 		s = *end == ',' ? end + 1 : end;
 	}
 	libbpf_set_print(print_libbpf);
-	buf = malloc(OUT_BUF);
-	out_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (!buf || out_fd < 0) {
+	if (open_out(out)) {
 		fprintf(stderr, "cannot write %s: %s\n", out, strerror(errno));
 		return 1;
 	}
@@ -337,9 +265,7 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	LIT("B "); put_u64((unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec); NL();
+	LIT("B "); put_u64(mono_ns()); NL();
 	err = syscalls_bpf__attach(skel);
 	if (err) {
 		fprintf(stderr, "cannot attach the BPF programs: %s\n", strerror(-err));
