@@ -7,8 +7,10 @@ lines. Checked on real single-threaded C programs (pollmix: every covered wait
 and socket call; uring_rw: io_uring requests), whose calls do not depend on the
 tracer's speed, so the tolerance is none: the rows are equal column by column
 once what differs between any two runs is set aside (times, durations, thread
-ids, ephemeral ports, stack addresses). Recording needs root, bpftrace and
-tracefs (skipped otherwise); the build checks need only the kernel's BTF.
+ids, ephemeral ports, stack addresses). The scheduling recorder's two transports
+each see every one of 40 sleeps of a process (off asleep, woken, on again). Recording
+needs root, bpftrace and tracefs (skipped otherwise); the build checks need only the
+kernel's BTF.
 """
 
 from __future__ import annotations
@@ -203,3 +205,41 @@ def test_sign_extended_sockaddr_fields_read_as_the_ring_buffers() -> None:
     assert nm.sockaddr_text(*signed) == nm.sockaddr_text(*unsigned) == (
         '{sa_family=AF_INET, sin_port=htons(45055), sin_addr=inet_addr("10.0.0.200")}')
     assert nm.endpoint(*signed) == nm.endpoint(*unsigned) == "10.0.0.200:45055"
+
+
+@needs_root
+@pytest.mark.parametrize("transport", ["ringbuf", "bpftrace"])
+def test_scheduling_transports_see_every_sleep(transport: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process sleeping 40 times 5 ms, held stopped until the scheduling probes are
+    attached: under either transport its thread leaves the CPU asleep, is woken and
+    comes back at least 40 times, and nothing is lost."""
+    import signal
+    import time
+
+    from collectors.poller import sched_parse
+    from collectors.poller.sched_recorder import SchedRecorder
+
+    monkeypatch.setenv(TRANSPORT_ENV, transport)
+    code = ("import os, signal, time; os.kill(os.getpid(), signal.SIGSTOP); "
+            "[time.sleep(0.005) for _ in range(40)]")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            time.sleep(0.001)
+        rec = SchedRecorder(proc.pid, tmp_path)
+        rec.start()
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(timeout=60) == 0
+        summary = rec.stop()
+    finally:
+        proc.kill()
+    assert summary["transport"] == transport and summary["transport_note"] is None
+    assert summary["lost_events"] == 0 and not summary["partial"]
+    table = sched_parse.read_sched(tmp_path)
+    assert table is not None
+    rows = [r for r in table.to_pylist() if r["tid"] == proc.pid]
+    asleep = sum(1 for r in rows if r["event"] == "off" and r["state"] == "sleep")
+    woken = sum(1 for r in rows if r["event"] == "wakeup")
+    on = sum(1 for r in rows if r["event"] == "on")
+    assert asleep >= 40 and woken >= 40 and on >= 40, (asleep, woken, on)
