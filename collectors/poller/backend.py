@@ -12,8 +12,8 @@ one line that also says strace is the fallback:
 - the kernel's syscall tracepoints there (``events/syscalls``,
   CONFIG_FTRACE_SYSCALLS), and the BPF system call (CONFIG_BPF_SYSCALL).
 
-bpftrace is needed whichever transport carries the syscall records (the
-scheduling recorder and the live OS side run it, and it is the fallback). The
+bpftrace is needed whichever transport carries the records (the live OS side
+runs it, and it is both recorders' fallback). The
 default transport's own needs (clang, bpftool, libbpf-dev, the kernel's BTF)
 are checked when it is built (:mod:`collectors.poller.ebpf_build`); without
 them the recorder uses bpftrace's printf, saying why in one line.
