@@ -375,17 +375,17 @@ def read_transitions_spill(directory: Path, expected_rows: int,
     row group (never whole in memory)."""
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from ingest.columns import _DICT_COLS
+    from ingest.columns import DICT_COLUMNS
 
     path = directory / "transitions.parquet"
     try:
-        pf = pq.ParquetFile(path, read_dictionary=_DICT_COLS)
+        pf = pq.ParquetFile(path, read_dictionary=DICT_COLUMNS)
     except (OSError, pa.ArrowException) as e:
         raise ParquetDirError(f"{path}: unreadable: {e}") from None
     if pf.metadata.num_rows != expected_rows:
         raise ParquetDirError(f"{path}: {pf.metadata.num_rows} rows but meta.json says "
                               f"{expected_rows}")
-    names = ("ts", "id", "m", "p", "g", "stack_id", *_DICT_COLS)
+    names = ("ts", "id", "m", "p", "g", "stack_id", *DICT_COLUMNS)
     missing = set(names) - set(pf.schema_arrow.names)
     if missing:
         raise ParquetDirError(f"{path}: missing columns {sorted(missing)}")

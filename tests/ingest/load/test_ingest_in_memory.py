@@ -14,11 +14,11 @@ from sqlalchemy import Engine, inspect, text
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest.columns import read_transitions
 from ingest.load.pipeline import ingest_trace_file, load_parquet_dir
 from ingest.load.transitions_builder import TransitionsBuilder
 from ingest.store.db import make_engine
 from tests.support.ingest_fixtures import ROOT, TRACES
+from tests.support.transitions_oracle import read_transitions
 
 V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
 SAMPLES = sorted((ROOT / "samples").glob("go1.27-*.trace"))

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest.columns import Computed, Gather, Seq, read_transitions
+from ingest.columns import Computed, Gather, Seq
 from ingest.derive import intervals as derive
 from ingest.derive.frame_writer import _column_chunk
 from ingest.load.bucket_tables import interval_columns
 from ingest.load.tables import interval_parts
+from tests.support.transitions_oracle import read_transitions
 
 REPO = Path(__file__).resolve().parents[3]
 TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace"))[:3]
