@@ -1,7 +1,7 @@
 """The OS recorder's overhead: one fixed amount of work untraced, under eBPF and under strace.
 
     python bench/record.py [--requests 20000] [--clients 8] [--rounds 3] [--no-strace]
-                           [--bpftrace] [--json]
+                           [--bpftrace] [--sched] [--json]
 
 The work is the ``httpnet`` Go workload (collectors/workloads: a loopback HTTP
 server and ``--clients`` client goroutines) stopping after ``--requests``
@@ -10,7 +10,9 @@ under ``gmpscope record --backend ebpf`` (its default transport, the libbpf ring
 buffer), with ``--bpftrace`` also through bpftrace's printf transport
 (``$GMPSCOPE_EBPF_TRANSPORT=bpftrace``), then ``--backend strace`` (the order
 rotates each round, so a slow moment of a shared machine does not always land on
-the same one). Times are the program's wall time:
+the same one). ``--sched`` records the kernel's scheduling of its threads too, as
+``gmpscope record --backend ebpf`` does by default (the benchmark leaves it out
+otherwise, to measure the system calls alone). Times are the program's wall time:
 
 - untraced: from spawning it to its exit;
 - eBPF: from the moment the probes were attached (the program is started stopped
@@ -47,7 +49,7 @@ from tests.support.workload_traces import build_workloads  # noqa: E402
 MODES = ("untraced", "ebpf", "ebpf-bpftrace", "strace")
 
 
-def _one(mode: str, command: list[str], work: Path) -> dict[str, Any]:
+def _one(mode: str, command: list[str], work: Path, sched: bool) -> dict[str, Any]:
     if mode == "untraced":
         wall, status = run_baseline(command)
         return {"mode": mode, "wall_s": wall, "exit_status": status}
@@ -56,7 +58,8 @@ def _one(mode: str, command: list[str], work: Path) -> dict[str, Any]:
     # The eBPF transport is chosen by the environment (the recorder reads it at run time).
     os.environ[TRANSPORT_ENV] = "bpftrace" if mode == "ebpf-bpftrace" else "ringbuf"
     backend = "ebpf" if mode.startswith("ebpf") else mode
-    meta = record(Options(out_dir=out, command=command, backend=backend, sched=False))
+    meta = record(Options(out_dir=out, command=command, backend=backend,
+                          sched=sched and backend == "ebpf"))
     if backend == "ebpf" and meta["ebpf"]["transport_note"]:
         print(f"bench/record.py: {meta['ebpf']['transport_note']}", file=sys.stderr)
     parse = meta["parse"]
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-strace", action="store_true", help="skip the (slow) strace runs")
     ap.add_argument("--bpftrace", action="store_true",
                     help="also run eBPF through bpftrace's printf transport")
+    ap.add_argument("--sched", action="store_true",
+                    help="record the scheduling too (eBPF; gmpscope record's default)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     missing = ebpf_missing()
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(args.rounds):
             order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
             for mode in order:
-                r = _one(mode, command, Path(tmp))
+                r = _one(mode, command, Path(tmp), args.sched)
                 r["round"] = rnd
                 runs.append(r)
                 if not args.json:
