@@ -86,9 +86,9 @@ def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
     # In memory, room for a transition every two bytes of trace: more than a
     # trace holds (the benchmark's: one every five); the untouched room takes
     # no memory, and a trace denser than that goes on as parts.
-    builder = TransitionSpill(spill_dir(data_dir, trace_bytes=len(data)),
-                              capacity=len(data) // 2)
-    events = EventParts()
+    spill_to = spill_dir(data_dir, trace_bytes=len(data))
+    builder = TransitionSpill(spill_to, capacity=len(data) // 2)
+    events = EventParts(spill_to)
     if handoff is None:
         handoff = RowGroupHandOff()
     # Both kinds of row group go through the one hand-off, in the decoder's
@@ -119,6 +119,7 @@ def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
         spill = builder.seal(int(meta["transitions"]))
     except BaseException:
         builder.close()
+        events.close()
         raise
     finally:
         handoff.close()

@@ -12,9 +12,12 @@ and last event time, which is folded in per row group.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -92,20 +95,36 @@ class EventTable:
         return col
 
 
+@dataclass(frozen=True)
+class _Spilled:
+    """A part written to the spill file: where, its type and length."""
+
+    offset: int
+    dtype: np.dtype[Any]
+    rows: int
+
+
 @dataclass
 class _Target:
     kinds: tuple[str, ...]
     columns: tuple[str, ...]
-    parts: dict[str, list[Arr]] = field(default_factory=dict)
-    nulls: dict[str, list[Arr | None]] = field(default_factory=dict)
+    parts: dict[str, list[Arr | _Spilled]] = field(default_factory=dict)
+    nulls: dict[str, list[Arr | _Spilled | None]] = field(default_factory=dict)
     rows: int = 0
 
 
 class EventParts:
     """Accumulates events row group by row group (:meth:`add`), split by target
-    table; :meth:`table` hands one target over (and forgets it)."""
+    table; :meth:`table` hands one target over (and forgets it).
 
-    def __init__(self) -> None:
+    With ``spill_dir`` (a big trace: ingest.load.transition_spill.spill_dir)
+    the parts go to an unnamed temporary file there as they come, and a
+    target's are read back when it is handed over: memory then holds one
+    target's events, not every target's."""
+
+    def __init__(self, spill_dir: Path | None = None) -> None:
+        self._spill_dir = spill_dir
+        self._file: IO[bytes] | None = None
         self._targets = {name: _Target(kinds, cols) for name, (kinds, cols) in TARGETS.items()}
         # Per string column (target, column): distinct value -> code (0: NULL).
         self._dicts: dict[tuple[str, str], dict[str | None, int]] = {}
@@ -145,8 +164,36 @@ class EventParts:
                         else None
                     arr = _narrow(col.fill_null(0).to_numpy() if col.null_count
                                   else col.to_numpy())
-                target.parts.setdefault(cname, []).append(arr)
-                target.nulls.setdefault(cname, []).append(null)
+                target.parts.setdefault(cname, []).append(self._keep(arr))
+                target.nulls.setdefault(cname, []).append(
+                    None if null is None else self._keep(null))
+
+    def _keep(self, a: Arr) -> Arr | _Spilled:
+        """``a`` itself, or where it was written when spilling."""
+        if self._spill_dir is None:
+            return a
+        if self._file is None:
+            self._spill_dir.mkdir(parents=True, exist_ok=True)
+            self._file = tempfile.TemporaryFile(dir=self._spill_dir, prefix="events-")
+        offset = self._file.seek(0, os.SEEK_END)
+        self._file.write(np.ascontiguousarray(a).data)
+        return _Spilled(offset, a.dtype, len(a))
+
+    def _back(self, part: Arr | _Spilled) -> Arr:
+        if not isinstance(part, _Spilled):
+            return part
+        assert self._file is not None
+        self._file.seek(part.offset)
+        out = np.fromfile(self._file, dtype=part.dtype, count=part.rows)
+        if len(out) != part.rows:
+            raise OSError("the events' spill file is shorter than written")
+        return out
+
+    def close(self) -> None:
+        """Drop the spill file (what was not handed over is gone)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def _codes(self, tname: str, cname: str, col: pa.Array) -> Arr:
         if not pa.types.is_dictionary(col.type):
@@ -189,9 +236,11 @@ class EventParts:
         """The events of target ``name``, in decode order; they are forgotten here."""
         target = self._targets[name]
         cols: dict[str, Column | Texts] = {}
+        if self._file is not None:
+            self._file.flush()
         for cname in target.columns:
-            parts = target.parts.pop(cname, [])
-            nulls = target.nulls.pop(cname, [])
+            parts = [self._back(p) for p in target.parts.pop(cname, [])]
+            nulls = [None if x is None else self._back(x) for x in target.nulls.pop(cname, [])]
             key = (name, cname)
             if cname in TEXT_COLUMNS:
                 known = self._dicts.pop(key, {None: 0})
@@ -266,9 +315,10 @@ def _join(parts: list[Arr], dtype: Any) -> Arr:
     return np.concatenate(parts)
 
 
-def split_events(chunks: Iterable[pa.Table] | pa.Table) -> EventParts:
+def split_events(chunks: Iterable[pa.Table] | pa.Table,
+                 spill_dir: Path | None = None) -> EventParts:
     """:class:`EventParts` of a whole events table (or its row groups)."""
-    parts = EventParts()
+    parts = EventParts(spill_dir)
     if isinstance(chunks, pa.Table):
         chunks = chunks.to_batches(max_chunksize=65536)
         chunks = (pa.Table.from_batches([b]) for b in chunks)

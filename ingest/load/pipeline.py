@@ -259,8 +259,9 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
             return found
         with timings.phase("read"):
             rows = int(meta["transitions"])
-            tr = read_transitions_spill(directory, rows, spill_dir(data_dir, rows=rows))
-            events = split_events(iter_table(directory, "events"))
+            spill_to = spill_dir(data_dir, rows=rows)
+            tr = read_transitions_spill(directory, rows, spill_to)
+            events = split_events(iter_table(directory, "events"), spill_to)
             tstacks = read_table(directory, "transition_stacks")
             stacks = read_table(directory, "stacks")
     except ParquetDirError as e:
@@ -294,6 +295,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         tables = derived_tables(spill, meta, events, tstacks, stacks, timings)
     except (KeyError, IndexError, ValueError) as e:
         spill.close()
+        events.close()
         raise BadParquetError(f"{where}: inconsistent decoded trace: {e}") from None
     del events, tstacks, stacks
     total = spill.rows * 2

@@ -84,6 +84,7 @@ class DerivedTables:
         yield "regions", eventrows.regions(events)
         # What the threads' table needs of the events; the rest go.
         ev_m, ev_ts = events.thread_times()
+        events.close()
         del events, stacks
         self.events = self.stacks = self.tstacks = None
         buckets = self.buckets(stack_functions, tstack_seq, tstack_id)
