@@ -243,3 +243,29 @@ def test_scheduling_transports_see_every_sleep(transport: str, tmp_path: Path,
     woken = sum(1 for r in rows if r["event"] == "wakeup")
     on = sum(1 for r in rows if r["event"] == "on")
     assert asleep >= 40 and woken >= 40 and on >= 40, (asleep, woken, on)
+
+
+@needs_root
+def test_loader_that_cannot_load_gives_way_to_bpftrace(tmp_path: Path) -> None:
+    """A kernel whose verifier refuses the programs (stood in for by a loader that
+    exits as libbpf's does then, put in the build cache): the recording goes through
+    bpftrace, and stderr names the loader's last line."""
+    cache = tmp_path / "cache"
+    exe = cache / "ebpf" / ebpf_build.build_key() / ebpf_build.LOADER_NAME
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\necho 'libbpf: prog enter_read: BPF program load failed' >&2\n"
+                   "echo 'cannot load the BPF programs: Permission denied' >&2\nexit 1\n")
+    exe.chmod(0o755)
+    env = {**os.environ, "GMPSCOPE_CACHE": str(cache)}
+    env.pop(TRANSPORT_ENV, None)
+    out = tmp_path / "rec"
+    proc = subprocess.run([sys.executable, "-m", "gmpscope", "record", "--backend", "ebpf",
+                           "--no-sched", "-o", str(out), "--", "/bin/sh", "-c", "exit 0"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["gmpscope record: the eBPF ring-buffer transport is unavailable (cannot "
+                     "load the BPF programs: Permission denied); recording through bpftrace's "
+                     "printf, which slows the program more"], lines
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["ebpf"]["transport"] == "bpftrace" and meta["exit_status"] == 0
