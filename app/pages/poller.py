@@ -87,11 +87,11 @@ def _alignment_card(al: dict[str, Any]) -> html.Div:
     extra = [f"recording {al['name']}", f"{al['rows']:,} rows ({al['syscalls']:,} calls, "
              f"{al['signals']:,} signals, {al['exits']:,} thread exits) on {al['threads']} "
              f"threads", f"{al['unknown_lines']} recorder lines not understood",
-             f"recorded with {'eBPF (bpftrace)' if al.get('backend') == 'ebpf' else 'strace'}"
+             f"recorded with {al.get('recorder') or al.get('backend') or 'strace'}"
              + (" · PARTIAL (the recording was cut short)" if al.get("partial") else "")]
     if cmd:
         extra.append(f"command: {cmd}")
-    tracer = "bpftrace" if al.get("backend") == "ebpf" else "strace"
+    tracer = al.get("recorder") or "strace"
     if over.get("slowdown"):
         extra.append(f"{tracer} slowed the program {over['slowdown']}x "
                      f"({over.get('added_us_per_syscall')} µs per traced call)")

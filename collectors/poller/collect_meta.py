@@ -91,3 +91,13 @@ def ebpf_meta(notes: dict[str, Any], run: EbpfRun | None, summary: Summary,
                              baseline),
         "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
     }
+
+
+def recorder_name(meta: dict[str, Any]) -> str:
+    """What recorded the system calls, from a recording's meta.json: strace,
+    or eBPF through the libbpf ring buffer or bpftrace (recordings made before
+    the ring buffer name no transport: bpftrace)."""
+    if meta.get("backend") != "ebpf":
+        return "strace"
+    transport = (meta.get("ebpf") or {}).get("transport") or "bpftrace"
+    return "eBPF (ring buffer)" if transport == "ringbuf" else "eBPF (bpftrace)"

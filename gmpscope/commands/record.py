@@ -3,7 +3,8 @@
 ``gmpscope record [--go-trace FILE] -o DIR -- COMMAND ARGS...`` runs COMMAND
 under the recorder; ``gmpscope record --pid PID --duration S -o DIR`` attaches
 to a running process. Both write DIR/poller.parquet and DIR/meta.json.
-``--backend ebpf`` records with bpftrace (the default where it can run),
+``--backend ebpf`` records with eBPF (the default where it can run: a libbpf
+ring buffer built at first use, else bpftrace),
 ``--backend strace`` with strace (collectors/poller/backend.py).
 ``gmpscope record --finish DIR`` makes a recording of what a killed recorder left.
 """
@@ -126,7 +127,9 @@ def _finish(args: argparse.Namespace) -> int:
 def summary_text(meta: dict[str, Any], out: Path) -> str:
     """A short human summary of a recording."""
     parse, ov = meta["parse"], meta["overhead"]
-    backend = "bpftrace" if meta.get("backend") == "ebpf" else "strace"
+    from collectors.poller.collect_meta import recorder_name
+
+    backend = recorder_name(meta)
     top = sorted(parse["by_name"].items(), key=lambda kv: -kv[1])[:8]
     span = ""
     if meta["first_ts_ns"] is not None:

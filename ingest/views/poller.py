@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, and_, select
 
+from collectors.poller.collect_meta import recorder_name
 from ingest.load.poller import recording_of
 from ingest.store import models, poller_models
 from ingest.views.histo import log_histogram
@@ -105,6 +106,7 @@ def alignment(engine: Engine, trace_id: int) -> dict[str, Any]:
     rec["overhead"] = meta.get("overhead")
     rec["recorded_alignment"] = meta.get("alignment")
     rec["backend"] = meta.get("backend") or "strace"
+    rec["recorder"] = recorder_name(meta)
     rec["partial"] = bool(meta.get("partial"))
     return rec
 
