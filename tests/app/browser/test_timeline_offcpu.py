@@ -9,6 +9,7 @@ no error. Screenshots go to the artifacts directory."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,6 +57,35 @@ def _pixel(page: Page, x: float, y: float) -> tuple[int, int, int]:
     return rgb[0], rgb[1], rgb[2]
 
 
+def _rgba(style: str) -> tuple[float, float, float, float]:
+    """A canvas fillStyle as read back: '#rrggbb' (opaque) or 'rgba(r, g, b, a)'."""
+    if style.startswith("#"):
+        return (int(style[1:3], 16), int(style[3:5], 16), int(style[5:7], 16), 1.0)
+    m = re.fullmatch(r"rgba\((\d+), (\d+), (\d+), ([\d.]+)\)", style)
+    assert m, style
+    return (int(m[1]), int(m[2]), int(m[3]), float(m[4]))
+
+
+def _fills_of_next_frame(page: Page) -> list[tuple[str, float, float, float, float]]:
+    """(fillStyle, x, y, w, h) of every fillRect of the canvas's next frame."""
+    fills: list[list[Any]] = page.evaluate("""() => new Promise(done => {
+        const proto = CanvasRenderingContext2D.prototype, real = proto.fillRect;
+        const fills = [];
+        proto.fillRect = function (x, y, w, h) {
+            if (this.canvas.id === 'timeline-canvas') {
+                fills.push([String(this.fillStyle), x, y, w, h]);
+            }
+            return real.call(this, x, y, w, h);
+        };
+        window.gmpscopeTimeline.current.invalidate();
+        requestAnimationFrame(() => requestAnimationFrame(() => {
+            proto.fillRect = real;
+            done(fills);
+        }));
+    })""")
+    return [(str(f[0]), float(f[1]), float(f[2]), float(f[3]), float(f[4])) for f in fills]
+
+
 def test_m_lanes_show_running_while_off_cpu(page: Page, server: tuple[Served, int]) -> None:
     srv, tid = server
     page.goto(f"{srv.url}/traces/{tid}/timeline?mode=m")
@@ -77,8 +107,19 @@ def test_m_lanes_show_running_while_off_cpu(page: Page, server: tuple[Served, in
     ns, key, col = best
     assert ns > 0, "the quota run has goroutines Running on threads the kernel held off"
     x = view["plotLeft"] + (col + 0.5) * view["plotWidth"] / got["px"]
-    r, g, b = _pixel(page, x, ys[key] + 1)
-    assert r > 180 and g < 100 and b > 60, (r, g, b)  # magenta, over any lane colour
+    # The last fill over the strip's pixel there is the magenta mark, at the
+    # strength its share of the column calls for (drawn over the lane, so it
+    # shows whatever the lane's colour). Read from the frame's own fill calls:
+    # a column is about a pixel wide, and the canvas blends a fractional one
+    # with its neighbours, so a pixel's colour alone cannot say it.
+    fills = _fills_of_next_frame(page)
+    y = ys[key] + 1
+    last = [f for f in fills if f[1] <= x < f[1] + f[3] and f[2] <= y < f[2] + f[4]][-1]
+    share = min(1.0, ns / float(got["column_ns"]))
+    assert _rgba(last[0]) == pytest.approx((230, 0, 126, 0.35 + 0.65 * share), abs=0.002), \
+        (last, share)
+    r, g, b = _pixel(page, x, y)
+    assert r > g and b > g, (r, g, b)  # and the pixel leans to magenta
     legend = page.inner_text("#timeline-offcpu-legend")
     assert "Running while its thread was off the CPU" in legend
     shot(page, "timeline-m-offcpu")

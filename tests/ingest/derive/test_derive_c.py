@@ -13,10 +13,11 @@ import pytest
 
 from collectors.gotrace.todir import decode_file_to_dir
 from ingest.codes import STATE_CODE
-from ingest.columns import Transitions, read_transitions
+from ingest.columns import Transitions
 from ingest.derive import fallback as derive_numpy
 from ingest.derive import interval_order as order
 from ingest.derive import intervals as derive
+from tests.support.transitions_oracle import read_transitions
 
 REPO = Path(__file__).resolve().parents[3]
 TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.trace")) + [

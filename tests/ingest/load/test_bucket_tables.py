@@ -137,3 +137,65 @@ def test_many_buckets_on_each_backend(backend: str, tmp_path: Path,
         _assert_same_store(one, tmp_path / "one" / "data", many, tmp_path / "many" / "data")
         one.dispose()
         many.dispose()
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+def test_damaged_traces_on_the_spilled_path(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut and bit-flipped copies of the 2 MB sample, spilled in small buckets:
+    the ends the reliability tests allow (a trace, complete or with its loss
+    reported, or BadTraceError with nothing stored), checked the same way."""
+    from tests.ingest.load.test_reliability_ingest import ingest_one
+    from tests.support.batches import batch_starts
+    from tests.support.consistency import database_problems, integrity_ok
+
+    _small_buckets(monkeypatch)
+    data = SAMPLES[0].read_bytes()
+    store = (make_engine(f"sqlite:///{tmp_path / 'data' / 'gmpscope.db'}"),
+             tmp_path / "data", tmp_path / "scratch")
+    starts = [pos for pos, _ in batch_starts(data)]
+    ends = [ingest_one(store, data[:cut], f"cut at {cut}")
+            for cut in (starts[3] + 1, len(data) // 2, len(data) - 7)]
+    for pos in (len(data) // 3, len(data) // 2 + 11):
+        blob = bytearray(data)
+        blob[pos] ^= 0x10
+        ends.append(ingest_one(store, bytes(blob), f"bit 4 of byte {pos}"))
+    assert "damaged" in ends, ends
+    integrity_ok(store[0])
+    assert database_problems(store[0], store[1]) == []
+    store[0].dispose()
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+def test_a_load_failing_mid_buckets_stores_nothing(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure after some buckets' intervals were written (to the frames and
+    the transaction) leaves no row, no frames and no interval files; the same
+    trace then loads."""
+    from ingest.load import bucket_tables
+
+    _small_buckets(monkeypatch)
+    engine = make_engine(f"sqlite:///{tmp_path / 'data' / 'gmpscope.db'}")
+    real = bucket_tables.BucketTables._syscall_part
+    calls = [0]
+
+    def failing(self: bucket_tables.BucketTables, *a: object) -> object:
+        calls[0] += 1
+        if calls[0] == 5:
+            raise OSError("a disk that failed mid-load")
+        return real(self, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bucket_tables.BucketTables, "_syscall_part", failing)
+    with pytest.raises(OSError, match="mid-load"):
+        ingest_trace_file(engine, SAMPLES[0], data_dir=tmp_path / "data")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM traces")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM intervals")).scalar() == 0
+    data = tmp_path / "data"
+    for kept in ("frames", "intervals"):  # staged frames and interval files gone
+        left = list((data / kept).glob("*")) if (data / kept).exists() else []
+        assert left == [], kept
+    monkeypatch.setattr(bucket_tables.BucketTables, "_syscall_part", real)
+    got = ingest_trace_file(engine, SAMPLES[0], data_dir=tmp_path / "data")
+    assert got.created
+    engine.dispose()

@@ -14,11 +14,12 @@ import pytest
 from sqlalchemy import Engine, text
 
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest.columns import Computed, Diff, Gather, Nullable, read_transitions
+from ingest.columns import Computed, Diff, Gather, Nullable
 from ingest.derive import intervals as derive
 from ingest.load.pipeline import load_parquet_dir
 from ingest.store.db import PAGE_CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES, write_tx
 from tests.support.ingest_fixtures import ROOT, db_url, engine
+from tests.support.transitions_oracle import read_transitions
 
 FIXTURES = (db_url, engine)
 MIXED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
