@@ -225,12 +225,7 @@ class TransitionSpill(TransitionsBuilder):
 
     def seal(self, expected_rows: int) -> TransitionSpill:
         """Check the rows against meta.json's count; the spill, ready to read."""
-        if self.rows != expected_rows:
-            raise ParquetDirError(f"transitions: {self.rows} rows but meta.json says "
-                                  f"{expected_rows}")
-        if len(self._reasons) > 32767:
-            raise ParquetDirError(f"transitions: too many distinct reasons "
-                                  f"({len(self._reasons)})")
+        self.check(expected_rows)
         if self._dir is not None:
             self._flush()
             if self._file is not None:

@@ -159,14 +159,19 @@ class TransitionsBuilder:
         self._c.codes_into(chunk.indices.to_numpy(), lut, out)
         return out
 
-    def finish(self, expected_rows: int) -> Transitions:
-        """The columns; raises ParquetDirError when they disagree with meta.json."""
+    def check(self, expected_rows: int) -> None:
+        """Raise ParquetDirError when the rows disagree with meta.json's count
+        or the reasons are too many to code."""
         if self.rows != expected_rows:
             raise ParquetDirError(f"transitions: {self.rows} rows but meta.json says "
                                   f"{expected_rows}")
         if len(self._reasons) > 32767:
             raise ParquetDirError(f"transitions: too many distinct reasons "
                                   f"({len(self._reasons)})")
+
+    def finish(self, expected_rows: int) -> Transitions:
+        """The columns; raises ParquetDirError when they disagree with meta.json."""
+        self.check(expected_rows)
         if self._cols is not None:
             cols, self._cols = self._cols, None
             for col in cols.values():

@@ -132,3 +132,28 @@ def assert_same_database(ours: dict[str, list[Any]], theirs: dict[str, list[Any]
     for name in ours:
         assert len(ours[name]) == len(theirs[name]), name
         assert ours[name] == theirs[name], f"{name} differs"
+
+
+#: Columns that say how and when a trace was stored, not what it holds.
+STORED_HOW: dict[str, frozenset[str]] = {
+    "traces": frozenset({"source", "ingest_seconds", "created_at", "name"})}
+
+
+def db_content(engine: Engine,
+               skip: dict[str, frozenset[str]] | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows (but alembic's), sorted, without the columns ``skip``
+    names per table (default: STORED_HOW): two databases that hold the same
+    traces compare equal."""
+    from sqlalchemy import inspect
+
+    skip = STORED_HOW if skip is None else skip
+    out = {}
+    with engine.connect() as conn:
+        for table in sorted(inspect(conn).get_table_names()):
+            if table == "alembic_version":
+                continue
+            cols = [c["name"] for c in inspect(conn).get_columns(table)
+                    if c["name"] not in skip.get(table, frozenset())]
+            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{table}"')).all()
+            out[table] = sorted((tuple(r) for r in rows), key=repr)
+    return out

@@ -11,7 +11,7 @@ import filecmp
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, text
 
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
@@ -19,26 +19,13 @@ from collectors.gotrace.todir import decode_file_to_dir
 from ingest.load import transition_spill
 from ingest.load.pipeline import file_sha256, ingest_trace_file, load_parquet_dir
 from ingest.store.db import make_engine
+from tests.support.consistency import STORED_HOW, db_content
 from tests.support.ingest_fixtures import ROOT, TRACES, backends, make_db_url
 
 V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
 SAMPLES = [ROOT / "samples" / n for n in ("go1.27-httpnet-2MB.trace", "go1.27-mutex.trace")]
-# Columns that say how and when a trace was stored, not what it holds.
-_HOW = {"traces": {"source", "ingest_seconds", "created_at", "name"},
-        "interval_files": {"directory"}}
-
-
-def db_content(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
-    out = {}
-    with engine.connect() as conn:
-        for table in sorted(inspect(conn).get_table_names()):
-            if table == "alembic_version":
-                continue
-            cols = [c["name"] for c in inspect(conn).get_columns(table)
-                    if c["name"] not in _HOW.get(table, set())]
-            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{table}"')).all()
-            out[table] = sorted((tuple(r) for r in rows), key=repr)
-    return out
+# The interval files' directory names where a trace was stored, not what.
+_HOW = {**STORED_HOW, "interval_files": frozenset({"directory"})}
 
 
 def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,7 +42,7 @@ def _frames(data: Path) -> dict[str, Path]:
 
 
 def _assert_same_store(a: Engine, a_data: Path, b: Engine, b_data: Path) -> None:
-    ca, cb = db_content(a), db_content(b)
+    ca, cb = db_content(a, _HOW), db_content(b, _HOW)
     assert ca.keys() == cb.keys()
     for table in ca:
         assert ca[table] == cb[table], table

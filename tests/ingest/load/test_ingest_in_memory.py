@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, inspect, text
 
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
@@ -17,28 +16,12 @@ from collectors.gotrace.todir import decode_file_to_dir
 from ingest.load.pipeline import ingest_trace_file, load_parquet_dir
 from ingest.load.transitions_builder import TransitionsBuilder
 from ingest.store.db import make_engine
+from tests.support.consistency import db_content
 from tests.support.ingest_fixtures import ROOT, TRACES
 from tests.support.transitions_oracle import read_transitions
 
 V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
 SAMPLES = sorted((ROOT / "samples").glob("go1.27-*.trace"))
-# Columns that say how and when a trace was stored, not what it holds.
-_HOW = {"traces": {"source", "ingest_seconds", "created_at", "name"}}
-
-
-def _content(engine: Engine) -> dict[str, list[tuple[object, ...]]]:
-    out = {}
-    with engine.connect() as conn:
-        for table in sorted(inspect(conn).get_table_names()):
-            if table == "alembic_version":
-                continue
-            cols = [c["name"] for c in inspect(conn).get_columns(table)
-                    if c["name"] not in _HOW.get(table, set())]
-            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{table}"')).all()
-            out[table] = sorted((tuple(r) for r in rows), key=repr)
-    return out
-
-
 @pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
 @pytest.mark.parametrize("trace", V2 + SAMPLES[:3], ids=lambda p: p.name)
 def test_in_memory_ingest_equals_the_parquet_path(trace: Path, tmp_path: Path) -> None:
@@ -50,7 +33,7 @@ def test_in_memory_ingest_equals_the_parquet_path(trace: Path, tmp_path: Path) -
     decode_file_to_dir(trace, d)
     via = make_engine(f"sqlite:///{tmp_path / 'via' / 'db.sqlite'}")
     load_parquet_dir(via, d, trace.name, sha256=_sha(trace), data_dir=tmp_path / "via" / "data")
-    a, b = _content(direct), _content(via)
+    a, b = db_content(direct), db_content(via)
     assert a.keys() == b.keys()
     for table in a:
         assert a[table] == b[table], table
