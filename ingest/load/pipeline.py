@@ -55,7 +55,7 @@ from ingest.load.tables import (
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files, models
-from ingest.store.db import checkpoint_meanwhile, write_tx
+from ingest.store.db import checkpoint_meanwhile, first_row, write_tx
 from ingest.timings import Timings
 
 if TYPE_CHECKING:
@@ -115,11 +115,7 @@ def find_by_sha(engine: Engine | Connection, sha256: str) -> IngestResult | None
     t = models.traces
     stmt = select(t.c.id, t.c.go_version, t.c.events, t.c.goroutines).where(
         t.c.sha256 == sha256)
-    if isinstance(engine, Connection):
-        row = engine.execute(stmt).first()
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(stmt).first()
+    row = first_row(engine, stmt)
     if row is None:
         return None
     return IngestResult(id=row.id, sha256=sha256, go_version=row.go_version,

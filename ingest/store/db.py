@@ -64,6 +64,15 @@ def make_engine(url: str, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
     return engine
 
 
+def first_row(bind: Engine | Connection, stmt: Any) -> Any:
+    """The first row of ``stmt`` (None: no row), on the caller's connection
+    (inside its transaction) or on a connection of its own."""
+    if isinstance(bind, Connection):
+        return bind.execute(stmt).first()
+    with bind.connect() as conn:
+        return conn.execute(stmt).first()
+
+
 def _ensure_intervals_view(engine: Engine) -> None:
     """Make the views over rows kept in files (``intervals``, ``proc_runs``,
     ``syscalls``: models.file_views) read the files exactly

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from ingest.store import live_models, models
 from ingest.store.coded_models import CODED
+from ingest.store.db import first_row
 
 _TRACE_COLUMNS = [c for c in models.traces.c]
 
@@ -56,11 +57,7 @@ def row_of_trace(engine: Engine | Connection, table: Any, trace_id: int,
     """The one row of ``table`` (keyed by ``trace_id``) belonging to a trace, as a
     dict with ``json_columns`` decoded; None when it has none."""
     stmt = select(table).where(table.c.trace_id == trace_id)
-    if isinstance(engine, Connection):
-        row = engine.execute(stmt).first()
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(stmt).first()
+    row = first_row(engine, stmt)
     if row is None:
         return None
     out = dict(row._mapping)
@@ -72,11 +69,7 @@ def row_of_trace(engine: Engine | Connection, table: Any, trace_id: int,
 def get_trace(engine: Engine | Connection, trace_id: int) -> dict[str, Any] | None:
     """One trace's row (as list_traces), or None."""
     stmt = select(*_TRACE_COLUMNS).where(models.traces.c.id == trace_id)
-    if isinstance(engine, Connection):
-        row = engine.execute(stmt).first()
-    else:
-        with engine.connect() as conn:
-            row = conn.execute(stmt).first()
+    row = first_row(engine, stmt)
     return None if row is None else _trace_dict(row)
 
 
