@@ -44,6 +44,7 @@ from ingest.derive.frames import FrameStore, Lanes, TraceFrames, release_pages
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
 from ingest.store.traces import get_trace
+from ingest.views.edge_dwells import EdgeDwells, edges_of
 from ingest.views.states import (
     ALL_RESOURCES,
     RESOURCES,
@@ -133,49 +134,6 @@ def _lane_first(rid: Arr) -> Arr:
     return first
 
 
-def _rank(n: int, q: float) -> int:
-    # nearest_rank's rank (1-based), to pick it out of unsorted values.
-    return max(1, int(np.ceil(q * n)))
-
-
-def _edges(code: Arr, dwell: I64, names: list[str]) -> list[Edge]:
-    """Edges from per-transition edge codes (``source * len(names) + target``)
-    and dwell (-1: unknown).
-
-    The codes are a few hundred small integers: one stable radix sort of them
-    groups the transitions (a sort of the dwell times, as lexsort made, took
-    seconds on 20 M transitions), and each edge's percentiles are picked out
-    by partitioning its own dwell times.
-    """
-    if not len(code):
-        return []
-    width = len(names)
-    order = np.argsort(code.astype(np.int16 if width * width < 2 ** 15 else np.int64,
-                                   copy=False), kind="stable")
-    code_s = code[order]
-    bounds = np.flatnonzero(np.r_[True, code_s[1:] != code_s[:-1], True])
-    heads = code_s[bounds[:-1]].tolist()
-    del code_s
-    dwell_s = dwell[order]
-    del order
-    edges: list[Edge] = []
-    for c, a, b in zip(heads, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        d = dwell_s[a:b]
-        d = d[d >= 0]
-        s, t = divmod(int(c), width)
-        n = len(d)
-        if not n:
-            edges.append(Edge(names[s], names[t], b - a, 0, None, None, None, None))
-            continue
-        k50, k99 = _rank(n, 0.5) - 1, _rank(n, 0.99) - 1
-        part = np.partition(d, sorted({k50, k99, n - 1}))
-        # The exact integer total over the count, as state_edges has it.
-        edges.append(Edge(names[s], names[t], b - a, n, int(d.sum(dtype=np.int64)) / n,
-                          int(part[k50]), int(part[k99]), int(part[n - 1])))
-    edges.sort(key=lambda e: (-e.count, e.source, e.target))
-    return edges
-
-
 def _graph(resource: str, edges: list[Edge], info: dict[str, Any]) -> StateGraph:
     nodes = sorted({e.source for e in edges} | {e.target for e in edges}, key=node_sort_key)
     return StateGraph(resource=resource, nodes=nodes, edges=edges, info=info)
@@ -250,7 +208,7 @@ def resource_graph(frames: TraceFrames, resource: str, *, goids: I64 | None = No
         rows = _lane_rows(lanes, goids)
         keep = rows if keep is None else keep & rows
     code, dwell = _kept(keep, code, dwell)
-    return _graph(resource, _edges(code, dwell, names), info)
+    return _graph(resource, edges_of(code, dwell, names), info)
 
 
 def _node_codes(frames: TraceFrames, kind: Arr, first: Arr,
@@ -413,7 +371,7 @@ def thread_graph(frames: TraceFrames, *, t1: int | None = None,
     code, dwell = _kept(_window(tr["ts"], t1, t2), code, tr["dwell"])
     info: dict[str, Any] = {"split_reasons": False, "t1": t1, "t2": t2,
                             "derived": "from goroutine Running/Syscall intervals per M"}
-    return _graph("thread", _edges(code, dwell, names), info)
+    return _graph("thread", edges_of(code, dwell, names), info)
 
 
 def goroutine_groups(engine: Engine, frames: TraceFrames) -> list[dict[str, Any]]:
@@ -461,26 +419,27 @@ def split_graph(engine: Engine, frames: TraceFrames) -> StateGraph:
     """``resource_graph(frames, "goroutine", split_reasons=True)`` with a
     third of the work: the edges that touch no Waiting node are those of the
     precomputed graph (state_edges, same definitions), so only the rows that
-    enter or leave Waiting are read here (and the row before each that takes
-    its wait's category from it)."""
+    enter or leave Waiting are kept here."""
     plain = state_graph(engine, frames.trace_id, "goroutine").edges
     n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
-    iv = frames.intervals
-    try:
-        names, code, dwell = _waiting_edges(frames, n_g)
-    finally:
-        _release(iv, "rid", "start_ts", "kind")
     edges = [e for e in plain if "Waiting" not in (e.source, e.target)]
-    edges += _edges(code, dwell, names)
+    edges += _waiting_edges(frames, n_g)
     edges.sort(key=lambda e: (-e.count, e.source, e.target))
     return _graph("goroutine", edges, {"split_reasons": True, "t1": None, "t2": None,
                                        "reasons": _reason_table(frames)})
 
 
-def _waiting_edges(frames: TraceFrames, n_g: int) -> tuple[list[str], Arr, I64]:
-    """(node names, edge codes, dwell) of the goroutine rows from or to
-    Waiting, split by reason as :func:`_node_codes` and
-    :func:`goroutine_wait_categories` do over every row."""
+#: Goroutine rows read at a time by :func:`_waiting_edges`: whole-trace
+#: temporaries of the 1 GB trace's 100 M rows were 3 GB.
+SPLIT_ROWS = 1 << 22
+
+
+def _waiting_edges(frames: TraceFrames, n_g: int) -> list[Edge]:
+    """The edges from or to Waiting of the goroutine rows, split by reason as
+    :func:`_node_codes` and :func:`goroutine_wait_categories` do, read
+    :data:`SPLIT_ROWS` rows at a time (each part with the row before it; a
+    wait's category carried from part to part), each part's mapped pages
+    handed back before the next."""
     names = list(models.STATE_NAMES) + [node_name("Waiting", c) for c in WAIT_CATEGORIES]
     base = len(models.STATE_NAMES)
     top = max(frames.kinds, default=0) + 1
@@ -492,39 +451,61 @@ def _waiting_edges(frames: TraceFrames, n_g: int) -> tuple[list[str], Arr, I64]:
         if k.to_state == "Waiting":
             cat_of[c] = WAIT_CATEGORIES.index(wait_category(k.reason))
             inherit[c] = k.from_state == "Waiting" and not k.reason
+    from_w_of = frm_of == WAITING
+    touch_of = from_w_of | (to_of == WAITING)
     iv = frames.intervals
-    kind = iv["kind"][:n_g]
-    from_w = (frm_of == WAITING)[kind]
-    touch = from_w | (to_of == WAITING)[kind]
-    del kind
-    need = touch.copy()
-    need[:-1] |= from_w[1:]  # a row leaving a wait (or continuing it) reads the one before
-    rows = np.flatnonzero(need)
-    del need, from_w
-    kind = iv["kind"][rows]
-    before = np.maximum(rows - 1, 0)
-    first = (rows == 0) | (iv["rid"][rows] != iv["rid"][before])
-    ts = iv["start_ts"][rows]
-    dwell = np.where(first, -1, ts - iv["start_ts"][before])
-    del ts, before
-    # Categories, forward-filled through chains of inheriting rows: the rows
-    # of a chain and the one it starts from are all kept, one after the other.
-    cats = cat_of[kind]
-    chain = inherit[kind] & ~first
-    if chain.any():
-        src = np.where(chain, -1, np.arange(len(rows)))
-        np.maximum.accumulate(src, out=src)
-        cats = cats[src]
-    src_code, dst = frm_of[kind], to_of[kind]
-    np.copyto(dst, cats.astype(np.int16) + base, where=cats >= 0)
-    prev = np.r_[np.int8(-1), cats[:-1]].astype(np.int16)
-    leaving = (src_code == WAITING) & ~first
-    np.copyto(src_code, prev + base, where=leaving & (prev >= 0))
-    src_code[(src_code == WAITING) & first] = base + WAIT_CATEGORIES.index("other")
-    src_code *= np.int16(len(names))
-    src_code += dst
-    keep = touch[rows]
-    return names, src_code[keep], dwell[keep]
+    acc = EdgeDwells(names)
+    carry = np.int8(-1)  # the (filled) category of the row before the part
+    try:
+        for a in range(0, n_g, SPLIT_ROWS):
+            b = min(n_g, a + SPLIT_ROWS)
+            lo = max(a - 1, 0)
+            # Copies, so that the part's pages go back at once.
+            kind = np.array(iv["kind"][a:b])
+            rid = np.array(iv["rid"][lo:b])
+            ts = np.array(iv["start_ts"][lo:b], dtype=np.int64)
+            _release(iv, "rid", "start_ts", "kind")
+            from_w = from_w_of[kind]
+            touch = touch_of[kind]
+            need = touch.copy()
+            need[:-1] |= from_w[1:]  # a row leaving a wait (or continuing it) reads the one before
+            need[-1] = True  # the part's last row: its category is carried to the next
+            del from_w
+            rows = np.flatnonzero(need)
+            del need
+            kind = kind[rows]
+            at = rows + (a - lo)  # the rows in rid and ts, which start a row earlier but at 0
+            before = np.maximum(at - 1, 0)
+            first = (at == 0) | (rid[at] != rid[before])
+            dwell = np.where(first, -1, ts[at] - ts[before])
+            del rid, ts, at, before
+            # Categories, forward-filled through chains of inheriting rows: the
+            # rows of a chain and the one it starts from are all kept, one
+            # after the other (the row before the part's first: ``carry``).
+            cats = cat_of[kind]
+            chain = inherit[kind] & ~first
+            if chain.any():
+                src = np.where(chain, -1, np.arange(len(rows)))
+                np.maximum.accumulate(src, out=src)
+                cats = np.where(src >= 0, cats[np.maximum(src, 0)], carry).astype(np.int8)
+                del src
+            del chain
+            prev = np.empty(len(rows), np.int16)
+            prev[0] = carry
+            prev[1:] = cats[:-1]
+            carry = cats[-1]
+            src_code, dst = frm_of[kind], to_of[kind]
+            np.copyto(dst, cats.astype(np.int16) + base, where=cats >= 0)
+            leaving = (src_code == WAITING) & ~first
+            np.copyto(src_code, prev + base, where=leaving & (prev >= 0))
+            src_code[(src_code == WAITING) & first] = base + WAIT_CATEGORIES.index("other")
+            src_code *= np.int16(len(names))
+            src_code += dst
+            keep = touch[rows]
+            acc.add(src_code[keep], dwell[keep])
+    finally:
+        _release(iv, "rid", "start_ts", "kind")
+    return acc.edges()
 
 
 def _graph_doc(graph: StateGraph) -> dict[str, Any]:

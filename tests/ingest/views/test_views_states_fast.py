@@ -153,3 +153,18 @@ def test_split_graph_from_the_waiting_rows_equals_every_row(loaded: Loaded, name
     want = resource_graph(frames, "goroutine", split_reasons=True)
     assert any(e.source.startswith("Waiting: ") for e in want.edges)
     assert got.edges == want.edges and got.nodes == want.nodes and got.info == want.info
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1000])
+def test_split_graph_part_by_part_equals_every_row(loaded: Loaded, rows: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read a few rows at a time (every part boundary inside a wait's chain
+    somewhere at 1 and 7 rows), the split graph is still the one built from
+    every row at once."""
+    engine, data_dir, results = loaded
+    monkeypatch.setattr(states_frames, "SPLIT_ROWS", rows)
+    for t in TRACES[:3]:
+        frames = FrameStore(engine, data_dir).get(results[t.name].id)
+        got = split_graph(engine, frames)
+        want = resource_graph(frames, "goroutine", split_reasons=True)
+        assert got.edges == want.edges and got.info == want.info
