@@ -40,18 +40,12 @@ from ingest.derive.frame_layout import Kind
 from ingest.derive.frame_writer import FrameWriter
 from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
+from ingest.load.derived import DerivedTables, derived_tables
 from ingest.load.event_split import split_events
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.raw_copy import RawCopy, kept_path, raw_path
 from ingest.load.staged_caches import stage_caches
-from ingest.load.tables import (
-    DerivedTables,
-    derived_tables,
-    next_id,
-    nrows,
-    store_range,
-    store_table,
-)
+from ingest.load.tables import next_id, nrows, store_range, store_table
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files, models
