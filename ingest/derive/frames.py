@@ -46,7 +46,7 @@ from ingest.derive.frame_layout import (
 )
 from ingest.derive.frame_writer import write_frames
 from ingest.memory import libc
-from ingest.store import interval_files, models
+from ingest.store import interval_files, models, pg_chunks
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -194,6 +194,25 @@ def _read_block(conn: Connection, table: Any, cols: tuple[str, ...], lo: int,
     return {c: np.ascontiguousarray(out[:, i]) for i, c in enumerate(cols)}
 
 
+def _read_chunks(conn: Connection, name: str, cols: tuple[str, ...], lo: int, hi: int,
+                 ibase: int) -> dict[str, I64]:
+    """PostgreSQL: the frame columns of ids lo..hi read from their chunks'
+    arrays (ingest.store.pg_chunks), as _read_block gives them."""
+    if pg_chunks.OUTCOMES != SYSCALL_OUTCOMES:  # pragma: no cover - kept equal
+        raise ValueError("the chunks' syscall outcomes are not the frames'")
+    stored = {"row": "interval_id"}
+    raw = pg_chunks.read_block(conn, name, [stored.get(c, c) for c in cols], lo, hi)
+    out: dict[str, I64] = {}
+    for c in cols:
+        v = raw[stored.get(c, c)].astype(np.int64)
+        if c == "row":
+            v -= ibase
+        elif c.startswith("stolen_"):
+            v[v == pg_chunks.NULL_VALUE] = -1
+        out[c] = v
+    return out
+
+
 def build_arrays(engine: Engine, trace_id: int,
                  skip: frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, Table]]:
     """(trace facts, tables) read from the database, but those in ``skip``;
@@ -228,7 +247,9 @@ def build_arrays(engine: Engine, trace_id: int,
             table = models.intervals if name == "intervals" else models.RANGED[name]
             if name in skip:
                 continue
-            if name in blocks:
+            if name in blocks and conn.dialect.name == "postgresql":
+                tables[name] = Table(_read_chunks(conn, name, cols, *blocks[name], ibase))
+            elif name in blocks:
                 lo, hi = blocks[name]
                 tables[name] = Table(_read_block(
                     conn, table, cols, lo, hi,

@@ -34,10 +34,13 @@ MetaData (ingest.store.schema_base). Importing this module imports both, so
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Connection,
     DateTime,
     Float,
     Integer,
@@ -46,12 +49,14 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    event,
 )
 
 from ingest import codes
 from ingest.store import (
     live_models,  # noqa: F401 - its tables are part of the schema
     os_sched_models,  # noqa: F401 - issue 26's tables, in the schema too
+    pg_chunks,
 )
 
 # The tables kept coded behind views of their old columns (re-exported: the
@@ -285,10 +290,6 @@ syscall_outcomes = Table(
     Column("stolen_ts", BigInteger),
     Column("stolen_by_m", BigInteger),
 )
-
-
-
-
 
 
 other_events = Table(
@@ -532,11 +533,12 @@ VIEWS.update({name: coded.select_sql() for name, coded in CODED.items()})
 
 def _pg_delete_rows() -> tuple[str, str]:
     big = RANGE_NAME  # table -> its row_ranges name
+    # The rows live in chunks there (ingest.store.pg_chunks), each inside its
+    # trace's id block.
     ranged = "\n".join(
         f"        {'IF' if i == 0 else 'ELSIF'} r.table_name = '{name}' THEN\n"
-        f"            DELETE FROM {table}\n"
-        f"            WHERE id BETWEEN r.first_id AND r.last_id AND trace_id = OLD.id;"
-        for i, (table, name) in enumerate(big.items()))
+        f"            {pg_chunks.delete_ranged(name, 'r.first_id', 'r.last_id', 'OLD.id')}"
+        for i, name in enumerate(big.values()))
     rest = "\n".join(f"    DELETE FROM {t.name} WHERE trace_id = OLD.id;"
                       for t in TRACE_TABLES if t.name not in big)
     function = f"""CREATE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger
@@ -565,3 +567,24 @@ $$"""
 #: trace_id), the others by their primary key's leading trace_id. Statements,
 #: in order; revision 0006 makes the same.
 PG_DELETE_ROWS = _pg_delete_rows()
+
+
+def pg_chunk_schema() -> list[str]:
+    """PostgreSQL: what turns the tables ``interval_rows``, ``proc_run_index``
+    and ``syscall_outcomes`` just made from the models into views over chunk
+    tables (ingest.store.pg_chunks): statements, in order. Revision 0015
+    makes the same from the former tables."""
+    drops = [f"DROP TABLE {c.view}" for c in pg_chunks.CHUNKED.values()]
+    return [*pg_chunks.create_tables(), *drops, *pg_chunks.create_row_views(),
+            *pg_chunks.create_functions()]
+
+
+def _after_create(target: MetaData, connection: Connection, **_kw: Any) -> None:
+    # create_all (ingest.store.schema_new) makes every model table; on
+    # PostgreSQL the big three are chunk tables behind views instead.
+    if connection.dialect.name == "postgresql":
+        for statement in pg_chunk_schema():
+            connection.exec_driver_sql(statement)
+
+
+event.listen(metadata, "after_create", _after_create)

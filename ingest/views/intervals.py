@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, TextClause, and_, select, text
 
-from ingest.store import models
+from ingest.store import models, pg_chunks
 
 #: (resource, from_state, to_state, reason) by kind code, for one trace.
 Kinds = dict[int, tuple[str, str, str, str]]
@@ -53,17 +53,20 @@ def _first_from(conn: Connection, table: Any, lo: int, hi: int, t: int) -> int:
     steps run inside the database, as one recursive query (SQLite and
     PostgreSQL alike): a step per round trip cost ~0.5 ms each on PostgreSQL.
     """
-    return int(conn.execute(_bisect_sql(table.name), {"a": lo, "b": hi + 1, "t": t})
-               .scalar_one())
+    sql = _bisect_sql(table.name, conn.dialect.name == "postgresql")
+    return int(conn.execute(sql, {"a": lo, "b": hi + 1, "t": t}).scalar_one())
 
 
 @cache
-def _bisect_sql(name: str) -> TextClause:
+def _bisect_sql(name: str, chunked: bool) -> TextClause:
     # [a, b) narrows to the answer, a row per step, until a = b. (SQLite wants
     # the recursive table once in the step's FROM and in no subquery, so the
-    # middle row is looked up by each arm of the CASE.)
+    # middle row is looked up by each arm of the CASE.) On PostgreSQL a row is
+    # found by id through its chunk's key (ingest.store.pg_chunks).
     mid = "(s.a + s.b) / 2"
-    below = f"(SELECT x.start_ts FROM {name} x WHERE x.id = {mid}) < :t"
+    source = (f"{pg_chunks.CHUNKED[name].function}({mid}, {mid}) x" if chunked
+              else f"{name} x WHERE x.id = {mid}")
+    below = f"(SELECT x.start_ts FROM {source}) < :t"
     return text(
         "WITH RECURSIVE s(a, b) AS ("
         " SELECT CAST(:a AS BIGINT), CAST(:b AS BIGINT)"
@@ -86,9 +89,18 @@ def _window(conn: Connection, table: Any, cols: tuple[Any, ...], lo: int | None,
         b = _first_from(conn, table, a, hi, t2) - 1
         if b < a:
             return []
-    rows = conn.execute(select(*cols).where(table.c.id.between(a, b))
-                        .order_by(table.c.id)).all()
+    src = _source(conn, table, a, b)
+    rows = conn.execute(select(*(src.c[c.name] for c in cols))
+                        .where(src.c.id.between(a, b)).order_by(src.c.id)).all()
     return [r for r in rows if r.start_ts < t2 and (r.end_ts > t1 or r.start_ts >= t1)]
+
+
+def _source(conn: Connection, table: Any, lo: int, hi: int) -> Any:
+    """What to read ``table``'s rows with ids lo..hi from: the view, or on
+    PostgreSQL its range function (a view cannot reach the chunks by id)."""
+    if conn.dialect.name == "postgresql":
+        return pg_chunks.range_source(table, lo, hi)
+    return table
 
 
 def _ids(conn: Connection, table: Any, key: Any, first: str, last: str
@@ -176,10 +188,11 @@ def thread_intervals(engine: Engine, trace_id: int, m: int, t1: int,
             rr.c.trace_id == trace_id, rr.c.table_name == "intervals")).first()
         if span is None or not want:
             return []
+        iv = _source(conn, _IV, span.first_id, span.last_id)
         rows = conn.execute(
-            select(_IV.c.rid, _IV.c.kind, _IV.c.p, _IV.c.start_ts, _IV.c.end_ts)
-            .where(_IV.c.id.between(span.first_id, span.last_id), _IV.c.m == m,
-                   _IV.c.kind.in_(want), _IV.c.start_ts < t2, _IV.c.end_ts > t1)
-            .order_by(_IV.c.start_ts)).all()
+            select(iv.c.rid, iv.c.kind, iv.c.p, iv.c.start_ts, iv.c.end_ts)
+            .where(iv.c.id.between(span.first_id, span.last_id), iv.c.m == m,
+                   iv.c.kind.in_(want), iv.c.start_ts < t2, iv.c.end_ts > t1)
+            .order_by(iv.c.start_ts)).all()
     return [{"m": m, "g": r.rid, "state": kinds[r.kind][2], "p": r.p,
              "start_ts": r.start_ts, "end_ts": r.end_ts} for r in rows]

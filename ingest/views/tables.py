@@ -48,7 +48,7 @@ from sqlalchemy import (
     true,
 )
 
-from ingest.store import models
+from ingest.store import models, pg_chunks
 
 #: Rows per batch read from the database (and per CSV chunk / Parquet row group).
 BATCH = 50_000
@@ -126,12 +126,14 @@ def table_spec(name: str) -> TableSpec:
 # reading
 
 
-def _window_filter(spec: TableSpec, t1: int | None, t2: int | None) -> ColumnElement[bool]:
+def _window_filter(spec: TableSpec, t1: int | None, t2: int | None,
+                   source: Any = None) -> ColumnElement[bool]:
+    """The window's condition on the columns of ``source`` (default: the spec's table)."""
     if t1 is None and t2 is None:
         return true()
     if spec.time is None:
         raise ValueError(f"table {spec.name} is not time-bounded: no t1/t2")
-    c = spec.table.c
+    c = (spec.table if source is None else source).c
     conds: list[ColumnElement[bool]] = []
     if spec.time == "point":
         ts = c[spec.start]
@@ -209,23 +211,26 @@ def check_request(engine: Engine, trace_id: int, name: str, t1: int | None,
 
 
 def _ranged_batches(conn: Connection, spec: TableSpec, trace_id: int, block: tuple[int, int],
-                    window: ColumnElement[bool], batch: int) -> Iterator[list[Row]]:
+                    t1: int | None, t2: int | None, batch: int) -> Iterator[list[Row]]:
     """The big tables, id range by id range, straight through the DB-API cursor
     (SQLAlchemy's row objects cost four times the query on millions of rows)."""
-    tab = spec.table
     names = spec.base_columns
     if spec.kind_columns and names != list(_INTERVAL_BASE):
         raise AssertionError(f"intervals columns changed: {names}")  # see _kind_rows
     kinds = _kinds(conn, trace_id) if spec.kind_columns else {}
-    bools = [i for i, n in enumerate(names) if isinstance(tab.c[n].type, Boolean)]
-    cols = [tab.c[n] for n in names]
+    bools = [i for i, n in enumerate(names) if isinstance(spec.table.c[n].type, Boolean)]
     lo, hi = block
+    chunked = conn.dialect.name == "postgresql"
     cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         for a in range(lo, hi + 1, batch):
             b = min(a + batch - 1, hi)
-            stmt = (select(*cols).where(tab.c.id.between(a, b), tab.c.trace_id == trace_id,
-                                        window).order_by(tab.c.id))
+            # PostgreSQL: the id range through the chunks' key (ingest.store.pg_chunks),
+            # the window's columns being the range function's.
+            tab = pg_chunks.range_source(spec.table, a, b) if chunked else spec.table
+            stmt = (select(*[tab.c[n] for n in names])
+                    .where(tab.c.id.between(a, b), tab.c.trace_id == trace_id,
+                           _window_filter(spec, t1, t2, tab)).order_by(tab.c.id))
             # Only integers are bound here (ids, trace id, window), so literal binds
             # are safe and let the raw cursor run the statement.
             cur.execute(str(stmt.compile(dialect=conn.dialect,
@@ -253,7 +258,7 @@ def iter_batches(engine: Engine, trace_id: int, name: str, t1: int | None = None
             block = _id_block(conn, spec, trace_id)
             if block is None:
                 return
-            yield from _ranged_batches(conn, spec, trace_id, block, window, batch)
+            yield from _ranged_batches(conn, spec, trace_id, block, t1, t2, batch)
             return
         key = tab.c.id if spec.name == "traces" else tab.c.trace_id
         stmt = (select(*[tab.c[n] for n in spec.base_columns])
