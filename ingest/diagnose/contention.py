@@ -10,6 +10,7 @@ import numpy as np
 
 from ingest.diagnose.base import (
     MAX_EVIDENCE,
+    PART_ROWS,
     Context,
     Evidence,
     Finding,
@@ -37,29 +38,34 @@ class LockContention:
     }
 
     def check(self, ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-        f = ctx.frames
+        iv = ctx.frames.intervals
         codes = ctx.kind_codes("Waiting", tuple(cfg["reasons"]))
         n = ctx.goroutine_rows
-        idx = np.flatnonzero(np.isin(f.intervals["kind"][:n], codes))
+        # The kinds a part at a time, the rest at the rows found: the whole
+        # columns' pages were 1.8 GB on the 1 GB trace.
+        idx = np.concatenate([np.zeros(0, np.int64)] + [
+            np.flatnonzero(np.isin(iv.part(("kind",), a, min(n, a + PART_ROWS))["kind"], codes))
+            + a for a in range(0, n, PART_ROWS)])
         if len(idx) < cfg["min_blocks"]:
             return []
-        stk = f.intervals["stack_id"][idx]
+        stk = iv.take("stack_id", idx)
         uniq = np.unique(stk)
         frames = ctx.stack_frames(uniq.tolist())
         ignore = set(cfg["ignore_functions"])
         bad = [int(s) for s in uniq.tolist()
                if any(fr["function"] in ignore for fr in frames.get(int(s), []))]
-        idx = idx[~np.isin(stk, bad)]
+        kept = ~np.isin(stk, bad)
+        idx, stk = idx[kept], stk[kept]
         if len(idx) < cfg["min_blocks"]:
             return []
-        start, end = f.intervals["start_ts"][idx], f.intervals["end_ts"][idx]
+        start, end = iv.take("start_ts", idx), iv.take("end_ts", idx)
         dur = end - start
         total = int(dur.sum())
         share = total / ctx.span_ns
         if share < cfg["min_share"]:
             return []
         goid = ctx.goroutine_of_rows(idx)
-        stacks = ctx.stack_refs(f.intervals["stack_id"][idx], dur, label="blocked at")
+        stacks = ctx.stack_refs(stk, dur, label="blocked at")
         order = top_k(dur, start)
         ranges = [Evidence(label=f"G{int(goid[i])} blocked {ms(int(dur[i]))} in sync",
                            t1=int(start[i]), t2=int(end[i]), g=int(goid[i]),
@@ -79,8 +85,7 @@ class LockContention:
                        if not fr["function"].startswith(("sync.", "internal/sync.", "runtime."))),
                       top.frames[0]["function"] if top.frames else f"stack {top.stack_id}")
         measures = {"blocks": int(len(idx)), "blocked_ns": total, "share": round(share, 4),
-                    "goroutines": int(len(ug)), "stacks": int(len(np.unique(
-                        f.intervals["stack_id"][idx]))),
+                    "goroutines": int(len(ug)), "stacks": int(len(np.unique(stk))),
                     "top_stack_id": top.stack_id, "top_stack_ns": top.total_ns,
                     "top_stack_count": top.count}
         summary = (f"{len(idx)} sync blocks by {len(ug)} goroutines took {ms(total)} "

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ingest.derive.frame_layout import parts
 from ingest.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -80,8 +81,9 @@ class GCPressure:
         # share's denominator at least all Running time (proc_runs): when even
         # that bound is under the threshold, skip the per-goroutine breakdown.
         assist_span = int((end[is_assist] - start[is_assist]).sum())
-        pr = f.proc_runs
-        all_running = int((pr["end_ts"] - pr["start_ts"]).sum())
+        # A part at a time: the whole columns were 1 GB on the 1 GB trace.
+        all_running = sum(int(c["duration_ns"].sum())
+                          for _, c in parts(f.proc_runs, ("duration_ns",)))
         if (stw_share < cfg["stw_share"]
                 and assist_span < cfg["assist_share"] * max(1, all_running)):
             return []

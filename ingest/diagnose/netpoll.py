@@ -28,6 +28,7 @@ class NetpollTail:
     family: ClassVar[str] = "netpoll"
     title: ClassVar[str] = "Network waits with a long tail"
     requires: ClassVar[frozenset[str]] = frozenset({"frames"})
+    reads: ClassVar[frozenset[str]] = frozenset({"network_waits"})
     doc: ClassVar[str] = ("Complete network (netpoller) waits: raised when there are at "
                           "least min_waits, the nearest-rank p99 reaches p99_ns and is at "
                           "least tail_ratio times the p50.")
@@ -76,6 +77,7 @@ class ParkedLeak:
     family: ClassVar[str] = "netpoll"
     title: ClassVar[str] = "Goroutines pile up parked in the netpoller (connections never closed)"
     requires: ClassVar[frozenset[str]] = frozenset({"frames"})
+    reads: ClassVar[frozenset[str]] = frozenset({"network_waits"})
     doc: ClassVar[str] = ("Network waits begun during the trace and never ended: raised when "
                           "at least min_parked goroutines are still parked at the end, and "
                           "that is at least growth times the number parked when the trace "

@@ -32,6 +32,9 @@ RULES: tuple[Rule, ...] = (
     GoroutineLeak(), LockContention(), GCPressure(), *POLLER_RULES,
 )
 
+#: The Context's facts shared by rules (``reads``: the ones a rule reads).
+SHARED_FACTS = frozenset({"runnable", "network_waits"})
+
 #: Version of the report's shape (bumped when fields are renamed).
 REPORT_VERSION = 1
 
@@ -115,7 +118,7 @@ def run_rules(engine: Engine, frames: TraceFrames, config: DiagnoseConfig,
     findings: list[dict[str, Any]] = []
     status: list[dict[str, Any]] = []
     try:
-        for rule in rules:
+        for i, rule in enumerate(rules):
             entry: dict[str, Any] = {"rule": rule.id, "family": rule.family,
                                      "title": rule.title}
             missing = sorted(rule.requires - ctx.sources)
@@ -132,6 +135,10 @@ def run_rules(engine: Engine, frames: TraceFrames, config: DiagnoseConfig,
                 # trace): their pages go back after each rule, or the process
                 # keeps them as its own memory and the peak is all rules'.
                 frames.release()
+            # A shared fact (the Runnable intervals: 1 GB on the 1 GB trace)
+            # is kept only while a rule still to run reads it.
+            later: set[str] = set().union(*(getattr(r, "reads", ()) for r in rules[i + 1:]))
+            ctx.forget(*(SHARED_FACTS - later))
             status.append(entry)
     finally:
         frames.release()

@@ -242,3 +242,36 @@ def test_a_torn_set_is_replaced(store: FrameStore) -> None:
     assert write_frames(store.data_dir, facts, tables) == final
     assert read_frames(final) is not None
     assert len(store.get(res.id).intervals) == len(tables["intervals"])
+
+
+@pytest.mark.parametrize("span", [8, 64, 1 << 26])
+def test_take_and_parts_of_mapped_tables_equal_whole_reads(store: FrameStore, span: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gathers a few source bytes at a time (rows ascending, descending,
+    scattered) and scans part by part give the whole columns' values, for a
+    table's own columns and those read at its rows in the intervals."""
+    from ingest.derive import frame_layout
+
+    monkeypatch.setattr(frame_layout, "GATHER_SPAN", span)
+    monkeypatch.setattr(frame_layout, "GATHER_ROWS", 5)
+    res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
+    frames = store.get(res.id)
+    rng = np.random.default_rng(3)
+    for table in (frames.intervals, frames.syscalls, frames.proc_runs):
+        names = [*table.columns, *table.via_row]
+        if "end_ts" in table.via_row:
+            names.append("duration_ns")
+        n = len(table)
+        assert n > 20
+        for rows in (np.arange(0, n, 3), np.arange(n)[::-2], rng.integers(0, n, 50),
+                     np.zeros(0, np.int64)):
+            for name in names:
+                np.testing.assert_array_equal(table.take(name, rows), np.asarray(table[name])[rows],
+                                              err_msg=name)
+        for size in (7, n):
+            got = list(frame_layout.parts(table, tuple(names), size))
+            assert [a for a, _ in got] == list(range(0, n, size))
+            for name in names:
+                np.testing.assert_array_equal(np.concatenate([c[name] for _, c in got]),
+                                              table[name], err_msg=name)
+        table.release()

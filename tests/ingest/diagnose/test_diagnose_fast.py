@@ -22,6 +22,8 @@ from ingest.load.poller import ingest_recording_dir
 from ingest.store.db import make_engine
 from tests.support.poller_recordings import DATA, make_recording
 
+REPO = Path(__file__).resolve().parents[3]
+
 
 def _overlaps(start: np.ndarray, end: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[int]:
     """Per window, the overlaps summed one interval at a time (Python ints)."""
@@ -42,7 +44,7 @@ def test_time_inside_equals_overlaps(n: int, span: int, seed: int) -> None:
     # Windows on the intervals' own ends, before and after all of them, empty ones.
     a = np.concatenate([a, start[:5], [base - 100, end.max(), base]])
     b = np.concatenate([b, end[:5], [base - 1, end.max() + 7, base]])
-    got = TimeInside(start, end, rows=np.arange(n)).integral(a, b)
+    got = TimeInside(start, end).integral(a, b)
     assert got.dtype == np.int64
     assert got.tolist() == _overlaps(start, end, a, b)
     step = StepCount(start, end, rows=np.arange(n)).integral(a, b)
@@ -51,9 +53,9 @@ def test_time_inside_equals_overlaps(n: int, span: int, seed: int) -> None:
 
 def test_time_inside_without_intervals_or_windows() -> None:
     none = np.zeros(0, np.int64)
-    assert TimeInside(none, none, none).integral(np.array([1]), np.array([5])).tolist() == [0]
+    assert TimeInside(none, none).integral(np.array([1]), np.array([5])).tolist() == [0]
     one = np.array([3], np.int64)
-    assert TimeInside(one, one + 4, one).integral(none, none).tolist() == []
+    assert TimeInside(one, one + 4).integral(none, none).tolist() == []
 
 
 def test_top_k_and_ranks_equal_a_sort() -> None:
@@ -103,3 +105,38 @@ def test_kept_report_equals_the_rules_and_follows_config_and_recording(
     assert not {r["rule"] for r in after["rules"] if r["status"] == "skipped"} & (
         skipped - {"sched.offcpu"})
     assert any(f["rule"] == "fd.emfile" for f in after["findings"])
+
+
+@pytest.mark.parametrize(("sample", "raised"), [
+    ("go1.27-syscallblock", {"syscall.blocking", "sched.latency"}),
+    ("go1.27-mutex", {"sync.contention"}), ("go1.27-gcpressure", {"gc.pressure"})])
+def test_rules_read_part_by_part_give_the_same_report(tmp_path: Path, sample: str,
+                                                      raised: set[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules' scans, a few rows at a time (the Runnable intervals, the
+    syscalls, the sync waits, the proc runs, the gathers), give the report
+    of whole reads; the Runnable intervals' rows are found again exactly."""
+    from ingest.derive import frame_layout
+    from ingest.diagnose import base
+    from ingest.store import models
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    res = ingest_trace_file(engine, REPO / "samples" / f"{sample}.trace",
+                            data_dir=tmp_path / "data")
+    frames = FrameStore(engine, tmp_path / "data").get(res.id)
+    config = parse_config({}, rule_defaults())
+    whole = run_rules(engine, frames, config)
+    assert {f["rule"] for f in whole["findings"]} >= raised
+    ctx = base.Context(engine, frames)
+    everything = np.arange(len(ctx.runnable.start))
+    monkeypatch.setattr(base, "PART_ROWS", 7)
+    monkeypatch.setattr(frame_layout, "GATHER_ROWS", 5)
+    monkeypatch.setattr(frame_layout, "GATHER_SPAN", 64)
+    assert run_rules(engine, frames, config) == whole
+    rows = np.flatnonzero(frames.state[:ctx.goroutine_rows] == models.STATE_CODE["Runnable"])
+    small = base.Context(engine, frames)
+    np.testing.assert_array_equal(small.runnable.start, frames.intervals["start_ts"][rows])
+    np.testing.assert_array_equal(small.runnable.end, frames.intervals["end_ts"][rows])
+    pick = np.random.default_rng(5).permutation(everything)[:40]
+    np.testing.assert_array_equal(small.runnable_rows(pick), rows[pick])
+    np.testing.assert_array_equal(small.runnable_rows(everything), rows)
