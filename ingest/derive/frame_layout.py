@@ -137,11 +137,10 @@ class Table:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
 
-#: Rows gathered between two hand-backs of a mapped column's pages, when
-#: they are not in ascending order.
+#: Rows gathered between two hand-backs of a mapped column's pages.
 GATHER_ROWS = 1 << 21
-#: Bytes of a mapped column gathered from between two hand-backs, when the
-#: rows are in ascending order.
+#: Bytes of a mapped column gathered from between two hand-backs, at most,
+#: when the rows are in ascending order.
 GATHER_SPAN = 64 << 20
 
 
@@ -160,19 +159,18 @@ def gather_released(source: Arr, rows: Arr) -> Arr:
     otherwise keep every page of it in this process's memory, the
     intervals' seven columns 750 MB on the 200 MB benchmark trace.
 
-    Rows in ascending order are taken :data:`GATHER_SPAN` bytes of
-    ``source`` at a time (a few million rows spread over the whole column
-    touch every page of it: 1.6 GB of start and end times on the 1 GB
-    trace); others :data:`GATHER_ROWS` rows at a time."""
+    :data:`GATHER_ROWS` rows at a time, and when they are in ascending
+    order :data:`GATHER_SPAN` bytes of ``source`` at most (a few million
+    rows spread over the whole column touch every page of it: 1.6 GB of
+    start and end times on the 1 GB trace)."""
     from ingest.derive.cache import release_pages
 
     out: Arr = np.empty(len(rows), dtype=source.dtype)
+    bounds = [*range(0, len(rows), GATHER_ROWS), len(rows)]
     if len(rows) > 1 and bool(np.all(rows[1:] >= rows[:-1])):
         step = max(1, GATHER_SPAN // max(1, source.itemsize))
         cuts = np.searchsorted(rows, np.arange(step, len(source), step)).tolist()
-        bounds = [0, *cuts, len(rows)]
-    else:
-        bounds = [*range(0, len(rows), GATHER_ROWS), len(rows)]
+        bounds = sorted({*bounds, *cuts})
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         if b > a:
             np.take(source, rows[a:b], out=out[a:b])

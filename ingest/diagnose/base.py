@@ -9,6 +9,7 @@ Rules return plain data; the runner orders, renders and serves it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Protocol
@@ -426,14 +427,17 @@ def nearest_ranks(values: I64, qs: tuple[float, ...]) -> list[int]:
     return [int(part[r]) for r in ranks]
 
 
-def top_k(key: I64, tie: I64, k: int = MAX_EVIDENCE) -> I64:
+def top_k(key: I64, tie: I64 | Callable[[I64], I64], k: int = MAX_EVIDENCE) -> I64:
     """Indices of the ``k`` largest ``key``, ties by ascending ``tie`` then
-    index: ``np.lexsort((tie, -key))[:k]``, sorting only the candidates."""
+    index: ``np.lexsort((tie, -key))[:k]``, sorting only the candidates.
+    ``tie`` may be a function giving the ties at some indices (ascending),
+    read for the candidates only."""
     n = len(key)
     k = max(0, min(k, n))
     if 4 * k >= n:
-        return np.lexsort((tie, -key))[:k].astype(np.int64)
-    cut = np.partition(key, n - k)[n - k]  # the k-th largest
-    cand = np.flatnonzero(key >= cut)
-    return cand[np.lexsort((tie[cand], -key[cand]))][:k].astype(np.int64)
-
+        cand = np.arange(n, dtype=np.int64)
+    else:
+        cut = np.partition(key, n - k)[n - k]  # the k-th largest
+        cand = np.flatnonzero(key >= cut).astype(np.int64)
+    ties = tie(cand) if callable(tie) else tie[cand]
+    return cand[np.lexsort((ties, -key[cand]))][:k].astype(np.int64)

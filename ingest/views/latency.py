@@ -12,6 +12,7 @@ Running (still runnable at the end, or gone) are counted as ``pending``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -53,6 +54,14 @@ ROW_CHUNK = 1 << 21
 #: The derived-value key the samples' rows are kept under.
 SAMPLES_KEY = "latency_samples"
 
+#: A sample's columns (:meth:`Samples.columns`) and their types.
+COLUMN_TYPES: dict[str, type[np.integer[Any]]] = {
+    "goid": np.int32, "runnable_ts": np.int64, "running_ts": np.int64, "p": np.int32,
+    "m": np.int32, "cause": np.int8, "latency": np.int64}
+COLUMNS = ("goid", "runnable_ts", "running_ts", "p", "m", "cause")
+#: Samples read at a time by :meth:`Samples.read`.
+READ_SAMPLES = 1 << 22
+
 #: What made a goroutine Runnable, from the transition into it.
 CAUSES = ("created", "unblocked", "preempted", "yielded", "syscall", "other")
 
@@ -87,15 +96,20 @@ class Samples:
     def __len__(self) -> int:
         return len(self.rows.ran)
 
-    def columns(self, at: I64 | None = None, ran_rows: I64 | None = None) -> dict[str, Arr]:
-        """The columns of samples ``at`` (ascending; all when None), read
-        from the frames (``ran_rows``: the samples' Running rows, when read
-        already)."""
+    def columns(self, at: I64 | None = None, ran_rows: I64 | None = None,
+                names: tuple[str, ...] = COLUMNS, base: int = 0) -> dict[str, Arr]:
+        """Columns ``names`` (of :data:`COLUMNS`) of samples ``at``
+        (ascending; all when None), read from the frames. ``ran_rows``: the
+        Running rows of samples ``base`` on, when read already (``at`` then
+        counts from ``base``)."""
         ran = self.rows.ran.values() if ran_rows is None else ran_rows
+        long_at, long_first = self.rows.long_at, self.rows.long_first
+        if base or len(ran) < len(self):
+            inside = (long_at >= base) & (long_at < base + len(ran))
+            long_at, long_first = long_at[inside] - base, long_first[inside]
         if at is not None:
             ran = ran[at]
         first = ran - 1
-        long_at, long_first = self.rows.long_at, self.rows.long_first
         if at is None:
             first[long_at] = long_first
         elif len(long_at):
@@ -104,13 +118,39 @@ class Samples:
             hit[hit] = at[pos[hit]] == long_at[hit]
             first[pos[hit]] = long_first[hit]
         iv = self.frames.intervals
-        cause_of = _cause_of_kinds(self.frames).astype(np.int8)
-        return {"goid": iv.take("rid", first).astype(np.int32, copy=False),
-                "runnable_ts": iv.take("start_ts", first).astype(np.int64, copy=False),
-                "running_ts": iv.take("start_ts", ran).astype(np.int64, copy=False),
-                "p": iv.take("p", ran).astype(np.int32, copy=False),
-                "m": iv.take("m", ran).astype(np.int32, copy=False),
-                "cause": cause_of[iv.take("kind", first)]}
+        read: dict[str, Callable[[], Arr]] = {
+            "goid": lambda: iv.take("rid", first).astype(np.int32, copy=False),
+            "runnable_ts": lambda: iv.take("start_ts", first).astype(np.int64, copy=False),
+            "running_ts": lambda: iv.take("start_ts", ran).astype(np.int64, copy=False),
+            "p": lambda: iv.take("p", ran).astype(np.int32, copy=False),
+            "m": lambda: iv.take("m", ran).astype(np.int32, copy=False),
+            "cause": lambda: _cause_of_kinds(self.frames).astype(np.int8)[iv.take("kind", first)],
+            "latency": lambda: np.subtract(iv.take("start_ts", ran), iv.take("start_ts", first),
+                                           dtype=np.int64),
+        }
+        return {name: read[name]() for name in names}
+
+    def read(self, names: tuple[str, ...], at: I64 | None = None) -> dict[str, Arr]:
+        """:meth:`columns` ``names`` of samples ``at`` (ascending; all when
+        None), :data:`READ_SAMPLES` samples at a time: no whole-trace
+        temporaries (the samples' rows and every column were 1.4 GB on the
+        1 GB trace)."""
+        n = len(self) if at is None else len(at)
+        out = {name: np.empty(n, COLUMN_TYPES[name]) for name in names}
+        done = 0
+        for a, ran in step_parts(self.rows.ran, READ_SAMPLES):
+            if at is None:
+                part = None
+                k = len(ran)
+            else:
+                k = int(np.searchsorted(at, a + len(ran))) - done
+                if not k:
+                    continue
+                part = np.asarray(at[done:done + k], np.int64) - a
+            for name, col in self.columns(part, ran, names, base=a).items():
+                out[name][done:done + k] = col
+            done += k
+        return out
 
     @cached_property
     def _all(self) -> dict[str, Arr]:
@@ -144,6 +184,32 @@ class Samples:
     @property
     def latency(self) -> I64:
         return self.running_ts - self.runnable_ts
+
+
+def step_parts(steps: Steps, size: int) -> Iterator[tuple[int, I64]]:
+    """(first index, values) of each ``size`` values of ``steps`` in order:
+    :meth:`ingest.derive.cache.Steps.values` a part at a time (whole, 8
+    bytes a value: 190 MB of the 1 GB trace's samples)."""
+    top = int(np.iinfo(steps.step.dtype).max) if len(steps.step) else 0
+    prev, big = steps.first, 0  # the value before the part, the big steps used
+    for a in range(0, steps.n, size):
+        b = min(steps.n, a + size)
+        d = np.empty(b - a, np.int64)
+        lo = max(a, 1)  # step i - 1 leads to value i; value 0 is ``first``
+        d[lo - a:] = steps.step[lo - 1:b - 1]
+        if a == 0:
+            d[0] = steps.first
+        else:
+            d[0] += prev
+        if len(steps.big):
+            out = np.flatnonzero(steps.step[lo - 1:b - 1] == top)
+            d[lo - a + out] = steps.big[big:big + len(out)]
+            big += len(out)
+            if a and len(out) and out[0] == 0:
+                d[0] += prev
+        np.cumsum(d, out=d)
+        prev = int(d[-1])
+        yield a, d
 
 
 def _cause_of_kinds(frames: TraceFrames) -> I64:
@@ -192,7 +258,7 @@ def _latency_samples(frames: TraceFrames) -> SampleRows:
         ends, splits = _ends_and_splits(st[lo:hi], lanes.off, lo, hi)
         ends_n, splits_n = ends_n + len(ends), splits_n + len(splits)
         first = _spell_starts(ends, splits) + lo
-        kind = iv["kind"][first]
+        kind = iv.take("kind", first)
         cens = undet[kind]
         if cens.any():
             censored += int(cens.sum())
@@ -274,24 +340,30 @@ def _latency_report(frames: TraceFrames, t1: int | None = None, t2: int | None =
     (:mod:`ingest.views.quantiles`), never by a sort, and no pass allocates
     more than a chunk's worth."""
     kept = latency_samples(frames)
-    cols = _window(kept, t1, t2)
+    cols, at = _window(kept, t1, t2)
+
+    def more(idx: I64) -> dict[str, Arr]:  # goroutine and M of a few (ascending)
+        return kept.read(("goid", "m"), idx if at is None else at[idx])
+
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
-    body = _report_chunked(cols, edges, worst)
+    body = _report_chunked(cols, edges, worst, more)
     if body is None:  # counters too many (a thousand Ps or more): whole arrays
-        body = _report_arrays(cols, edges, worst)
+        body = _report_arrays(cols, edges, worst, more)
     s = kept
     return {"trace_id": frames.trace_id, "t1": t1, "t2": t2, "samples": body.pop("samples"),
             "censored": s.censored, "pending": s.pending, **body}
 
 
-def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
-    """The samples' columns (ran: running_ts, rt: runnable_ts), those that
-    started running in [t1, t2) when given, else all."""
+def _window(s: Samples, t1: int | None, t2: int | None) -> tuple[dict[str, Arr], I64 | None]:
+    """The samples' columns the report reads whole (ran: running_ts, rt:
+    runnable_ts, p, cause), of those that started running in [t1, t2) when
+    given (and their indices), else of all (and None)."""
     at = None
-    rows = s.rows.ran.values()
     if t1 is not None or t2 is not None:
+        rows = s.rows.ran.values()
         ran = np.asarray(s.frames.intervals["start_ts"][rows])
+        del rows
         keep = np.ones(len(ran), dtype=bool)
         if t1 is not None:
             keep &= ran >= t1
@@ -299,9 +371,8 @@ def _window(s: Samples, t1: int | None, t2: int | None) -> dict[str, Arr]:
             keep &= ran < t2
         del ran
         at = np.flatnonzero(keep)
-    c = s.columns(at, rows)
-    return {"ran": c["running_ts"], "rt": c["runnable_ts"], "p": c["p"], "cause": c["cause"],
-            "goid": c["goid"], "m": c["m"]}
+    c = s.read(("running_ts", "runnable_ts", "p", "cause"), at)
+    return {"ran": c["running_ts"], "rt": c["runnable_ts"], "p": c["p"], "cause": c["cause"]}, at
 
 
 def _p_codes(p: Arr) -> tuple[I64, I64]:
@@ -326,22 +397,30 @@ def _finish(over: dict[str, Any], per_p: dict[str, Any], by_cause: dict[str, Any
     return over, per_p, by_cause
 
 
-def _worst_rows(cols: dict[str, Arr], cand: I64, worst: int) -> list[dict[str, Any]]:
-    """The top ``worst`` of rows ``cand`` by latency, ties by time of running."""
+def _worst_rows(cols: dict[str, Arr], cand: I64, worst: int,
+                more: Callable[[I64], dict[str, Arr]]) -> list[dict[str, Any]]:
+    """The top ``worst`` of rows ``cand`` by latency, ties by time of running
+    (their goroutine and M from ``more``)."""
     ran, rt = cols["ran"][cand], cols["rt"][cand]
     lat = ran - rt
     order = np.lexsort((ran, -lat))[:worst]
-    return [{"goid": int(cols["goid"][cand[i]]), "runnable_ts": int(rt[i]),
+    picked = cand[order]
+    asc = np.argsort(picked, kind="stable")
+    extra = more(picked[asc])
+    goid, m = np.empty(len(picked), np.int64), np.empty(len(picked), np.int64)
+    goid[asc], m[asc] = extra["goid"], extra["m"]
+    return [{"goid": int(goid[j]), "runnable_ts": int(rt[i]),
              "running_ts": int(ran[i]), "latency_ns": int(lat[i]), "p": int(cols["p"][cand[i]]),
-             "m": int(cols["m"][cand[i]]), "cause": CAUSES[int(cols["cause"][cand[i]])]}
-            for i in order.tolist()]
+             "m": int(m[j]), "cause": CAUSES[int(cols["cause"][cand[i]])]}
+            for j, i in enumerate(order.tolist())]
 
 
 #: Log-histogram bins from 1 ns to past 2**63 ns, by absolute exponent.
 _LOG_BINS = 80
 
 
-def _report_chunked(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, Any] | None:
+def _report_chunked(cols: dict[str, Arr], edges: I64, worst: int,
+                    more: Callable[[I64], dict[str, Arr]]) -> dict[str, Any] | None:
     """The report's body in two passes over chunks of the samples: counts per
     (group, value bucket), sums, extremes and the histogram by absolute
     exponent; then the values of the buckets holding the wanted ranks (and
@@ -426,10 +505,11 @@ def _report_chunked(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, A
     return {"samples": n,
             "summary": summary_of(n, int(total), mean, [int(x[0]) for x in picks["all"][:4]]),
             "histogram": histogram, "over_time": over, "per_p": per_p, "by_cause": by_cause,
-            "worst": _worst_rows(cols, cand, worst)}
+            "worst": _worst_rows(cols, cand, worst, more)}
 
 
-def _report_arrays(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, Any]:
+def _report_arrays(cols: dict[str, Arr], edges: I64, worst: int,
+                   more: Callable[[I64], dict[str, Arr]]) -> dict[str, Any]:
     """:func:`_report_chunked` over whole arrays: the straightforward form."""
     ran, rt = cols["ran"], cols["rt"]
     lat = ran - rt
@@ -447,4 +527,4 @@ def _report_arrays(cols: dict[str, Arr], edges: I64, worst: int) -> dict[str, An
         cand = np.flatnonzero(lat >= cut)
     return {"samples": int(len(lat)), "summary": summary(lat), "histogram": log_histogram(lat),
             "over_time": over, "per_p": per_p, "by_cause": by_cause,
-            "worst": _worst_rows(cols, cand, worst)}
+            "worst": _worst_rows(cols, cand, worst, more)}

@@ -194,13 +194,27 @@ def test_latency_in_chunks_equals_whole_arrays(store: Store, name: str,
         assert np.array_equal(getattr(small, col), getattr(whole, col)), col
     assert (small.censored, small.pending) == (whole.censored, whole.pending)
     mid = (f.first_ts + f.last_ts) // 2
+    # Columns read a few samples at a time, of all samples or some.
+    monkeypatch.setattr(lat_view, "READ_SAMPLES", 13)
+    some = np.flatnonzero(np.arange(len(whole)) % 3 == 1)
+    for at in (None, some):
+        part = small.read((*lat_view.COLUMNS, "latency"), at)
+        for col in lat_view.COLUMNS:
+            want = getattr(whole, col) if at is None else getattr(whole, col)[at]
+            assert np.array_equal(part[col], want) and part[col].dtype == want.dtype, col
+        want = whole.latency if at is None else whole.latency[at]
+        assert np.array_equal(part["latency"], want)
     for t1, t2 in ((None, None), (mid, None), (None, mid)):
-        cols = lat_view._window(whole, t1, t2)
+        cols, at = lat_view._window(whole, t1, t2)
+
+        def more(idx: np.ndarray, at: np.ndarray | None = at) -> dict[str, np.ndarray]:
+            return whole.read(("goid", "m"), idx if at is None else at[idx])
+
         edges = time_bins(f.first_ts if t1 is None else t1, f.last_ts if t2 is None else t2)
         for worst in (0, 5, 50):
-            chunked = lat_view._report_chunked(cols, edges, worst)
+            chunked = lat_view._report_chunked(cols, edges, worst, more)
             assert chunked is not None
-            assert chunked == lat_view._report_arrays(cols, edges, worst), (t1, t2, worst)
+            assert chunked == lat_view._report_arrays(cols, edges, worst, more), (t1, t2, worst)
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -215,3 +229,23 @@ def test_goroutine_times_in_chunks_equal_one_pass(store: Store, name: str,
     for col in ("goid", "times", "first_ts", "end_ts", "final_state"):
         assert np.array_equal(getattr(small, col), getattr(whole, col)), col
     assert len(whole.goid) > 1
+
+
+def test_step_parts_equal_the_whole_column() -> None:
+    """Steps read a part at a time (step_parts) = read whole, big steps,
+    steps down and big steps at a part's first value included."""
+    from ingest.derive.cache import Steps
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 50, 1000):
+        v = np.cumsum(rng.integers(0, 300, n)) + 10**12
+        if n > 10:
+            v[5:] += 10**9  # one big step
+            v[7] -= 5  # a step down and back
+            v[13:] += 70_000
+        steps = Steps.of(v)
+        for size in (1, 2, 7, max(1, n)):
+            got = [(a, d) for a, d in lat_view.step_parts(steps, size)]
+            assert [a for a, _ in got] == list(range(0, n, size))
+            whole = np.concatenate([d for _, d in got]) if got else np.zeros(0, np.int64)
+            assert np.array_equal(whole, steps.values()) and np.array_equal(whole, v)
