@@ -41,6 +41,7 @@ from sqlalchemy import Engine, select
 
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
+from ingest.views.quantiles import lane_chunks
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -160,29 +161,49 @@ def _kind_table(frames: TraceFrames, test: Callable[[Any], bool]) -> npt.NDArray
     return out
 
 
+#: Goroutine rows read at a time by :func:`_state_waits` (whole goroutines).
+WAIT_ROWS = 1 << 22
+
+
 def _state_waits(frames: TraceFrames, wk: WaitKind, t1: int | None,
                  t2: int | None) -> Waits:
     lanes = frames.goroutines
     n = int(lanes.off[-1]) if len(lanes.ids) else 0
-    if n == 0:
-        return Waits(*(np.zeros(0, np.int64) for _ in range(4)))
-    iv = frames.intervals
-    kind = np.asarray(iv["kind"][:n])
-    in_state = _kind_table(frames, lambda k: k.to_state == wk.state)[kind]
-    takes = _kind_table(frames, lambda k: k.to_state == wk.state and wk.reason(k.reason))[kind]
-    starts_run = _kind_table(frames, lambda k: k.to_state == "Running")[kind]
-    ends_life = _kind_table(frames, lambda k: k.to_state == "NotExist"
-                            or (k.to_state == "Waiting" and k.reason == "forever"))[kind]
-    del kind
+    tables = (_kind_table(frames, lambda k: k.to_state == wk.state),
+              _kind_table(frames, lambda k: k.to_state == wk.state and wk.reason(k.reason)),
+              _kind_table(frames, lambda k: k.to_state == "Running"),
+              _kind_table(frames, lambda k: k.to_state == "NotExist"
+                          or (k.to_state == "Waiting" and k.reason == "forever")))
     off = np.asarray(lanes.off, np.int64)
-    first_row = np.zeros(n, dtype=bool)
-    first_row[off[:-1]] = True
-    last_row = np.zeros(n, dtype=bool)
-    last_row[off[1:] - 1] = True
+    # A part of whole goroutines at a time (no wait crosses a part), its
+    # mapped pages handed back after it: whole-trace masks and row numbers
+    # were 2.5 GB on the 1 GB trace.
+    parts = [_part_waits(frames, tables, off, lo, hi, t1, t2)
+             for lo, hi in lane_chunks(off, n, WAIT_ROWS)]
+    return Waits(*(np.concatenate([np.zeros(0, np.int64), *(w[i] for w in parts)])
+                   for i in range(4)))
+
+
+def _part_waits(frames: TraceFrames, tables: tuple[npt.NDArray[np.bool_], ...], off: I64,
+                lo: int, hi: int, t1: int | None, t2: int | None) -> tuple[I64, ...]:
+    """(goid, stack_id, value_ns, seq) of the waits of rows lo..hi (whole
+    goroutines): see the module docstring."""
+    iv = frames.intervals
+    a, b = np.searchsorted(off, [lo, hi])
+    loff = off[a:b + 1] - lo  # the part's lanes, rows counted from lo
+    part = iv.part(("kind", "start_ts"), lo, hi)
+    kind, start_ts = part["kind"], part["start_ts"]
+    in_state, takes, starts_run, ends_life = (t[kind] for t in tables)
+    del kind
+    m = hi - lo
+    first_row = np.zeros(m, dtype=bool)
+    first_row[loff[:-1]] = True
+    last_row = np.zeros(m, dtype=bool)
+    last_row[loff[1:] - 1] = True
     # A run: consecutive rows of one goroutine in the state (Go ignores a
     # transition into the state it is already tracking). Runs and lanes are
     # found by binary search from the rows that need them: no per-row run or
-    # lane number (two int64 columns, 310 MB on the 200 MB trace).
+    # lane number.
     run_starts = np.flatnonzero(in_state & (first_row | ~np.r_[False, in_state[:-1]]))
     run_lasts = np.flatnonzero(in_state & (last_row | ~np.r_[in_state[1:], False]))
     cand = np.flatnonzero(takes)
@@ -192,24 +213,23 @@ def _state_waits(frames: TraceFrames, wk: WaitKind, t1: int | None,
     begin, last = cand[firsts], run_lasts[run[firsts]]
     ended = ~last_row[last]  # the next transition leaves the state: the wait ends
     begin, last = begin[ended], last[ended]
-    start_ts = iv["start_ts"]
-    lane = _lane_of(off, begin)
+    lane = _lane_of(loff, begin)
     # Go's goroutine summary: StartTime is the first transition to Running
     # (0 when it never ran), EndTime the last end of its life (the trace's end when none).
-    life_start = _per_lane(starts_run, off, start_ts, first=True,
+    life_start = _per_lane(starts_run, loff, start_ts, first=True,
                            missing=np.iinfo(np.int64).min)
-    life_end = _per_lane(ends_life, off, start_ts, first=False, missing=frames.last_ts)
-    lo = np.maximum(np.asarray(iv.take("start_ts", begin), np.int64), life_start[lane])
-    hi = np.minimum(np.asarray(iv.take("end_ts", last), np.int64), life_end[lane])
+    life_end = _per_lane(ends_life, loff, start_ts, first=False, missing=frames.last_ts)
+    start = np.maximum(np.asarray(start_ts[begin], np.int64), life_start[lane])
+    end = np.minimum(np.asarray(iv.take("end_ts", last + lo), np.int64), life_end[lane])
     if t1 is not None:
-        lo = np.maximum(lo, t1)
+        start = np.maximum(start, t1)
     if t2 is not None:
-        hi = np.minimum(hi, t2)
-    keep = hi > lo
-    return Waits(goid=lanes.ids[lane[keep]].astype(np.int64),
-                 stack_id=iv.take("stack_id", begin[keep]).astype(np.int64),
-                 value_ns=(hi - lo)[keep].astype(np.int64),
-                 seq=np.asarray(iv["seq"][last[keep] + 1]).astype(np.int64))
+        end = np.minimum(end, t2)
+    keep = end > start
+    return (frames.goroutines.ids[lane[keep] + a].astype(np.int64),
+            iv.take("stack_id", begin[keep] + lo).astype(np.int64),
+            (end - start)[keep].astype(np.int64),
+            iv.take("seq", last[keep] + lo + 1).astype(np.int64))
 
 
 def _lane_of(off: I64, rows: Arr) -> I64:

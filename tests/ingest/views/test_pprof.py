@@ -138,3 +138,27 @@ def test_unknown_type(traces: Traces) -> None:
     with pytest.raises(UnknownType):
         waits(traces.engine, f, "heap")
     assert "cpu" in TYPES and "net" in TYPES
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_waits_part_by_part_equal_one_pass(traces: Traces, workload: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waits found a few goroutines at a time equal those of one pass
+    over every row (parts cut between goroutines; windows too)."""
+    from ingest.views import pprof
+
+    f = traces.frames(workload_trace(TOOLCHAINS[-1], workload))
+    mid = (f.first_ts + f.last_ts) // 2
+    assert len(f.goroutines.ids) > 10
+    found = 0
+    for kind in GO_TYPES:
+        for t1, t2 in ((None, None), (mid, None), (None, mid)):
+            monkeypatch.setattr(pprof, "WAIT_ROWS", 1 << 40)
+            whole = waits(traces.engine, f, kind, t1, t2)
+            monkeypatch.setattr(pprof, "WAIT_ROWS", 5)
+            small = waits(traces.engine, f, kind, t1, t2)
+            found += len(whole.goid)
+            for col in ("goid", "stack_id", "value_ns", "seq"):
+                a, b = getattr(whole, col), getattr(small, col)
+                assert a.dtype == b.dtype and a.tolist() == b.tolist(), (kind, t1, t2, col)
+    assert found
