@@ -43,49 +43,68 @@ class DerivedTables:
         self.timings = timings or Timings()
         self.bases: dict[str, int] = {}
         self._buckets: BucketTables | None = None
+        self._thread_times: tuple[Any, Any] | None = None
 
     def __iter__(self) -> Iterator[tuple[str, Columns]]:
-        # The tables made from the events and stacks alone come first: the
-        # insert worker stores them while the transitions are sorted and
-        # summarised here, instead of waiting for the first summary.
-        events, stacks = self.events, self.stacks
-        if events is None:
+        """Every table on one thread: the events' side, the transitions'
+        side, then the threads."""
+        events, transitions = self.sides()
+        yield from events
+        yield from transitions
+        yield "threads", self.threads()
+
+    def sides(self) -> tuple[Iterator[tuple[str, Columns]], Iterator[tuple[str, Columns]]]:
+        """The tables made from the events and stacks, and those made from the
+        transitions: independent of each other; :meth:`threads` once both
+        are done."""
+        if self.events is None or self.stacks is None:
             raise RuntimeError("a trace's derived tables are iterated once")
-        ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
         tstack_seq, tstack_id = transition_stacks(self.tstacks)
-        yield "transition_stacks", {"seq": tstack_seq, "stack_id": tstack_id}
-        sid = stacks.column("stack_id").to_numpy()
-        depth = stacks.column("depth").to_numpy()
+        sid = self.stacks.column("stack_id").to_numpy()
+        depth = self.stacks.column("depth").to_numpy()
         top = np.flatnonzero(depth == 0)
-        funcs = stacks.column("function").take(top).to_pylist()
+        funcs = self.stacks.column("function").take(top).to_pylist()
         stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
-        yield "stacks", {
-            "stack_id": sid, "depth": depth,
-            "function": stacks.column("function").to_pylist(),
-            "file": stacks.column("file").to_pylist(),
-            "line": stacks.column("line").to_numpy(),
-            # PCs above 2**63 wrap to negative, like task ids.
-            "pc": stacks.column("pc").to_numpy().astype(np.int64)}
-        del sid, depth, top, funcs
-        # The events' tables that need no pairing first: their events are
-        # gone (stored) by the time the regions' millions are paired, the
-        # load's peak.
-        yield "metrics", eventrows.metrics(events)
-        yield "logs", eventrows.logs(events)
-        yield "other_events", eventrows.other_events(events)
-        yield "ranges", eventrows.ranges(events)
-        yield "tasks", eventrows.tasks(events)
-        yield "regions", eventrows.regions(events)
-        # What the threads' table needs of the events; the rest go.
-        ev_m, ev_ts = events.thread_times()
-        events.close()
-        del events, stacks
-        self.events = self.stacks = self.tstacks = None
+        self.tstacks = None
+        return (self._event_tables(tstack_seq, tstack_id),
+                self._transition_tables(stack_functions, tstack_seq, tstack_id))
+
+    def _event_tables(self, tstack_seq: Any, tstack_id: Any) -> Iterator[tuple[str, Columns]]:
+        events, stacks = self.events, self.stacks
+        assert events is not None and stacks is not None
+        self.events = self.stacks = None
+        try:
+            yield "transition_stacks", {"seq": tstack_seq, "stack_id": tstack_id}
+            yield "stacks", {
+                "stack_id": stacks.column("stack_id").to_numpy(),
+                "depth": stacks.column("depth").to_numpy(),
+                "function": stacks.column("function").to_pylist(),
+                "file": stacks.column("file").to_pylist(),
+                "line": stacks.column("line").to_numpy(),
+                # PCs above 2**63 wrap to negative, like task ids.
+                "pc": stacks.column("pc").to_numpy().astype(np.int64)}
+            del stacks, tstack_seq, tstack_id
+            # The events' tables that need no pairing first: their events
+            # are gone (stored) by the time the regions' millions are paired.
+            yield "metrics", eventrows.metrics(events)
+            yield "logs", eventrows.logs(events)
+            yield "other_events", eventrows.other_events(events)
+            yield "ranges", eventrows.ranges(events)
+            yield "tasks", eventrows.tasks(events)
+            yield "regions", eventrows.regions(events)
+            # What the threads' table needs of the events; the rest go.
+            self._thread_times = events.thread_times()
+        finally:
+            events.close()
+
+    def _transition_tables(self, stack_functions: dict[int, str], tstack_seq: Any,
+                           tstack_id: Any) -> Iterator[tuple[str, Columns]]:
+        ibase, rbase = self.bases["intervals"], self.bases["proc_runs"]
         buckets = self.buckets(stack_functions, tstack_seq, tstack_id)
+        del stack_functions, tstack_seq, tstack_id
         yield "transition_counts", _cols(
             ("kind", "resource", "from_state", "to_state", "reason", "count"),
             buckets.kind_rows)
-        del stack_functions, tstack_seq, tstack_id
         for name, cols in buckets:
             if name in ("goroutines", "procs") and cols:
                 cols["first_interval"] = cols["first_interval"] + ibase
@@ -97,8 +116,15 @@ class DerivedTables:
             yield name, cols
             del cols
             give_back_free_memory()  # the bucket's temporaries
-        yield "threads", derive.threads_of(buckets.thread_sums(), ev_m, ev_ts)
+
+    def threads(self) -> Columns:
+        """The threads' table: from both sides' summaries, once both are done."""
+        if self._thread_times is None or self._buckets is None:
+            raise RuntimeError("the threads' table needs both sides first")
+        ev_m, ev_ts = self._thread_times
+        out = derive.threads_of(self._buckets.thread_sums(), ev_m, ev_ts)
         self.spill.close()
+        return out
 
     def buckets(self, stack_functions: dict[int, str], tstack_seq: Any,
                 tstack_id: Any) -> BucketTables:

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,23 +28,19 @@ from sqlalchemy.exc import IntegrityError
 
 from ingest.columns import (
     ParquetDirError,
-    Seq,
     iter_table,
     read_meta,
     read_table,
 )
 from ingest.config import Settings
-from ingest.derive.frame_layout import TABLE_COLUMNS as FRAME_TABLES
-from ingest.derive.frame_layout import Kind
 from ingest.derive.frame_writer import FrameWriter
 from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.derived import DerivedTables, derived_tables
 from ingest.load.event_split import split_events
-from ingest.load.insert_worker import InsertWorker
+from ingest.load.insert_tables import IN_FILES, Staged, insert_tables
 from ingest.load.raw_copy import RawCopy, kept_path, raw_path
-from ingest.load.staged_caches import stage_caches
-from ingest.load.tables import next_id, nrows, store_range, store_table
+from ingest.load.tables import next_id
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files, models
@@ -291,8 +286,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     total = spill.rows * 2
     advance = _load_progress(progress, total)
     files = data_dir is not None and interval_files.store_in_files(engine)
-    staged = _Staged(FrameWriter(data_dir, background=True,
-                                 durable=_IN_FILES if files else frozenset())
+    staged = Staged(FrameWriter(data_dir, background=True,
+                                 durable=IN_FILES if files else frozenset())
                      if data_dir is not None else None, files=files)
     try:
         stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance)
@@ -340,32 +335,8 @@ def _load_progress(progress: Progress | None, total: int) -> Callable[[int], Non
     return advance
 
 
-@dataclass
-class _Staged:
-    """What a load keeps for the views while it stores a trace: the frames
-    being written (None: none asked for, or given up), the transition kinds,
-    the goroutines' columns the goroutine table is made of, and which lane
-    sets were staged with the frames before the commit."""
-
-    frames: FrameWriter | None
-    #: The intervals kept in files, not rows (ingest.store.interval_files).
-    files: bool = False
-    kinds: dict[int, Kind] = field(default_factory=dict)
-    goroutine_cols: dict[str, Any] = field(default_factory=dict)
-    early: set[LaneSetKey] = field(default_factory=set)
-    #: Where the intervals' files were published (before the commit).
-    home: Path | None = None
-
-    def abandon(self) -> None:
-        """The load failed: its staged frames go, and its interval files."""
-        if self.frames is not None:
-            self.frames.abort()
-        interval_files.remove_home(self.home)
-        self.home = None
-
-
 def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: DerivedTables,
-                 staged: _Staged, timings: Timings, started: float,
+                 staged: Staged, timings: Timings, started: float,
                  advance: Callable[[int], None]) -> tuple[int, dict[str, int]] | IngestResult:
     """The write transaction: the trace's row, every derived table, and the
     trace's counts; (trace id, rows per table), or the trace with this
@@ -381,7 +352,7 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
         trace_id = conn.execute(models.traces.insert().values(**trace_row)
                                 .returning(models.traces.c.id)).scalar_one()
         tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
-        counts = _insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance)
+        counts = insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance)
         if staged.files and counts.get("intervals"):
             _publish_intervals(conn, trace_id, sha, tables.bases, counts, staged, timings)
         conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
@@ -392,14 +363,8 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
     return trace_id, counts
 
 
-#: The tables whose files are their home when a trace keeps its intervals in
-#: files: the intervals, proc_run_index as proc_runs', syscall_outcomes as
-#: syscalls'.
-_IN_FILES = frozenset({"intervals", "proc_runs", "syscalls"})
-
-
 def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[str, int],
-                       counts: dict[str, int], staged: _Staged, timings: Timings) -> None:
+                       counts: dict[str, int], staged: Staged, timings: Timings) -> None:
     """The intervals', proc runs' and syscalls' files made their home, and the
     rows saying where, in the load's transaction: durable on the disk before
     the commit that names them."""
@@ -424,86 +389,7 @@ def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[st
                 last_id=bases[table] + counts[table] - 1))
 
 
-def _insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: _Staged,
-                   trace_row: dict[str, Any], timings: Timings,
-                   advance: Callable[[int], None]) -> dict[str, int]:
-    """Derive the tables one at a time (intervals and syscalls part by part),
-    each stored by the insert worker's thread while the next is derived here
-    (the connection is the worker's until it is closed), and staged for the
-    views on the way; the rows per table."""
-    counts: dict[str, int] = {}
-    plans = tables.frame_plans()
-    with InsertWorker() as worker:
-        for table_name, cols in timings.each("derive", tables):
-            n = nrows(cols)
-            done = counts.get(table_name, 0)
-            counts[table_name] = done + n
-            if not n:
-                continue
-            first = tables.bases.get(table_name)
-            if first is not None:
-                cols = {"id": Seq(first + done), **cols}
-            plan = plans.get(table_name)
-            if plan is not None and not done and staged.frames is not None:
-                staged.frames.begin(table_name, plan.rows, plan.bounds)
-            _stage_table(staged, table_name, cols, n, trace_row, timings)
-            with timings.phase("worker wait"):  # the worker still busy
-                worker.submit(partial(timings.timed, f"insert {table_name}",
-                                      store_table, conn, trace_id, table_name, cols,
-                                      n, tables.bases["intervals"], advance,
-                                      not (staged.files and table_name in _IN_FILES)))
-            del cols
-            give_back_free_memory()  # the derivation's temporaries
-        for table_name, first in tables.bases.items():
-            if counts.get(table_name):
-                worker.submit(partial(store_range, conn, trace_id, table_name, first,
-                                      counts[table_name]))
-        _stage_goroutine_lanes(staged, timings)
-        with timings.phase("worker wait"):
-            worker.close()
-    return counts
-
-
-def _stage_table(staged: _Staged, table_name: str, cols: dict[str, Any], n: int,
-                 trace_row: dict[str, Any], timings: Timings) -> None:
-    """Keep what the views need of one derived table: its frame columns, the
-    transition kinds, the goroutines' columns, the range lanes."""
-    if table_name == "goroutines":
-        staged.goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
-    if table_name == "transition_counts":
-        staged.kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
-            cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
-            cols["reason"], strict=True)}
-    frames = staged.frames
-    if frames is None:
-        return
-    if LaneSetKey.RANGES in stage_caches(frames, table_name, cols, trace_row, timings):
-        staged.early.add(LaneSetKey.RANGES)
-    if table_name in FRAME_TABLES:
-        try:
-            frames.add(table_name, cols, n)
-        except OSError:
-            if staged.files:
-                raise  # the intervals' home: the load fails
-            # Only a cache: the views rebuild it from the database.
-            frames.abort()
-            staged.frames = None
-
-
-def _stage_goroutine_lanes(staged: _Staged, timings: Timings) -> None:
-    """While the worker stores the intervals: the timeline's goroutine table,
-    from the columns at hand (not the database), staged with the frames."""
-    if staged.frames is not None and staged.goroutine_cols:
-        with timings.phase("goroutine table"):
-            try:
-                if _stage_goroutine_table(staged.frames, staged.goroutine_cols):
-                    staged.early.add(LaneSetKey.GOROUTINES)
-            except Exception:  # noqa: BLE001 - a cache never fails a load
-                log.exception("goroutine table not staged; built after the commit")
-    staged.goroutine_cols = {}
-
-
-def _finish_views(engine: Engine, staged: _Staged, trace_id: int, sha: str,
+def _finish_views(engine: Engine, staged: Staged, trace_id: int, sha: str,
                   trace_row: dict[str, Any], timings: Timings) -> None:
     """After the commit: the staged frames named after the trace, and the
     lane sets not staged before the commit built from them."""
@@ -515,22 +401,6 @@ def _finish_views(engine: Engine, staged: _Staged, trace_id: int, sha: str,
             if frame_dir is not None:
                 with timings.phase("lanes"):
                     _precompute_views(engine, frame_dir, skip=staged.early)
-
-
-#: Columns of the goroutines table the timeline's goroutine table is made of.
-_GOROUTINE_TABLE_COLUMNS = ("goid", "start_function")
-
-
-def _stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any]) -> bool:
-    """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
-    goroutines' derived columns, stored with the frames being written."""
-    import numpy as np
-
-    from ingest.derive.goroutine_lanes import goroutines_of
-
-    goids = np.asarray(cols["goid"], np.int64)
-    table = goroutines_of(goids, goids, list(cols["start_function"]))
-    return frames.add_derived(LaneSetKey.GOROUTINES, table)
 
 
 def _precompute_views(engine: Engine, frame_dir: Path,

@@ -89,19 +89,19 @@ def test_columns_and_database_agree(loaded: tuple[FrameStore, int, Path]) -> Non
 
 
 def test_the_loaders_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """index_of_table on the columns the loader stages (its _stage_table, spied on)
+    """index_of_table on the columns the loader stages (its stage_table, spied on)
     equals the build from the database it stored them in."""
-    import ingest.load.pipeline as pipeline
+    import ingest.load.insert_tables as loader
 
     seen: dict[str, tuple[str, Any] | None] = {}
-    stage = pipeline._stage_table
+    stage = loader.stage_table
 
     def spy(staged: Any, table_name: str, cols: dict[str, Any], *args: Any) -> None:
         if table_name in ix.TABLE_KEYS:
             seen[table_name] = ix.index_of_table(table_name, cols)
         stage(staged, table_name, cols, *args)
 
-    monkeypatch.setattr(pipeline, "_stage_table", spy)
+    monkeypatch.setattr(loader, "stage_table", spy)
     engine = make_engine(sqlite_url(tmp_path / "t.db"))
     tid = ingest_trace_file(engine, SAMPLE, data_dir=tmp_path).id
     assert sorted(seen) == ["logs", "regions", "tasks"]

@@ -331,12 +331,12 @@ def test_the_server_warms_the_reports_of_an_upload(tmp_path: Path) -> None:
 
 def test_a_failed_goroutine_table_before_the_commit_is_built_after_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ingest.load.pipeline
+    import ingest.load.insert_tables
 
     def broken(*_: object) -> bool:
         raise ValueError("a bug in the staged goroutine table")
 
-    monkeypatch.setattr(ingest.load.pipeline, "_stage_goroutine_table", broken)
+    monkeypatch.setattr(ingest.load.insert_tables, "stage_goroutine_table", broken)
     settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
     engine = make_engine(settings.db_url)
     res = ingest_trace_file(engine, SAMPLE, data_dir=settings.data_dir)

@@ -1,0 +1,161 @@
+"""A trace's derived tables stored in the load's transaction.
+
+Each table is derived here while the insert worker stores the one before it
+(numpy and SQLite release the GIL, so the two overlap on a second core), and
+staged for the views on the way: its caches, the frames' columns, the
+goroutine table. (Deriving the events' and the transitions' tables on two
+threads as well was measured and not kept: bench/RESULTS.md.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ingest.columns import Seq
+from ingest.derive.frame_layout import TABLE_COLUMNS as FRAME_TABLES
+from ingest.derive.frame_layout import Kind
+from ingest.derive.frame_writer import FrameWriter
+from ingest.derive.interval_order import Columns
+from ingest.derive.lanesets import LaneSetKey
+from ingest.load.derived import DerivedTables
+from ingest.load.insert_worker import InsertWorker
+from ingest.load.staged_caches import stage_caches
+from ingest.load.tables import nrows, store_range, store_table
+from ingest.memory import give_back_free_memory
+from ingest.store import interval_files
+from ingest.timings import Timings
+
+log = logging.getLogger(__name__)
+
+#: The tables whose files are their home when a trace keeps its intervals in
+#: files: the intervals, proc_run_index as proc_runs', syscall_outcomes as
+#: syscalls'.
+IN_FILES = frozenset({"intervals", "proc_runs", "syscalls"})
+
+#: Columns of the goroutines table the timeline's goroutine table is made of.
+_GOROUTINE_TABLE_COLUMNS = ("goid", "start_function")
+
+
+@dataclass
+class Staged:
+    """What a load keeps for the views while it stores a trace: the frames
+    being written (None: none asked for, or given up), the transition kinds,
+    the goroutines' columns the goroutine table is made of, and which lane
+    sets were staged with the frames before the commit."""
+
+    frames: FrameWriter | None
+    #: The intervals kept in files, not rows (ingest.store.interval_files).
+    files: bool = False
+    kinds: dict[int, Kind] = field(default_factory=dict)
+    goroutine_cols: dict[str, Any] = field(default_factory=dict)
+    early: set[LaneSetKey] = field(default_factory=set)
+    #: Where the intervals' files were published (before the commit).
+    home: Path | None = None
+
+    def abandon(self) -> None:
+        """The load failed: its staged frames go, and its interval files."""
+        if self.frames is not None:
+            self.frames.abort()
+        interval_files.remove_home(self.home)
+        self.home = None
+
+
+def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: Staged,
+                  trace_row: dict[str, Any], timings: Timings,
+                  advance: Callable[[int], None]) -> dict[str, int]:
+    """Derive the tables one at a time (intervals and syscalls part by part),
+    each stored by the insert worker's thread while the next is derived here
+    (the connection is the worker's until it is closed), and staged for the
+    views on the way; the rows per table."""
+    counts: dict[str, int] = {}
+    plans = tables.frame_plans()
+    with InsertWorker() as worker:
+        def store(table_name: str, cols: Columns) -> None:
+            n = nrows(cols)
+            done = counts.get(table_name, 0)
+            counts[table_name] = done + n
+            if not n:
+                return
+            first = tables.bases.get(table_name)
+            if first is not None:
+                cols = {"id": Seq(first + done), **cols}
+            plan = plans.get(table_name)
+            if plan is not None and not done and staged.frames is not None:
+                staged.frames.begin(table_name, plan.rows, plan.bounds)
+            stage_table(staged, table_name, cols, n, trace_row, timings)
+            with timings.phase("worker wait"):  # the worker still busy
+                worker.submit(partial(timings.timed, f"insert {table_name}",
+                                      store_table, conn, trace_id, table_name, cols,
+                                      n, tables.bases["intervals"], advance,
+                                      not (staged.files and table_name in IN_FILES)))
+
+        for table_name, cols in timings.each("derive", tables):
+            store(table_name, cols)
+            del cols
+            give_back_free_memory()  # the derivation's temporaries
+        for table_name, first in tables.bases.items():
+            if counts.get(table_name):
+                worker.submit(partial(store_range, conn, trace_id, table_name, first,
+                                      counts[table_name]))
+        stage_goroutine_lanes(staged, timings)
+        with timings.phase("worker wait"):
+            worker.close()
+    return counts
+
+
+def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,
+                trace_row: dict[str, Any], timings: Timings) -> None:
+    """Keep what the views need of one derived table: its frame columns, the
+    transition kinds, the goroutines' columns, the range lanes."""
+    if table_name == "goroutines":
+        staged.goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
+    if table_name == "transition_counts":
+        staged.kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
+            cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
+            cols["reason"], strict=True)}
+    frames = staged.frames
+    if frames is None:
+        return
+    if LaneSetKey.RANGES in stage_caches(frames, table_name, cols, trace_row, timings):
+        staged.early.add(LaneSetKey.RANGES)
+    if table_name in FRAME_TABLES:
+        try:
+            frames.add(table_name, cols, n)
+        except OSError:
+            if staged.files:
+                raise  # the intervals' home: the load fails
+            # Only a cache: the views rebuild it from the database.
+            frames.abort()
+            staged.frames = None
+
+
+def stage_goroutine_lanes(staged: Staged, timings: Timings) -> None:
+    """While the worker stores the intervals: the timeline's goroutine table,
+    from the columns at hand (not the database), staged with the frames."""
+    if staged.frames is not None and staged.goroutine_cols:
+        with timings.phase("goroutine table"):
+            try:
+                if stage_goroutine_table(staged.frames, staged.goroutine_cols):
+                    staged.early.add(LaneSetKey.GOROUTINES)
+            except Exception:  # noqa: BLE001 - a cache never fails a load
+                log.exception("goroutine table not staged; built after the commit")
+    staged.goroutine_cols = {}
+
+
+def stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any]) -> bool:
+    """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
+    goroutines' derived columns, stored with the frames being written."""
+    import numpy as np
+
+    from ingest.derive.goroutine_lanes import goroutines_of
+
+    goids = np.asarray(cols["goid"], np.int64)
+    table = goroutines_of(goids, goids, list(cols["start_function"]))
+    return frames.add_derived(LaneSetKey.GOROUTINES, table)
