@@ -18,7 +18,6 @@ from ingest.views.goroutines import (
     CATEGORIES,
     CATEGORY_LABELS,
     GONE,
-    _running_in,
     assist_ranges,
     category_of_kinds,
     stack_frames,
@@ -26,6 +25,7 @@ from ingest.views.goroutines import (
 from ingest.views.histo import released
 from ingest.views.intervals import goroutine
 from ingest.views.offcpu import goroutine_offcpu
+from ingest.views.running_time import running_in
 
 #: Merged Gantt segments returned at most (the longest are kept beyond that).
 MAX_SEGMENTS = 20_000
@@ -56,7 +56,7 @@ def _goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: in
     assist = assist_ranges(engine, frames)
     mine = assist.of(goid)
     for s, e in zip(assist.start[mine].tolist(), assist.end[mine].tolist(), strict=True):
-        moved = _running_in(frames, rows, s, e)
+        moved = running_in(frames, rows, s, e)
         times[CAT["running"]] -= moved
         times[CAT["gc_assist"]] += moved
     gone = frames.state[rows.stop - 1] == models.STATE_CODE["NotExist"]

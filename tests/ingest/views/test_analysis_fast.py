@@ -14,6 +14,7 @@ import pytest
 from ingest.views import goroutines as gs
 from ingest.views import histo, quantiles
 from ingest.views import latency as lat_view
+from ingest.views import running_time as rt
 from ingest.views.goroutine import _longest, goroutine_detail
 from ingest.views.histo import (
     bin_index,
@@ -131,7 +132,7 @@ def test_codes_and_parked_counts(store: Store, name: str) -> None:
     assert bin_index(ts, edges).tolist() == want.tolist()
 
 
-def test_assist_running_time_three_ways(store: Store) -> None:
+def test_assist_running_time_three_ways(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """gcpressure's GC mark assist ranges: Running time inside each by the
     binary search per range, by the prefix sum over the ranges' lanes, and by
     a plain loop over one lane at a time."""
@@ -142,12 +143,17 @@ def test_assist_running_time_three_ways(store: Store) -> None:
     li = np.searchsorted(lanes.ids, ranges.g)
     ok = lanes.ids[np.minimum(li, len(lanes.ids) - 1)] == ranges.g
     li, t1, t2 = li[ok], ranges.start[ok], ranges.end[ok]
-    fast = gs._running_in_many(f, li, t1, t2)
-    assert fast.tolist() == gs._running_in_many_by_lanes(f, li, t1, t2).tolist()
-    loop = [gs._running_in(f, slice(int(lanes.off[i]), int(lanes.off[i + 1])), int(a), int(b))
+    fast = rt.running_in_many(f, li, t1, t2)
+    assert fast.tolist() == rt.running_in_many_by_lanes(f, li, t1, t2).tolist()
+    loop = [rt.running_in(f, slice(int(lanes.off[i]), int(lanes.off[i + 1])), int(a), int(b))
             for i, a, b in zip(li, t1, t2, strict=True)]
     assert fast.tolist() == loop
     assert sum(loop) > 0
+    # In passes of a few windows and lanes (a lane longer than a pass alone).
+    for windows, rows in ((3, 50), (1 << 16, 1), (1 << 16, 1 << 40)):
+        monkeypatch.setattr(rt, "WINDOW_CHUNK", windows)
+        monkeypatch.setattr(rt, "LANE_ROWS", rows)
+        assert rt.running_in_chunks(f, li, t1, t2).tolist() == loop
 
 
 @pytest.mark.parametrize("name", SAMPLES)
