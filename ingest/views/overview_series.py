@@ -5,7 +5,7 @@ Each goroutine interval row gets one *series code*: Running and Syscall split
 by whether the row ran on a thread (``m != -1``: those are the threads'
 Running and Syscall too, as :func:`ingest.views.states_frames.thread_stays`
 counts them), Runnable, and Waiting by wait category
-(:func:`ingest.views.states_frames.goroutine_wait_categories`). For the
+(:func:`ingest.views.states_frames.goroutine_wait_categories`, a chunk at a time). For the
 intervals ``[s, e)`` (clipped to the edges' span) the time inside bin ``j`` =
 ``[x_j, x_j+1)`` is
 
@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from ingest.derive.frames import TraceFrames, release_pages
 from ingest.store import models
-from ingest.views.states_frames import WAIT_CATEGORIES, goroutine_wait_categories, node_name
+from ingest.views.states_frames import WAIT_CATEGORIES, node_name, wait_categories
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -87,19 +87,19 @@ _STATE_CODES = _state_codes()
 
 def _row_codes(frames: TraceFrames, cats: npt.NDArray[np.int8], a: int, b: int
                ) -> npt.NDArray[np.int8]:
-    """The series code of goroutine interval rows ``a:b`` (-1: in none)."""
+    """The series code of goroutine interval rows ``a:b`` (-1: in none;
+    ``cats``: their wait categories)."""
     st = frames.state[a:b]
     code = _STATE_CODES[st]
     # Running and Syscall on no thread are the next code up.
     code += ((np.asarray(frames.intervals["m"][a:b]) == -1)
              & ((st == _RUNNING) | (st == _SYSCALL))).astype(np.int8)
     waiting = st == _WAITING
-    code[waiting] = _WAIT0 + cats[a:b][waiting]
+    code[waiting] = _WAIT0 + cats[waiting]
     return code
 
 
 def _release(iv: Any) -> None:
-    # rid and kind were read whole for the wait categories.
     for col in ("start_ts", "end_ts", "m", "kind", "rid"):
         release_pages(iv[col])
 
@@ -113,10 +113,12 @@ def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str,
     lo, hi = int(edges[0]), int(edges[-1])
     count = np.zeros(_CODES * nb, np.int64)
     total = np.zeros(_CODES * nb, np.int64)
-    cats, _ = goroutine_wait_categories(frames) if n_g else (np.zeros(0, np.int8), [])
     iv = frames.intervals
+    carry = -1  # the wait category of the row before the chunk
     for a in range(0, n_g, _CHUNK):
         b = min(n_g, a + _CHUNK)
+        cats = wait_categories(frames, a, b, carry)
+        carry = int(cats[-1])
         code = _row_codes(frames, cats, a, b)
         s = np.clip(iv["start_ts"][a:b], lo, hi)
         e = np.clip(iv["end_ts"][a:b], lo, hi)

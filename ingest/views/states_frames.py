@@ -104,27 +104,40 @@ def goroutine_wait_categories(frames: TraceFrames) -> tuple[Arr, list[str]]:
     category (same goroutine); a Waiting row with none left is ``other``.
     """
     n_g = int(len(frames.goroutines.ids) and frames.goroutines.off[-1])
-    kinds = frames.kinds
-    top = max(kinds, default=0) + 1
+    parts: list[Arr] = [np.zeros(0, np.int8)]
+    carry = -1
+    for a in range(0, n_g, SPLIT_ROWS):
+        parts.append(wait_categories(frames, a, min(n_g, a + SPLIT_ROWS), carry))
+        carry = int(parts[-1][-1])
+    return np.concatenate(parts), list(WAIT_CATEGORIES)
+
+
+def wait_categories(frames: TraceFrames, a: int, b: int, carry: int) -> Arr:
+    """:func:`goroutine_wait_categories` of goroutine rows ``a:b`` (a < b),
+    ``carry`` being that of row ``a - 1`` (-1 for none), read from copies of
+    the rows' kinds and goroutines, whose mapped pages are handed back."""
+    top = max(frames.kinds, default=0) + 1
     cat_of = np.full(top, -1, dtype=np.int8)
     inherit = np.zeros(top, dtype=bool)
-    for code, k in kinds.items():
+    for code, k in frames.kinds.items():
         if k.to_state == "Waiting":
             cat_of[code] = WAIT_CATEGORIES.index(wait_category(k.reason))
             inherit[code] = k.from_state == "Waiting" and not k.reason
-    kind = frames.intervals["kind"][:n_g]
-    cats = cat_of[kind] if n_g else np.zeros(0, np.int8)
-    inh = inherit[kind] if n_g else np.zeros(0, bool)
-    lane_first = _lane_first(frames.intervals["rid"][:n_g])
-    idx = np.flatnonzero(inh & ~lane_first)
-    if len(idx):
-        # Forward-fill through chains of inheriting rows: each takes the
+    iv = frames.intervals
+    kind = np.array(iv["kind"][a:b])
+    rid = np.array(iv["rid"][max(a - 1, 0):b])
+    _release(iv, "rid", "kind")
+    first = np.ones(b - a, bool)
+    np.not_equal(rid[1:], rid[:-1], out=first[int(a == 0):])
+    cats = cat_of[kind]
+    chain = inherit[kind] & ~first
+    if chain.any():
+        # Forward-filled through chains of inheriting rows: each takes the
         # category of the nearest earlier non-inheriting row of its lane.
-        rows = np.arange(n_g, dtype=np.int32 if n_g < 2 ** 31 else np.int64)
-        src = np.where(inh & ~lane_first, -1, rows)
+        src = np.where(chain, -1, np.arange(b - a))
         np.maximum.accumulate(src, out=src)
-        cats[idx] = cats[src[idx]]
-    return cats, list(WAIT_CATEGORIES)
+        cats = np.where(src >= 0, cats[np.maximum(src, 0)], np.int8(carry)).astype(np.int8)
+    return np.asarray(cats, np.int8)
 
 
 def _lane_first(rid: Arr) -> Arr:

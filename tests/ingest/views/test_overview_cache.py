@@ -175,3 +175,22 @@ def test_views_from_the_caches_on_disk(loaded: Loaded) -> None:
     assert json.dumps(overview(engine, rebuilt, tid)) == want
     edges = bin_edges(*_window(engine, tid), DEFAULT_BINS)
     assert json.loads(want)["bins"]["edges"] == edges.tolist()
+
+
+@pytest.mark.parametrize("name", NAMES[:4])
+def test_series_a_few_rows_at_a_time_equal_the_plain_overlap_sums(
+        loaded: Loaded, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read a few rows at a time (a wait's category carried across every
+    kind of cut), the goroutines' series are still the plain overlap sums."""
+    from ingest.views import overview_series
+
+    engine, data_dir, results = loaded
+    tid = results[name].id
+    frames = FrameStore(engine, data_dir).get(tid)
+    edges = bin_edges(*_window(engine, tid), 53)
+    want = _overlaps(_goroutine_rows(engine, tid), edges)
+    for rows in (1, 7, 1000):
+        monkeypatch.setattr(overview_series, "_CHUNK", rows)
+        goroutines, _ = state_ns(frames, edges)
+        for series in STATE_SERIES:
+            assert goroutines[series].tolist() == want[series].tolist(), (rows, series)
