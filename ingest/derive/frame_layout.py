@@ -119,6 +119,8 @@ class Table:
         for name in names:
             if name in self.columns or name in self._made:
                 out[name] = np.array(self[name][a:b])
+            elif name == "duration_ns" and "start_ts" in out and "end_ts" in out:
+                out[name] = np.subtract(out["end_ts"], out["start_ts"], dtype=np.int64)
             elif name in self.via_row or name == "duration_ns":
                 if rows is None:
                     rows = np.array(self.columns["row"][a:b])
@@ -145,8 +147,10 @@ GATHER_SPAN = 64 << 20
 
 
 def parts(table: Table, names: tuple[str, ...],
-          size: int = GATHER_ROWS) -> Iterator[tuple[int, dict[str, Arr]]]:
-    """(first row, :meth:`Table.part`) of each ``size`` rows of ``table``, in order."""
+          size: int | None = None) -> Iterator[tuple[int, dict[str, Arr]]]:
+    """(first row, :meth:`Table.part`) of each ``size`` rows (default
+    :data:`GATHER_ROWS`) of ``table``, in order."""
+    size = size or GATHER_ROWS
     n = len(table)
     for a in range(0, n, size):
         yield a, table.part(names, a, min(n, a + size))

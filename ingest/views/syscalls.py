@@ -18,6 +18,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine
 
 from ingest.derive.cache import cached_json
+from ingest.derive.frame_layout import parts
 from ingest.derive.frames import TraceFrames
 from ingest.views.goroutines import stack_frames
 from ingest.views.histo import (
@@ -36,6 +37,8 @@ Arr = npt.NDArray[Any]
 
 TOP_STACKS = 10
 LONGEST = 50
+#: Interval rows whose kinds :func:`network_waits` reads at a time.
+_ROWS = 1 << 22
 
 
 def _window(ts: I64, t1: int | None, t2: int | None) -> slice | npt.NDArray[np.bool_]:
@@ -88,68 +91,110 @@ def syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
     return released(frames, lambda: _syscall_summary(engine, frames, t1, t2, top))
 
 
+#: The syscalls' columns :func:`_syscall_summary` reads a part at a time.
+_PART_COLUMNS = ("start_ts", "end_ts", "duration_ns", "start_known", "p_lost", "stolen_ts",
+                 "stack_id")
+
+
 def _syscall_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
                     t2: int | None = None, top: int = TOP_STACKS) -> dict[str, Any]:
     """Syscalls that began in [t1, t2): counts, duration distribution, top
     stacks, P handoffs (syscalls that lost their P: how long after the
-    syscall began the P went to another M) and both over time."""
+    syscall began the P went to another M) and both over time. The columns
+    are read a part at a time (whole, with their temporaries, 1.5 GB on the
+    1 GB trace): only the durations and stacks are kept whole."""
     sc = frames.syscalls
-    keep = _window(np.asarray(sc["start_ts"]), t1, t2)
-
-    def col(name: str) -> Arr:
-        return np.asarray(sc[name])[keep]
-
-    start = col("start_ts")
-    end = col("end_ts")
-    dur = col("duration_ns")
-    known = col("start_known") == 1
-    unfinished = end >= frames.last_ts
-    complete = known & ~unfinished
-    lost = col("p_lost") == 1
-    stolen = col("stolen_ts")
-    has_handoff = lost & (stolen >= 0) & known
-    handoff = (stolen - start)[has_handoff]
     edges = time_bins(frames.first_ts if t1 is None else t1,
                       frames.last_ts if t2 is None else t2)
     nb = len(edges) - 1
-    b = bin_index(start, edges)
-    hb = b[has_handoff]
+    counts = dict.fromkeys(("count", "complete", "started_before_trace", "unfinished",
+                            "total_ns", "p_lost", "handoff_found"), 0)
+    per_bin = {k: np.zeros(nb, np.int64) for k in ("syscalls", "p_lost", "handoffs")}
+    ns = np.zeros(nb, np.float64)
+    hsum = np.zeros(nb, np.float64)
     hmax = np.zeros(nb, np.int64)
-    np.maximum.at(hmax, hb, handoff)
-    hcount = np.bincount(hb, minlength=nb)
-    hsum = np.bincount(hb, weights=handoff, minlength=nb)
-    longest = top_indices(dur, LONGEST)
-    goid, m, p = col("goid"), col("m"), col("p")
-    stolen_by_m = col("stolen_by_m")
+    kept: dict[str, list[Arr]] = {k: [] for k in ("dur", "stack_id", "complete", "handoff",
+                                                  "row", "longest")}
+    for a, c in parts(sc, _PART_COLUMNS):
+        keep = _window(c["start_ts"], t1, t2)
+        start, end, dur = c["start_ts"][keep], c["end_ts"][keep], c["duration_ns"][keep]
+        known = c["start_known"][keep] == 1
+        unfinished = end >= frames.last_ts
+        complete = known & ~unfinished
+        lost = c["p_lost"][keep] == 1
+        stolen = c["stolen_ts"][keep]
+        has_handoff = lost & (stolen >= 0) & known
+        handoff = (stolen - start)[has_handoff]
+        b = bin_index(start, edges)
+        hb = b[has_handoff]
+        np.maximum.at(hmax, hb, handoff)
+        per_bin["handoffs"] += np.bincount(hb, minlength=nb)
+        hsum += np.bincount(hb, weights=handoff, minlength=nb)
+        per_bin["syscalls"] += np.bincount(b, minlength=nb)
+        per_bin["p_lost"] += np.bincount(b[lost], minlength=nb)
+        # Float sums of integers below 2**53: exact, so the parts' add up as one's.
+        ns += np.bincount(b, weights=dur, minlength=nb)
+        for k, v in (("count", len(start)), ("complete", complete.sum()),
+                     ("started_before_trace", (~known).sum()),
+                     ("unfinished", unfinished.sum()), ("total_ns", dur.sum()),
+                     ("p_lost", lost.sum()), ("handoff_found", has_handoff.sum())):
+            counts[k] += int(v)
+        # The longest of each part: their rows, and positions among the kept syscalls.
+        top_k = np.sort(top_indices(dur, LONGEST))
+        kept["longest"].append(top_k + counts["count"] - len(dur))
+        kept["row"].append(a + (top_k if isinstance(keep, slice) else np.flatnonzero(keep)[top_k]))
+        for k, v in (("dur", dur), ("stack_id", c["stack_id"][keep]), ("complete", complete),
+                     ("handoff", handoff)):
+            kept[k].append(v)
+        del c, start, end, dur, stolen, b
+    whole = {}
+    for k in list(kept):  # each joined, its parts let go
+        v = kept.pop(k)
+        whole[k] = np.concatenate(v) if v else np.zeros(0, np.int64)
+        del v
+    dur, complete, handoff = whole["dur"], whole["complete"].astype(bool), whole["handoff"]
+    best = top_indices(dur[whole["longest"]], LONGEST)  # ties by index, as over all
     return {
         "trace_id": frames.trace_id, "t1": t1, "t2": t2,
-        "count": int(len(start)), "complete": int(complete.sum()),
-        "started_before_trace": int((~known).sum()), "unfinished": int(unfinished.sum()),
-        "total_ns": int(dur.sum()),
+        **{k: counts[k] for k in ("count", "complete", "started_before_trace", "unfinished",
+                                  "total_ns")},
         "duration": summary(dur[complete]), "histogram": log_histogram(dur[complete]),
-        "p_lost": int(lost.sum()), "p_kept": int((~lost).sum()),
-        "handoff_found": int(has_handoff.sum()),
+        "p_lost": counts["p_lost"], "p_kept": counts["count"] - counts["p_lost"],
+        "handoff_found": counts["handoff_found"],
         "handoff": summary(handoff), "handoff_histogram": log_histogram(handoff),
         "over_time": {
             "edges": edges.tolist(),
-            "syscalls": np.bincount(b, minlength=nb).tolist(),
-            "p_lost": np.bincount(b[lost], minlength=nb).tolist(),
-            "syscall_ns": np.rint(np.bincount(b, weights=dur, minlength=nb)).astype(np.int64)
-            .tolist(),
-            "handoffs": hcount.tolist(),
+            "syscalls": per_bin["syscalls"].tolist(),
+            "p_lost": per_bin["p_lost"].tolist(),
+            "syscall_ns": np.rint(ns).astype(np.int64).tolist(),
+            "handoffs": per_bin["handoffs"].tolist(),
             "handoff_max_ns": hmax.tolist(),
             "handoff_mean_ns": [float(s / c) if c else None
-                                for s, c in zip(hsum.tolist(), hcount.tolist(), strict=True)],
+                                for s, c in zip(hsum.tolist(), per_bin["handoffs"].tolist(),
+                                                strict=True)],
         },
-        "stacks": top_stacks(engine, frames.trace_id, col("stack_id"), dur, top),
-        "longest": [{
-            "goid": int(goid[i]), "start_ts": int(start[i]), "end_ts": int(end[i]),
-            "duration_ns": int(dur[i]), "m": int(m[i]), "p": int(p[i]),
-            "p_lost": bool(lost[i]), "complete": bool(complete[i]),
-            "handoff_ns": int(stolen[i] - start[i]) if has_handoff[i] else None,
-            "stolen_by_m": int(stolen_by_m[i]) if has_handoff[i] else None,
-        } for i in longest.tolist()],
+        "stacks": top_stacks(engine, frames.trace_id, whole["stack_id"], dur, top),
+        "longest": _longest_syscalls(frames, whole["row"][best], frames.last_ts),
     }
+
+
+def _longest_syscalls(frames: TraceFrames, rows: I64, last_ts: int) -> list[dict[str, Any]]:
+    """The syscalls ``rows``, in that order, as the summary lists its longest."""
+    sc = frames.syscalls
+    c = {k: sc.take(k, rows) for k in ("goid", "start_ts", "end_ts", "duration_ns", "m", "p",
+                                       "p_lost", "start_known", "stolen_ts", "stolen_by_m")}
+    out = []
+    for i in range(len(rows)):
+        lost, known = bool(c["p_lost"][i] == 1), bool(c["start_known"][i] == 1)
+        handoff = lost and known and int(c["stolen_ts"][i]) >= 0
+        out.append({
+            "goid": int(c["goid"][i]), "start_ts": int(c["start_ts"][i]),
+            "end_ts": int(c["end_ts"][i]), "duration_ns": int(c["duration_ns"][i]),
+            "m": int(c["m"][i]), "p": int(c["p"][i]), "p_lost": lost,
+            "complete": known and int(c["end_ts"][i]) < last_ts,
+            "handoff_ns": int(c["stolen_ts"][i] - c["start_ts"][i]) if handoff else None,
+            "stolen_by_m": int(c["stolen_by_m"][i]) if handoff else None})
+    return out
 
 
 def network_waits(frames: TraceFrames) -> dict[str, I64]:
@@ -164,15 +209,16 @@ def network_waits(frames: TraceFrames) -> dict[str, I64]:
         if k.resource == "goroutine" and k.to_state == "Waiting" and k.reason == "network":
             network[c] = True
             undetermined[c] = k.from_state == "Undetermined"
-    kind = frames.intervals["kind"]
-    idx = np.flatnonzero(network[kind[:n_rows]])
-    last = np.zeros(n_rows, dtype=bool)
-    if n_rows:
-        last[lanes.off[1:] - 1] = True
     iv = frames.intervals
+    # The kinds a part at a time (their pages handed back), the rest at the waits.
+    idx = np.concatenate([np.zeros(0, np.int64)] + [
+        np.flatnonzero(network[iv.part(("kind",), a, min(n_rows, a + _ROWS))["kind"]]) + a
+        for a in range(0, n_rows, _ROWS)])
+    # A goroutine's last row: the row before the next lane's first.
+    unfinished = lanes.off[np.searchsorted(lanes.off, idx, side="right")] - 1 == idx
     return {"goid": iv.take("rid", idx).astype(np.int64), "start": iv.take("start_ts", idx),
             "end": iv.take("end_ts", idx), "stack_id": iv.take("stack_id", idx),
-            "start_known": ~undetermined[kind[idx]], "unfinished": last[idx]}
+            "start_known": ~undetermined[iv.take("kind", idx)], "unfinished": unfinished}
 
 
 def netpoll_summary(engine: Engine, frames: TraceFrames, t1: int | None = None,
