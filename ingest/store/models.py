@@ -532,25 +532,16 @@ VIEWS.update({name: coded.select_sql() for name, coded in CODED.items()})
 
 
 def _pg_delete_rows() -> tuple[str, str]:
+    # The rows of the three ranged tables live in chunks there
+    # (ingest.store.pg_chunks), deleted by their trace's index.
     big = RANGE_NAME  # table -> its row_ranges name
-    # The rows live in chunks there (ingest.store.pg_chunks), each inside its
-    # trace's id block.
-    ranged = "\n".join(
-        f"        {'IF' if i == 0 else 'ELSIF'} r.table_name = '{name}' THEN\n"
-        f"            {pg_chunks.delete_ranged(name, 'r.first_id', 'r.last_id', 'OLD.id')}"
-        for i, name in enumerate(big.values()))
+    chunks = "\n".join(f"    {s}" for s in pg_chunks.delete_trace_rows("OLD.id"))
     rest = "\n".join(f"    DELETE FROM {t.name} WHERE trace_id = OLD.id;"
                       for t in TRACE_TABLES if t.name not in big)
     function = f"""CREATE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
 BEGIN
-    FOR r IN SELECT table_name, first_id, last_id FROM row_ranges
-             WHERE trace_id = OLD.id LOOP
-{ranged}
-        END IF;
-    END LOOP;
+{chunks}
 {rest}
     RETURN OLD;
 END
@@ -562,10 +553,9 @@ $$"""
 
 #: On PostgreSQL, what stands in for ON DELETE CASCADE (a trace's rows have no
 #: foreign key there, see _traces_fk): deleting a traces row first deletes
-#: the trace's rows of every table, the big three by their id blocks in
-#: row_ranges (an index range each; a cascade would scan their unindexed
-#: trace_id), the others by their primary key's leading trace_id. Statements,
-#: in order; revision 0006 makes the same.
+#: the trace's rows of every table, the big three's chunks by their trace_id
+#: index, the others by their primary key's leading trace_id. Statements, in
+#: order; revision 0015 makes the same.
 PG_DELETE_ROWS = _pg_delete_rows()
 
 

@@ -205,14 +205,21 @@ def _lz4_sql(c: Chunked) -> str:
 
 
 def create_tables() -> list[str]:
-    """The chunk tables' DDL."""
-    return [s for c in CHUNKED.values() for s in (_table_sql(c), _lz4_sql(c))]
+    """The chunk tables' DDL. Indexed by trace too: a trace's chunks are
+    deleted by it (a few thousand index entries a trace, not millions)."""
+    return [s for c in CHUNKED.values() for s in (
+        _table_sql(c), _lz4_sql(c),
+        f"CREATE INDEX ix_{c.chunks}_trace_id ON {c.chunks} (trace_id)")]
 
 
 def create_row_views() -> list[str]:
     """The views in place of the former row tables (interval_rows, proc_run_index,
-    syscall_outcomes), in that order."""
-    return [f"CREATE VIEW {c.view} AS {view_sql(c)}" for c in CHUNKED.values()]
+    syscall_outcomes), in that order. A DELETE of their rows does nothing
+    (ingest.load.delete deletes from every trace table): a trace's chunks go
+    with its ``traces`` row, by the delete trigger (models.PG_DELETE_ROWS)."""
+    return [s for c in CHUNKED.values() for s in (
+        f"CREATE VIEW {c.view} AS {view_sql(c)}",
+        f"CREATE RULE {c.view}_delete AS ON DELETE TO {c.view} DO INSTEAD NOTHING")]
 
 
 def create_functions() -> list[str]:
@@ -220,10 +227,9 @@ def create_functions() -> list[str]:
     return [function_sql(name) for name in CHUNKED]
 
 
-def delete_ranged(name: str, first: str, last: str, trace: str) -> str:
-    """SQL: delete a trace's rows of ``name`` in ids first..last."""
-    return (f"DELETE FROM {CHUNKED[name].chunks} "
-            f"WHERE first_id BETWEEN {first} AND {last} AND trace_id = {trace};")
+def delete_trace_rows(trace: str) -> list[str]:
+    """SQL: delete trace ``trace``'s chunks of every chunk table."""
+    return [f"DELETE FROM {c.chunks} WHERE trace_id = {trace};" for c in CHUNKED.values()]
 
 
 # --------------------------------------------------------------------------

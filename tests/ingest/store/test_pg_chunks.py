@@ -1,0 +1,135 @@
+"""PostgreSQL's chunk rows (ingest.store.pg_chunks): rows written in parts of
+any size make the same chunks as one part, on the id grid; the views, the
+range functions and the arrays read back give the rows written; a trace's
+delete removes its chunks. Needs GMPSCOPE_TEST_PG_URL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, select, text
+
+from ingest.columns import Gather, Nullable, Seq
+from ingest.store import models, pg_chunks
+from ingest.store.db import make_engine, write_tx
+from tests.support.ingest_fixtures import make_db_url
+
+pytestmark = pytest.mark.skipif(not os.environ.get("GMPSCOPE_TEST_PG_URL"),
+                                reason="needs GMPSCOPE_TEST_PG_URL")
+
+CHUNK = pg_chunks.CHUNK
+
+
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[Engine]:
+    for url in make_db_url("postgresql", tmp_path):
+        eng = make_engine(url)
+        yield eng
+        eng.dispose()
+
+
+def _trace(conn: Any) -> int:
+    return int(conn.exec_driver_sql(
+        "INSERT INTO traces (sha256, name, source, go_version, family, events, transitions, "
+        "goroutines, procs, threads, stacks, event_counts, status, bytes_lost, "
+        "generations_lost, loss_offset, loss_error, created_at) VALUES (md5(random()::text) "
+        "|| md5(random()::text), 't', 'trace', '1.27', 'v2', 0, 0, 0, 0, 0, 0, '{}', "
+        "'complete', 0, 0, 0, '', now()) RETURNING id").scalar_one())
+
+
+def _intervals(n: int, seed: int = 1) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    start = np.cumsum(rng.integers(0, 1000, n)).astype(np.int64)
+    return {"rid": rng.integers(0, 50, n), "start_ts": start, "seq": np.arange(n) * 3,
+            "end_ts": start + rng.integers(0, 500, n),
+            "kind": rng.integers(0, 30, n).astype(np.int16),
+            "m": rng.integers(-1, 8, n), "p": rng.integers(-1, 4, n), "g": rng.integers(0, 9, n),
+            "stack_id": rng.integers(0, 2**40, n)}
+
+
+def _store(conn: Any, trace_id: int, first: int, cols: dict[str, Any], cuts: list[int]) -> None:
+    """``cols`` stored as the loader does, in parts ending at ``cuts``."""
+    a = 0
+    for b in [*cuts, len(next(iter(cols.values())))]:
+        part: dict[str, Any] = {"id": Seq(first + a)}
+        for k, v in cols.items():
+            part[k] = (Gather(v.values, v.index[a:b]) if isinstance(v, Gather)
+                       else Nullable(v.values[a:b], v.null[a:b]) if isinstance(v, Nullable)
+                       else v[a:b])
+        pg_chunks.store_table(conn, trace_id, "intervals", part, b - a, 0)
+        a = b
+
+
+def _chunks(conn: Any, table: str = "interval_chunks") -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.exec_driver_sql(
+        f"SELECT first_id, trace_id, cardinality(rid) FROM {table} ORDER BY first_id")]
+
+
+def test_parts_make_the_chunks_one_part_makes(pg: Engine) -> None:
+    n = 5 * CHUNK + 77
+    cols = _intervals(n)
+    first = 3 * CHUNK - 10  # a block starting 11 ids before the grid's next line
+    seen = []
+    for cuts in ([], [1, 2, 700, 3000], list(range(97, n, 997))):
+        with write_tx(pg) as conn:
+            tid = _trace(conn)
+            _store(conn, tid, first, cols, cuts)
+            seen.append([(f, k) for f, _, k in _chunks(conn)])
+            got = conn.execute(select(models.intervals).order_by(models.intervals.c.id)).all()
+            conn.exec_driver_sql(f"DELETE FROM traces WHERE id = {tid}")
+        assert [r.id for r in got] == list(range(first, first + n))
+        for name, values in cols.items():
+            assert [getattr(r, name) for r in got] == values.tolist(), name
+    assert seen[0] == seen[1] == seen[2]
+    # The grid: 11 rows to the line, then whole cells, then the rest.
+    assert seen[0] == [(first, 11)] + [(3 * CHUNK + 1 + i * CHUNK, CHUNK) for i in range(5)] + [
+        (8 * CHUNK + 1, n - 11 - 5 * CHUNK)]
+    with pg.connect() as conn:
+        assert _chunks(conn) == []  # gone with their trace
+
+
+def test_range_functions_and_arrays_give_the_views_rows(pg: Engine) -> None:
+    n = 3 * CHUNK + 5
+    cols = _intervals(n, seed=2)
+    with write_tx(pg) as conn:
+        tid = _trace(conn)
+        _store(conn, tid, 1, cols, [CHUNK + 3])
+        runs = np.array([5, 0, n - 1, 2 * CHUNK, 17], np.int64)
+        pg_chunks.store_table(conn, tid, "proc_runs", {"id": Seq(1), "interval_row": runs},
+                              len(runs), 1)
+        outcome = Gather(np.array(pg_chunks.OUTCOMES, dtype=object), np.array([0, 3, 1]))
+        pg_chunks.store_table(conn, tid, "syscalls", {
+            "id": Seq(1), "interval_row": np.array([9, 10, 3000]),
+            "start_known": np.array([True, False, True]), "outcome": outcome,
+            "p_lost": np.array([False, True, True]),
+            "stolen_ts": Nullable(np.array([0, 123, 0]), np.array([True, False, True])),
+            "stolen_by_m": Nullable(np.array([0, 4, 0]), np.array([True, False, True]))}, 3, 1)
+    with pg.connect() as conn:
+        for lo, hi in ((1, n), (CHUNK - 2, CHUNK + 2), (2 * CHUNK + 1, 2 * CHUNK + 1), (7, 6)):
+            via_view = conn.execute(text(
+                "SELECT * FROM intervals WHERE id BETWEEN :a AND :b ORDER BY id"),
+                {"a": lo, "b": hi}).all()
+            via_fn = conn.execute(text(
+                "SELECT * FROM gmpscope_intervals(:a, :b) ORDER BY id"), {"a": lo, "b": hi}).all()
+            assert via_fn == via_view and len(via_view) == max(0, hi - lo + 1)
+            arrays = pg_chunks.read_block(conn, "intervals", ["start_ts", "kind"], lo, hi)
+            assert arrays["start_ts"].tolist() == [r.start_ts for r in via_view]
+            assert arrays["kind"].tolist() == [r.kind for r in via_view]
+        for view in ("proc_runs", "syscalls"):
+            every = conn.execute(text(f"SELECT * FROM {view} ORDER BY id")).all()
+            assert conn.execute(text(
+                f"SELECT * FROM gmpscope_{view}(2, 3) ORDER BY id")).all() == every[1:3]
+        runs_seen = conn.execute(text("SELECT start_ts, g FROM proc_runs ORDER BY id")).all()
+        assert runs_seen == [(int(cols["start_ts"][i]), int(cols["rid"][i])) for i in runs]
+        sc = conn.execute(text("SELECT outcome, stolen_ts, stolen_by_m, start_known, p_lost, "
+                               "end_ts - start_ts = duration_ns FROM syscalls ORDER BY id")).all()
+        assert sc == [("returned", None, None, True, False, True),
+                      ("unfinished", 123, 4, False, True, True),
+                      ("blocked", None, None, True, True, True)]
+        assert pg_chunks.last_id(conn, "intervals") == n
+        assert pg_chunks.last_id(conn, "syscalls") == 3
