@@ -194,11 +194,11 @@ def _with_lifetimes(frames: TraceFrames, times: I64) -> GoroutineTimes:
     lanes = frames.goroutines
     iv = frames.intervals
     if len(lanes.ids) and int(lanes.off[-1]):
-        first = iv["start_ts"][lanes.off[:-1]]
+        first = iv.take("start_ts", lanes.off[:-1])
         last_rows = lanes.off[1:] - 1
         final = frames.state[last_rows]
         gone = final == models.STATE_CODE["NotExist"]
-        end = np.where(gone, iv["start_ts"][last_rows], frames.last_ts)
+        end = np.where(gone, iv.take("start_ts", last_rows), frames.last_ts)
     else:
         first = end = np.zeros(len(lanes.ids), np.int64)
         final = np.zeros(len(lanes.ids), np.int8)

@@ -12,7 +12,7 @@ Running (still runnable at the end, or gone) are counted as ``pending``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -37,7 +37,7 @@ from ingest.views.histo import (
     summary_of,
     time_bins,
 )
-from ingest.views.quantiles import GroupQuantiles, buckets_of, chunks, lane_chunks
+from ingest.views.quantiles import GroupQuantiles, buckets_of, chunks, lane_chunks, step_parts
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -184,32 +184,6 @@ class Samples:
     @property
     def latency(self) -> I64:
         return self.running_ts - self.runnable_ts
-
-
-def step_parts(steps: Steps, size: int) -> Iterator[tuple[int, I64]]:
-    """(first index, values) of each ``size`` values of ``steps`` in order:
-    :meth:`ingest.derive.cache.Steps.values` a part at a time (whole, 8
-    bytes a value: 190 MB of the 1 GB trace's samples)."""
-    top = int(np.iinfo(steps.step.dtype).max) if len(steps.step) else 0
-    prev, big = steps.first, 0  # the value before the part, the big steps used
-    for a in range(0, steps.n, size):
-        b = min(steps.n, a + size)
-        d = np.empty(b - a, np.int64)
-        lo = max(a, 1)  # step i - 1 leads to value i; value 0 is ``first``
-        d[lo - a:] = steps.step[lo - 1:b - 1]
-        if a == 0:
-            d[0] = steps.first
-        else:
-            d[0] += prev
-        if len(steps.big):
-            out = np.flatnonzero(steps.step[lo - 1:b - 1] == top)
-            d[lo - a + out] = steps.big[big:big + len(out)]
-            big += len(out)
-            if a and len(out) and out[0] == 0:
-                d[0] += prev
-        np.cumsum(d, out=d)
-        prev = int(d[-1])
-        yield a, d
 
 
 def _cause_of_kinds(frames: TraceFrames) -> I64:

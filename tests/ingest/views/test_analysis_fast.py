@@ -251,7 +251,7 @@ def test_step_parts_equal_the_whole_column() -> None:
             v[13:] += 70_000
         steps = Steps.of(v)
         for size in (1, 2, 7, max(1, n)):
-            got = [(a, d) for a, d in lat_view.step_parts(steps, size)]
+            got = [(a, d) for a, d in quantiles.step_parts(steps, size)]
             assert [a for a, _ in got] == list(range(0, n, size))
             whole = np.concatenate([d for _, d in got]) if got else np.zeros(0, np.int64)
             assert np.array_equal(whole, steps.values()) and np.array_equal(whole, v)
