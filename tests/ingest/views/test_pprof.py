@@ -162,3 +162,20 @@ def test_waits_part_by_part_equal_one_pass(traces: Traces, workload: str,
                 a, b = getattr(whole, col), getattr(small, col)
                 assert a.dtype == b.dtype and a.tolist() == b.tolist(), (kind, t1, t2, col)
     assert found
+
+
+def test_last_of_each_equals_a_stable_sort() -> None:
+    """Each key's row of greatest order (ties: the last row) = the last of
+    each key after a stable sort by (key, order)."""
+    import numpy as np
+
+    from ingest.views.pprof import last_of_each
+
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 5, 1000):
+        for spread in (3, 10**12):
+            key = rng.integers(0, spread, n) - 2
+            order = rng.integers(0, 4, n)  # many ties
+            by = np.lexsort((order, key))
+            want = by[np.r_[key[by][1:] != key[by][:-1], True]] if n else by
+            assert last_of_each(key, order).tolist() == want.tolist()
