@@ -150,10 +150,18 @@ def parts(table: Table, names: tuple[str, ...],
           size: int | None = None) -> Iterator[tuple[int, dict[str, Arr]]]:
     """(first row, :meth:`Table.part`) of each ``size`` rows (default
     :data:`GATHER_ROWS`) of ``table``, in order."""
+    from ingest.memory import libc
+
+    trim = getattr(libc(), "malloc_trim", None)
     size = size or GATHER_ROWS
     n = len(table)
     for a in range(0, n, size):
         yield a, table.part(names, a, min(n, a + size))
+        if trim is not None:
+            # What the caller made of the part and let go of goes back to the
+            # system (glibc keeps temporaries of up to 32 MB in its heap, between
+            # what the caller keeps: 300 MB of a 1 GB trace's scan).
+            trim(0)
 
 
 def gather_released(source: Arr, rows: Arr) -> Arr:

@@ -148,10 +148,11 @@ def dense_codes(ids: Arr) -> tuple[I64, I64]:
     lo, hi = int(v.min()), int(v.max())
     if hi - lo > 4 * len(v) + (1 << 20):
         uniq, inv = np.unique(v, return_inverse=True)
-        return uniq.astype(np.int64), inv.reshape(-1).astype(np.int64)
+        return uniq.astype(np.int64), inv.reshape(-1).astype(np.int64, copy=False)
     present = np.bincount(v - lo, minlength=hi - lo + 1) > 0
-    code_of = np.cumsum(present) - 1
-    return np.flatnonzero(present).astype(np.int64) + lo, code_of[v - lo].astype(np.int64)
+    code_of = np.cumsum(present, dtype=np.int64) - 1
+    return (np.flatnonzero(present).astype(np.int64) + lo,
+            code_of[v - lo])  # int64 already: no copy (of 16 M codes on the 1 GB trace)
 
 
 def order_statistics(values: Arr, ranks: I64) -> I64:
