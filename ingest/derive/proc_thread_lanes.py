@@ -2,22 +2,31 @@
 Idle intervals; per thread, the goroutine Running and Syscall intervals begun
 on it.
 
-Building the P set takes one pass over the frames in C (``ingest.derive._lanesets``:
-the proc runs and the Idle intervals, both already in (proc, start) order,
-merged), or, without it or where that order does not hold, one numpy sort, as
-the M set does; both are cached per trace (ingest.derive.cache) under their
-:class:`~ingest.derive.lanesets.LaneSetKey`.
+Both are made as kept (:class:`~ingest.derive.lanesets.RowLanes`: each row's
+ref and the block index, never the rows' times) in C passes over the frames
+(``ingest.derive._lanesets``; the P set merges the proc runs and the Idle
+intervals, both already in (proc, start) order; the M set places its rows by
+their seq), handing the mapped columns' pages back as they go: on the 1 GB
+benchmark trace the sets' times and the whole columns read for them were
+2.4-3.1 GB a set. Without the extension, or where that order does not hold,
+one numpy sort builds the whole lane set instead. Both are cached per trace
+(ingest.derive.cache) under their :class:`~ingest.derive.lanesets.LaneSetKey`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from ingest.codes import GOROUTINE, RUNNING, STATE_CODE, SYSCALL
 from ingest.derive.cache import cached
 from ingest.derive.frames import TraceFrames, release_pages
 from ingest.derive.lane_grouping import group_in_time_order, group_sorted, trace_order
 from ingest.derive.lanesets import (
+    BLOCK,
     CAT,
     I64,
     REF_SOURCES,
@@ -37,6 +46,13 @@ from ingest.derive.lanesets import (
 )
 from ingest.extensions import optional_extension
 
+#: Rows a C pass reads between two hand-backs of the mapped columns' pages
+#: (their pages stay counted in the process until then).
+RELEASE_ROWS = 1 << 20
+#: Seqs placed a pass by m_lane_rows (a slot of 4 bytes each: 256 MB; the
+#: 1 GB benchmark trace's 100 M seqs take two passes).
+SEQ_WINDOW = 1 << 26
+
 
 def _proc_rows(frames: TraceFrames) -> I64:
     idx = lane_index(frames)
@@ -46,28 +62,53 @@ def _proc_rows(frames: TraceFrames) -> I64:
                            for a, b in zip(idx.p_lo.tolist(), idx.p_hi.tolist(), strict=True)])
 
 
-def _p_lanes_c(frames: TraceFrames) -> LaneSet | None:
-    """The P lane set merged in one pass by ``ingest.derive._lanesets``; None without
-    it or where its inputs are not in (proc, start) order."""
+def _releaser(*cols: npt.NDArray[Any]) -> Callable[[], None]:
+    """A callback handing back the pages of ``cols`` read so far
+    (release_pages: a no-op for those not memory-mapped), for the C passes
+    to call every RELEASE_ROWS rows."""
+    def release() -> None:
+        for col in cols:
+            release_pages(col)
+    return release
+
+
+def _index(got: tuple[bytes, bytes, bytes] | None) -> LaneSetIndex | None:
+    """The C passes' LaneSetIndex ((block_max, cats, cum) as bytes), or None."""
+    if got is None:
+        return None
+    block_max, cats, cum = (np.frombuffer(a, np.int64) for a in got)
+    return LaneSetIndex(block_max, cats, cum.reshape(len(block_max) + 1, len(cats)))
+
+
+def _p_lanes_c(frames: TraceFrames) -> RowLanes | None:
+    """The P lane set as kept, merged in one pass by ``ingest.derive._lanesets``
+    (a run's p and times read at its interval's row: never gathered whole);
+    None without it or where its inputs are not in (proc, start) order."""
     ext = optional_extension("ingest.derive._lanesets")
     if ext is None:
         return None
     runs, iv = frames.proc_runs, frames.intervals
     n_goroutine_rows = int(frames.goroutines.off[-1]) if len(frames.goroutines.ids) else 0
-    got = ext.p_lane_rows(
-        runs["p"], runs["start_ts"], runs["end_ts"], iv["rid"], iv["start_ts"], iv["end_ts"],
-        frames.state, n_goroutine_rows,
+    via = runs.columns.get("row")
+    run_cols: tuple[npt.NDArray[Any] | None, npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]
+    if via is not None and all(runs.via_row.get(c) is iv.columns.get(c)
+                               for c in ("p", "start_ts", "end_ts")):
+        run_cols = (via, iv.columns["p"], iv.columns["start_ts"], iv.columns["end_ts"])
+    else:
+        run_cols = (None, runs["p"], runs["start_ts"], runs["end_ts"])
+    idle = int(np.count_nonzero(frames.state[n_goroutine_rows:] == STATE_CODE["Idle"]))
+    out = np.empty(len(runs) + idle, ref_dtype(frames))
+    release = _releaser(*(c for c in run_cols if c is not None), iv["rid"], iv["start_ts"],
+                        iv["end_ts"])
+    got = ext.p_lane_refs(
+        *run_cols, iv["rid"], iv["start_ts"], iv["end_ts"], frames.state, n_goroutine_rows,
         bytes([STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES, SRC_RUN,
-               SRC_INTERVAL]))
-    for col in (runs["p"], runs["start_ts"], runs["end_ts"], iv["start_ts"], iv["end_ts"]):
-        release_pages(col)  # read: see m_lanes
+               SRC_INTERVAL]), out, BLOCK, release, RELEASE_ROWS)
+    release()
     if got is None:
         return None
-    ids, lo, hi, start, end, cat, ref = got
-    return build_index(LaneSet(
-        np.frombuffer(ids, np.int64), np.frombuffer(lo, np.int64), np.frombuffer(hi, np.int64),
-        np.frombuffer(start, np.int64), np.frombuffer(end, np.int64),
-        np.frombuffer(cat, np.int8), np.frombuffer(ref, np.int64).astype(ref_dtype(frames))))
+    ids, lo, hi = (np.frombuffer(a, np.int64) for a in got[:3])
+    return RowLanes(ids, lo, hi, out[:got[3]], _index(got[4]))
 
 
 def p_lanes(frames: TraceFrames) -> LaneSet:
@@ -75,7 +116,7 @@ def p_lanes(frames: TraceFrames) -> LaneSet:
     (cached without their times and categories, which are the proc runs'
     and intervals')."""
     def build() -> RowLanes:
-        return kept_rows(_p_lanes_c(frames) or _p_lanes_numpy(frames))
+        return _p_lanes_c(frames) or kept_rows(_p_lanes_numpy(frames))
     kept = cached(frames, LaneSetKey.P_LANES, build, persist=(RowLanes, LaneSetIndex))
     iv = frames.intervals
     return read_rows(kept, {
@@ -128,47 +169,47 @@ def m_lanes(frames: TraceFrames) -> LaneSet:
     """Per thread: the goroutine Running/Syscall intervals begun on it (cached
     without their times and categories, which are the intervals')."""
     def build() -> RowLanes:
-        return kept_rows(_m_lanes_c(frames) or _build_m_lanes(frames))
+        return _m_lanes_c(frames) or kept_rows(_build_m_lanes(frames))
     kept = cached(frames, LaneSetKey.M_LANES, build, persist=(RowLanes, LaneSetIndex))
     iv = frames.intervals
     return read_rows(kept, {SRC_INTERVAL: RowSource(iv["start_ts"], iv["end_ts"], frames.state,
                                                     state_categories())})
 
 
-def _m_lanes_c(frames: TraceFrames) -> LaneSet | None:
-    """The M lane set's rows placed in Go's order by ``ingest.derive._lanesets`` (no
-    sort, no temporaries per step); None without it, or where the rows' seqs
-    or times are not in the order that needs (the numpy form sorts them)."""
+def _m_lanes_c(frames: TraceFrames) -> RowLanes | None:
+    """The M lane set as kept, its rows placed in Go's order by
+    ``ingest.derive._lanesets`` (no sort, no column of the rows' times: their
+    refs written over the rows in place where int32 holds them); None without
+    it, or where the rows' seqs or times are not in the order that needs (the
+    numpy form sorts them)."""
     ext = optional_extension("ingest.derive._lanesets")
     if ext is None:
         return None
     iv = frames.intervals
     n_goroutine_rows = int(frames.goroutines.off[-1]) if len(frames.goroutines.ids) else 0
+    # Each group of mapped columns handed back as it is read (every
+    # RELEASE_ROWS rows, and once done), before the next is read.
+    release = _releaser(iv["m"], iv["seq"])
     got = ext.m_lane_rows(frames.state, iv["m"], iv["seq"], n_goroutine_rows,
-                          bytes([RUNNING, SYSCALL]))
-    # Each group of mapped columns let go once read (release_pages), before
-    # the next is mapped: the build holds no more than one group at a time.
-    release_pages(iv["m"])
-    release_pages(iv["seq"])
+                          bytes([RUNNING, SYSCALL]), SEQ_WINDOW, release, RELEASE_ROWS)
+    release()
     if got is None:
         return None
     ids, lo, hi = (np.frombuffer(a, np.int64) for a in got[:3])
     rows = np.frombuffer(got[3], np.int32)
     del got
     rt = ref_dtype(frames)
-    cols = ext.m_lane_columns(
+    out = rows if rt is np.int32 else np.empty(len(rows), rt)
+    release = _releaser(iv["start_ts"], iv["end_ts"])
+    kept = ext.m_lane_refs(
         rows, lo, hi, frames.state, iv["start_ts"], iv["end_ts"],
-        bytes([SYSCALL, CAT["Syscall"], CAT["Running"], REF_SOURCES, SRC_INTERVAL,
-               np.dtype(rt).itemsize]))
-    release_pages(iv["start_ts"])
-    release_pages(iv["end_ts"])
-    del rows
-    if cols is None:
+        bytes([SYSCALL, CAT["Syscall"], CAT["Running"], REF_SOURCES, SRC_INTERVAL]), out,
+        BLOCK, release, RELEASE_ROWS)
+    release()
+    if kept is None:
         return None
-    start, end, cat, ref = cols
-    return build_index(LaneSet(ids, lo, hi, np.frombuffer(start, np.int64),
-                               np.frombuffer(end, np.int64), np.frombuffer(cat, np.int8),
-                               np.frombuffer(ref, rt)))
+    klo, khi = (np.frombuffer(a, np.int64) for a in kept[:2])
+    return RowLanes(ids, klo, khi, out[:kept[2]], _index(kept[3]))
 
 
 def _build_m_lanes(frames: TraceFrames) -> LaneSet:

@@ -29,10 +29,9 @@ from ingest.derive.lanesets import (
     REF_SOURCES,
     SRC_INTERVAL,
     SRC_RUN,
-    LaneSet,
     category_of,
 )
-from ingest.derive.proc_thread_lanes import _p_lanes_c, _p_lanes_numpy, m_lanes, p_lanes
+from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store import models
 from ingest.store.db import make_engine
@@ -284,156 +283,6 @@ def test_indexed_reduction_equals_row_by_row(loaded: Loaded, mode: str) -> None:
                                                   err_msg=f"{name} {mode} {nb} {field}")
 
 
-def _canonical(ls: LaneSet) -> dict[str, Any]:
-    """A lane set's rows ordered by (lane, start, ref): the two builders may
-    order rows of one lane that start at the same time differently."""
-    lane = np.repeat(np.arange(len(ls.ids)), ls.hi - ls.lo)
-    order = np.lexsort((ls.ref, ls.start, lane))
-    return {"ids": ls.ids, "lo": ls.lo, "hi": ls.hi, "start": ls.start[order],
-            "end": ls.end[order], "cat": ls.cat[order], "ref": ls.ref[order],
-            "ref dtype": ls.ref.dtype}
-
-
-def assert_same_lane_rows(ours: LaneSet, theirs: LaneSet, name: str) -> None:
-    """The same non-empty lanes holding the same rows (see _canonical)."""
-    a, b = _canonical(ours), _canonical(theirs)
-    assert len(a["start"]) > 0, name
-    for field, value in b.items():
-        if field == "ref dtype":
-            assert a[field] == value, name
-        else:
-            np.testing.assert_array_equal(a[field], value, err_msg=f"{name} {field}")
-
-
-def test_c_p_lane_set_equals_numpys(loaded: Loaded) -> None:
-    """ingest.derive._lanesets builds the same P lane set as the numpy sort."""
-    pytest.importorskip("ingest.derive._lanesets")
-    for name, f in loaded.frames.items():
-        c = _p_lanes_c(f)
-        assert c is not None, f"{name}: the one-pass build refused a real trace"
-        numpy_built = _p_lanes_numpy(f)
-        assert_same_lane_rows(c, numpy_built, name)
-        assert (c.index is None) == (numpy_built.index is None), name
-
-
-def test_c_p_lane_set_refuses_inputs_out_of_order() -> None:
-    """Proc runs or Idle intervals not in (proc, start) order: None, and the
-    numpy sort builds the lane set instead."""
-    ext = pytest.importorskip("ingest.derive._lanesets")
-    codes = bytes([models.STATE_CODE["Idle"], CAT["Running"], CAT["Idle"], REF_SOURCES,
-                   SRC_RUN, SRC_INTERVAL])
-    idle = np.full(3, models.STATE_CODE["Idle"], np.int8)
-    rid = np.array([0, 0, 1], np.int64)
-    start = np.array([3, 8, 4], np.int64)
-    runs_p = np.array([0, 0, 1], np.int64)
-    runs_start = np.array([1, 5, 2], np.int64)
-    ok = ext.p_lane_rows(runs_p, runs_start, runs_start + 1, rid, start, start + 1, idle, 0,
-                         codes)
-    assert [np.frombuffer(x, np.int64).tolist() for x in ok[:4]] == [
-        [0, 1], [0, 4], [4, 6], [1, 3, 5, 8, 2, 4]]
-    assert np.frombuffer(ok[6], np.int64).tolist() == [
-        0 * REF_SOURCES + SRC_RUN, 0 * REF_SOURCES + SRC_INTERVAL, 1 * REF_SOURCES + SRC_RUN,
-        1 * REF_SOURCES + SRC_INTERVAL, 2 * REF_SOURCES + SRC_RUN,
-        2 * REF_SOURCES + SRC_INTERVAL]
-    assert ext.p_lane_rows(runs_p, np.array([5, 1, 2], np.int64), runs_start + 1, rid, start,
-                           start + 1, idle, 0, codes) is None
-    assert ext.p_lane_rows(runs_p, runs_start, runs_start + 1, rid,
-                           np.array([8, 3, 4], np.int64), start + 1, idle, 0, codes) is None
-
-
-def test_m_lane_set_from_go_order_equals_a_sort_by_time(
-        loaded: Loaded, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The M lanes grouped from the rows in Go's order (no sort by time) hold
-    the same rows as when the rows come in (goroutine, time) order, which
-    the time sort puts right."""
-    import ingest.derive.proc_thread_lanes as tl
-
-    for name, f in loaded.frames.items():
-        ours = tl._build_m_lanes(f)
-        with monkeypatch.context() as m:
-            m.setattr(tl, "trace_order", lambda seq, rows: rows)
-            sorted_by_time = tl._build_m_lanes(f)
-        assert_same_lane_rows(ours, sorted_by_time, name)
-        # Each lane in time order, whichever way it was built.
-        for ls in (ours, sorted_by_time):
-            for lo, hi in zip(ls.lo.tolist(), ls.hi.tolist(), strict=True):
-                assert (np.diff(ls.start[lo:hi]) >= 0).all(), name
-
-
-def test_c_m_lane_set_equals_numpys(loaded: Loaded) -> None:
-    """ingest.derive._lanesets places the M lane set's rows as the numpy form
-    groups them, array for array, wherever it takes a trace; it takes the
-    benchmark's workload."""
-    pytest.importorskip("ingest.derive._lanesets")
-    import ingest.derive.proc_thread_lanes as tl
-
-    taken = []
-    for name, f in loaded.frames.items():
-        c = tl._m_lanes_c(f)
-        if c is None:
-            continue  # seqs or times out of the order it needs: numpy sorts
-        taken.append(name)
-        numpy_built = tl._build_m_lanes(f)
-        for field in ("ids", "lo", "hi", "start", "end", "cat", "ref"):
-            a, b = getattr(c, field), getattr(numpy_built, field)
-            assert a.dtype == b.dtype, (name, field)
-            np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
-        assert (c.index is None) == (numpy_built.index is None), name
-        if c.index is not None and numpy_built.index is not None:
-            np.testing.assert_array_equal(c.index.cum, numpy_built.index.cum)
-    assert "httpnet" in taken
-
-
-def test_c_m_lane_rows_place_by_seq_and_refuse_what_needs_a_sort() -> None:
-    """Rows grouped by thread in seq order; None for a seq given twice, and
-    for a lane whose starts do not ascend in that order."""
-    ext = pytest.importorskip("ingest.derive._lanesets")
-    run, sys_, wait = models.RUNNING, models.SYSCALL, models.STATE_CODE["Waiting"]
-    # Goroutine rows 0-5 (row 6 is a proc's): row 3 waits, row 4 has no M.
-    state = np.array([run, sys_, run, wait, run, run, run], np.int8)
-    m = np.array([7, 2, 7, 2, -1, 2, 7], np.int32)
-    seq = np.array([40, 10, 30, 5, 20, 0, 1], np.int32)
-    start = np.array([400, 100, 300, 50, 200, 0, 10], np.int64)
-    codes = bytes([run, sys_])
-    ids, lo, hi, rows = ext.m_lane_rows(state, m, seq, 6, codes)
-    assert [np.frombuffer(x, np.int64).tolist() for x in (ids, lo, hi)] == [
-        [2, 7], [0, 2], [2, 4]]
-    rows = np.frombuffer(rows, np.int32)
-    assert rows.tolist() == [5, 1, 2, 0]  # thread 2 by seq (0, 10), thread 7 (30, 40)
-    lo64, hi64 = np.array([0, 2], np.int64), np.array([2, 4], np.int64)
-    col_codes = bytes([sys_, CAT["Syscall"], CAT["Running"], REF_SOURCES, SRC_INTERVAL, 4])
-    st, en, cat, ref = ext.m_lane_columns(rows, lo64, hi64, state, start, start + 1,
-                                          col_codes)
-    assert np.frombuffer(st, np.int64).tolist() == [0, 100, 300, 400]
-    assert np.frombuffer(cat, np.int8).tolist() == [CAT["Running"], CAT["Syscall"],
-                                                    CAT["Running"], CAT["Running"]]
-    assert np.frombuffer(ref, np.int32).tolist() == [r * REF_SOURCES + SRC_INTERVAL
-                                                     for r in (5, 1, 2, 0)]
-    twice = seq.copy()
-    twice[2] = 40
-    assert ext.m_lane_rows(state, m, twice, 6, codes) is None
-    late = start.copy()
-    late[2] = 500  # thread 7: seq 30 starts after seq 40
-    assert ext.m_lane_columns(rows, lo64, hi64, state, late, late + 1, col_codes) is None
-
-
-def test_grouping_rows_in_time_order_equals_the_sort() -> None:
-    """group_in_time_order on rows in time order, and on rows out of it (it
-    sorts those), gives group_sorted's lanes; distinct starts, so one answer."""
-    from ingest.derive.lane_grouping import group_in_time_order, group_sorted
-
-    rng = np.random.default_rng(7)
-    start = np.cumsum(rng.integers(1, 50, 5000)).astype(np.int64)
-    for key in (rng.integers(3, 40, 5000), rng.integers(0, 2**40, 5000) % 7 * 2**33):
-        key = key.astype(np.int64)
-        for s in (start, rng.permutation(start)):
-            order, ids, lo, hi, got_start = group_in_time_order(key, s)
-            want = group_sorted(key, s)
-            for x, y in zip((order, ids, lo, hi), want, strict=True):
-                np.testing.assert_array_equal(x, y)
-            np.testing.assert_array_equal(got_start, s[want[0]])
-
-
 def test_cap_bounds_the_answer(loaded: Loaded) -> None:
     f = loaded.frames["httpnet"]
     for mode in ("p", "m", "g"):
@@ -546,37 +395,3 @@ def test_parse_params_rejects_bad_values() -> None:
             parse_params(bad)
     p = parse_params({"mode": "G", "t1": "10", "t2": "2e3", "g": "17"})
     assert (p.mode, p.t1, p.t2, p.g) == ("g", 10, 2000, 17)
-
-
-def test_c_block_index_equals_numpys(loaded: Loaded) -> None:
-    """ingest.derive._lanesets' one-pass LaneSetIndex equals the numpy form's on
-    the P and M lane sets of the real traces,
-    and both say None for rows of a lane that overlap."""
-    ext = pytest.importorskip("ingest.derive._lanesets")
-    import ingest.derive.lanesets as tl
-    from ingest.derive.proc_thread_lanes import _build_m_lanes
-
-    checked = 0
-    for name, f in loaded.frames.items():
-        for ls in (_p_lanes_numpy(f), _build_m_lanes(f)):
-            c, ref = tl._block_index_c(ext, ls), tl._block_index_numpy(ls)
-            assert (c is None) == (ref is None), name
-            if c is not None and ref is not None:
-                for field in ("block_max", "cats", "cum"):
-                    a, b = getattr(c, field), getattr(ref, field)
-                    assert a.dtype == b.dtype and a.shape == b.shape, (name, field)
-                    np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
-                checked += 1
-    assert checked >= 4
-    # Two lanes, the second's rows overlapping: None; apart: an index.
-    start = np.array([0, 10, 20, 25], np.int64)
-    end = np.array([5, 15, 30, 40], np.int64)
-    cat = np.array([0, 2, 0, 2], np.int8)
-    ls = tl.LaneSet(np.array([1, 2], np.int64), np.array([0, 2], np.int64),
-                    np.array([2, 4], np.int64), start, end, cat, np.arange(4, dtype=np.int64))
-    assert tl._block_index_c(ext, ls) is None and tl._block_index_numpy(ls) is None
-    ls.end = np.array([5, 15, 25, 40], np.int64)
-    c, ref = tl._block_index_c(ext, ls), tl._block_index_numpy(ls)
-    assert c is not None and ref is not None
-    assert c.cats.tolist() == [0, 2] and c.cum.tolist() == ref.cum.tolist() == [[0, 0], [10, 20]]
-
