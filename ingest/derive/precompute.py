@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 
 from ingest.derive.frames import TraceFrames
-from ingest.derive.goroutine_lanes import goroutine_table
+from ingest.derive.goroutine_lanes import goroutine_groups
 from ingest.derive.lanesets import LaneSetKey
 from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
 from ingest.derive.range_lanes import range_lanes
@@ -23,6 +23,6 @@ def precompute_steps(engine: Engine) -> dict[LaneSetKey, Callable[[TraceFrames],
     return {
         LaneSetKey.P_LANES: p_lanes,
         LaneSetKey.M_LANES: m_lanes,
-        LaneSetKey.GOROUTINES: lambda f: goroutine_table(engine, f),
+        LaneSetKey.GOROUTINES: lambda f: goroutine_groups(engine, f),
         LaneSetKey.RANGES: lambda f: range_lanes(engine, f),
     }

@@ -1,0 +1,63 @@
+"""The goroutine table's groups (ingest.derive.goroutine_lanes): made from the
+database's codes (goroutines_of_codes, a batch of rows at a time) they equal
+those made from the loader's strings (goroutines_of), and are ranked by
+goroutine count, then name, the unknown start function last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ingest.derive.goroutine_lanes as gl
+from ingest.config import Settings, sqlite_url
+from ingest.derive.frames import FrameStore
+from ingest.derive.goroutine_lanes import goroutine_groups, goroutines_of, goroutines_of_codes
+from ingest.load.pipeline import ingest_trace_file
+from ingest.store.db import make_engine
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_groups_from_codes_equal_groups_from_strings() -> None:
+    """Goroutines 1-9 started by f (4), g (2), none (2: a None and an empty
+    string) and 9 missing from the table; h is a string of no goroutine row:
+    no group."""
+    functions = ["g", "h", "f", ""]  # the strings in code order
+    fn_goids = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.int64)
+    codes = np.array([2, 0, 2, -1, 2, 0, 3, 2], np.int64)
+    goids = np.arange(1, 10, dtype=np.int64)
+    by_codes = goroutines_of_codes(goids, fn_goids, codes, functions)
+    by_strings = goroutines_of(goids, fn_goids,
+                               [None if c < 0 else functions[c] for c in codes.tolist()])
+    # f: 4 goroutines, g: 2, then the unknown (2 + goroutine 9).
+    assert by_codes.names == by_strings.names == ["f", "g", ""]
+    # A function of goroutines not in the frames only: a group of none, last but "".
+    only_missing = goroutines_of_codes(goids[:2], fn_goids, codes, functions)
+    assert only_missing.names == ["f", "g", ""] and only_missing.group.tolist() == [0, 1]
+    assert by_codes.group.tolist() == by_strings.group.tolist() == [0, 1, 0, 2, 0, 1, 2, 0, 2]
+    assert by_codes.group.dtype == by_strings.group.dtype == np.int16
+    empty = goroutines_of_codes(goids[:0], fn_goids[:0], codes[:0], [])
+    assert empty.names == [""] and len(empty.group) == 0
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1 << 16])
+def test_groups_read_in_batches_equal_the_loaders(tmp_path: Path, batch: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The groups the loader stages from its columns equal those read from the
+    database ``batch`` rows at a time."""
+    settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
+    engine = make_engine(settings.db_url)
+    res = ingest_trace_file(engine, REPO / "samples" / "go1.27-httpnet.trace",
+                            data_dir=settings.data_dir)
+    staged = goroutine_groups(engine, FrameStore(engine, settings.data_dir).get(res.id))
+    monkeypatch.setattr(gl, "_FETCH_ROWS", batch)
+    # The frames without a directory: built from the database, not read back.
+    frames = FrameStore(engine, settings.data_dir).get(res.id)
+    frames.directory = None
+    built = goroutine_groups(engine, frames)
+    assert built.names == staged.names and len(built.names) > 3
+    assert built.group.dtype == staged.group.dtype
+    np.testing.assert_array_equal(built.group, staged.group)
+    engine.dispose()
