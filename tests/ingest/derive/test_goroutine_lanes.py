@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy import Engine
 
 import ingest.derive.goroutine_lanes as gl
-from ingest.config import Settings, sqlite_url
 from ingest.derive.frames import FrameStore
 from ingest.derive.goroutine_lanes import goroutine_groups, goroutines_of, goroutines_of_codes
 from ingest.load.pipeline import ingest_trace_file
-from ingest.store.db import make_engine
+from tests.support.ingest_fixtures import db_url, engine  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -43,21 +43,18 @@ def test_groups_from_codes_equal_groups_from_strings() -> None:
 
 
 @pytest.mark.parametrize("batch", [1, 7, 1 << 16])
-def test_groups_read_in_batches_equal_the_loaders(tmp_path: Path, batch: int,
+def test_groups_read_in_batches_equal_the_loaders(engine: Engine, tmp_path: Path, batch: int,  # noqa: F811
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The groups the loader stages from its columns equal those read from the
     database ``batch`` rows at a time."""
-    settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
-    engine = make_engine(settings.db_url)
     res = ingest_trace_file(engine, REPO / "samples" / "go1.27-httpnet.trace",
-                            data_dir=settings.data_dir)
-    staged = goroutine_groups(engine, FrameStore(engine, settings.data_dir).get(res.id))
+                            data_dir=tmp_path)
+    staged = goroutine_groups(engine, FrameStore(engine, tmp_path).get(res.id))
     monkeypatch.setattr(gl, "_FETCH_ROWS", batch)
     # The frames without a directory: built from the database, not read back.
-    frames = FrameStore(engine, settings.data_dir).get(res.id)
+    frames = FrameStore(engine, tmp_path).get(res.id)
     frames.directory = None
     built = goroutine_groups(engine, frames)
     assert built.names == staged.names and len(built.names) > 3
     assert built.group.dtype == staged.group.dtype
     np.testing.assert_array_equal(built.group, staged.group)
-    engine.dispose()

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import Engine
 
 import ingest.derive.range_lanes as rl
-from ingest.config import Settings, sqlite_url
 from ingest.derive.frames import FrameStore
 from ingest.load.pipeline import ingest_trace_file
-from ingest.store.db import make_engine
+from tests.support.ingest_fixtures import db_url, engine  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -36,20 +36,17 @@ def assert_same(got: Any, want: Any, where: str = "") -> None:
 
 
 @pytest.mark.parametrize("batch", [1, 7, 1 << 16])
-def test_ranges_read_in_batches_equal_the_loaders(tmp_path: Path, batch: int,
+def test_ranges_read_in_batches_equal_the_loaders(engine: Engine, tmp_path: Path, batch: int,  # noqa: F811
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = Settings.from_env({}, data_dir=tmp_path, db_url=sqlite_url(tmp_path / "t.db"))
-    engine = make_engine(settings.db_url)
     res = ingest_trace_file(engine, REPO / "samples" / "go1.27-gcpressure.trace",
-                            data_dir=settings.data_dir)
-    staged = rl.range_lanes(engine, FrameStore(engine, settings.data_dir).get(res.id))
+                            data_dir=tmp_path)
+    staged = rl.range_lanes(engine, FrameStore(engine, tmp_path).get(res.id))
     monkeypatch.setattr(rl, "_FETCH_ROWS", batch)
-    frames = FrameStore(engine, settings.data_dir).get(res.id)
+    frames = FrameStore(engine, tmp_path).get(res.id)
     frames.directory = None  # built from the database, not read back
     built = rl.range_lanes(engine, frames)
     assert len(built.range_id) > 10 and len(built.lanes.ids) >= 3
     assert_same(built, staged, "ranges")
-    engine.dispose()
 
 
 def test_open_ranges_span_to_the_trace_edges() -> None:
