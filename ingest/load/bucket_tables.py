@@ -31,6 +31,8 @@ from ingest.derive import intervals as derive
 from ingest.derive.interval_order import RUNNING, SYSCALL, Arr, Columns, Ordered
 from ingest.extensions import optional_extension
 from ingest.load.transition_spill import Bucket, TransitionSpill
+from ingest.store.coded_insert import CodeBook, in_book
+from ingest.store.coded_models import CODED
 from ingest.timings import Timings
 
 #: Stored type of a frames column: (lowest, highest) value it may hold.
@@ -184,6 +186,8 @@ class BucketTables:
         self.kind_rows, self._lut, self._nr = _kinds(spill)
         self.thread_parts = _Threads()
         self.edges = _Edges(spill.spill_dir)
+        #: The goroutines table's coded columns' books, carried from part to part.
+        self._books = {name: CodeBook() for name in CODED["goroutines"].sources}
 
     def frame_plans(self) -> dict[str, FramePlan]:
         """The tables yielded in parts, with their rows and bounds."""
@@ -223,7 +227,7 @@ class BucketTables:
         every = itertools.chain(self.spill.buckets(), [procs] if len(procs.tr) else [])
         gor_parts: list[Columns] = []
         prc: Columns = {}
-        runs: list[tuple[Arr, Arr, Arr]] = []
+        runs = _Runs(self.spill.spill_dir)
         runs_on: dict[int, int] = {}
         base = 0
         summarised = False
@@ -242,7 +246,16 @@ class BucketTables:
                     cols["first_interval"] = cols["first_interval"] + base
                     cols["last_interval"] = cols["last_interval"] + base
             if gor and len(gor["goid"]):
-                gor_parts.append(gor)
+                if self.spill.spill_dir is None:
+                    gor_parts.append(gor)  # stored with the other summaries
+                else:
+                    # A goroutine's rows are all in its bucket, the buckets
+                    # in goroutine order: its part of the table, stored now
+                    # rather than held until the last bucket, its texts
+                    # coded as the whole table's would be.
+                    for name, book in self._books.items():
+                        gor[name] = in_book(gor[name], book)
+                    yield "goroutines", gor
             if prc_part and len(prc_part["pid"]):
                 prc = prc_part
             del gor, prc_part
@@ -258,7 +271,7 @@ class BucketTables:
                 summarised = True
                 del whole
             else:
-                runs.append(_runs(tr, o, base))
+                runs.add(*_runs(tr, o, base))
             yield "intervals", self._interval_part(bucket, o)
             calls = self._syscall_part(bucket, o, procs, op, base)
             if calls:
@@ -267,14 +280,16 @@ class BucketTables:
             del bucket, tr, o, calls
         del every, procs, op
         if not summarised:  # spilled, or no transitions at all
-            proc_runs = _proc_runs(runs)
+            proc_runs = runs.columns()
             del runs
             yield from self._summaries(gor_parts, prc, proc_runs)
 
     def _summaries(self, gor_parts: list[Columns], prc: Columns,
                    proc_runs: Columns) -> Iterator[tuple[str, Columns]]:
-        """goroutines, state_edges, procs and proc_runs, once every bucket's
-        parts are in (``gor_parts`` is emptied)."""
+        """goroutines (those not yielded bucket by bucket), state_edges, procs
+        and proc_runs, once every bucket's parts are in (``gor_parts`` is
+        emptied)."""
+        # (None left: an empty part, so that the table is always counted.)
         yield "goroutines", _concat(gor_parts)
         gor_parts.clear()
         yield "state_edges", _rows_cols(
@@ -377,20 +392,66 @@ def _runs(tr: Transitions, o: Ordered, base: int) -> tuple[Arr, Arr, Arr]:
             rows.astype(np.int32) if not len(rows) or int(rows[-1]) < 2**31 else rows)
 
 
-def _proc_runs(runs: list[tuple[Arr, Arr, Arr]]) -> Columns:
-    """proc_runs' columns: every run by (P, start), runs of one start in
-    interval order (as ingest.derive.intervals.proc_runs orders them)."""
-    p = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, np.int32)
-    ts = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, np.int64)
-    row = np.concatenate([r[2] for r in runs]) if runs else np.zeros(0, np.int64)
-    # By time, then stably by P (a radix sort of small ids): np.lexsort's
-    # order, in a fraction of its time.
-    by = np.argsort(ts, kind="stable")
-    by = by[np.argsort(p[by], kind="stable")]
-    del ts
-    rows = row[by]
-    small = np.int32 if not len(rows) or int(rows.max()) < 2**31 else np.int64
-    return {"p": p[by], "interval_row": rows.astype(small)}
+@dataclass
+class _Runs:
+    """Every bucket's goroutine runs, kept per P in an unnamed temporary file
+    as they come, made into proc_runs' columns at the end a P at a time: a
+    big trace's runs are never all in memory at once, nor sorted at once."""
+
+    spill_dir: Path | None  # (None: in memory, where no runs are added)
+    file: IO[bytes] | None = None
+    #: P -> (offset, rows, start type, row type) of each bucket's segment.
+    parts: dict[int, list[tuple[int, int, Any, Any]]] = field(default_factory=dict)
+    p_type: Any = np.int16
+
+    def add(self, p: Arr, ts: Arr, row: Arr) -> None:
+        """A bucket's runs (p, start, interval row), in interval order."""
+        if not len(p):
+            return
+        self.p_type = np.result_type(self.p_type, p.dtype)
+        # Stable by P: each P's runs keep their interval order.
+        by = np.argsort(p, kind="stable")
+        p, ts, row = p[by], ts[by], row[by]
+        cut = np.flatnonzero(p[1:] != p[:-1]) + 1
+        if self.file is None:
+            self.file = tempfile.TemporaryFile(dir=self.spill_dir, prefix="runs-")
+        for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(p)], strict=True):
+            offset = self.file.seek(0, 2)
+            self.file.write(np.ascontiguousarray(ts[a:b]).data)
+            self.file.write(np.ascontiguousarray(row[a:b]).data)
+            self.parts.setdefault(int(p[a]), []).append((offset, b - a, ts.dtype, row.dtype))
+
+    def columns(self) -> Columns:
+        """proc_runs' columns: every run by (P, start), runs of one start in
+        interval order (as ingest.derive.intervals.proc_runs orders them)."""
+        ps: list[Arr] = []
+        rows: list[Arr] = []
+        for pv in sorted(self.parts):
+            ts_parts, row_parts = [], []
+            for offset, n, ts_type, row_type in self.parts.pop(pv):
+                assert self.file is not None
+                self.file.seek(offset)
+                ts_parts.append(_read(self.file, ts_type, n))
+                row_parts.append(_read(self.file, row_type, n))
+            ts = np.concatenate(ts_parts)
+            row = np.concatenate(row_parts)
+            del ts_parts, row_parts
+            rows.append(row[np.argsort(ts, kind="stable")])
+            ps.append(np.full(len(row), pv, self.p_type))
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        p = np.concatenate(ps) if ps else np.zeros(0, np.int32)
+        row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        small = np.int32 if not len(row) or int(row.max()) < 2**31 else np.int64
+        return {"p": p, "interval_row": row.astype(small)}
+
+
+def _read(f: IO[bytes], dtype: Any, n: int) -> Arr:
+    out = np.fromfile(f, dtype, n)
+    if len(out) != n:
+        raise OSError("a spill file is shorter than written")
+    return out
 
 
 def _concat_transitions(a: Transitions, b: Transitions) -> Transitions:

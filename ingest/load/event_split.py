@@ -232,13 +232,18 @@ class EventParts:
             self._m_first[mm] = min(a, self._m_first.get(mm, a))
             self._m_last[mm] = max(b, self._m_last.get(mm, b))
 
-    def table(self, name: str) -> EventTable:
-        """The events of target ``name``, in decode order; they are forgotten here."""
+    def table(self, name: str, columns: Iterable[str] | None = None) -> EventTable:
+        """The events of target ``name``, in decode order, with ``columns`` (all
+        by default): the columns taken are forgotten here, the others can be
+        taken later (a big table a few columns at a time)."""
         target = self._targets[name]
         cols: dict[str, Column | Texts] = {}
         if self._file is not None:
             self._file.flush()
-        for cname in target.columns:
+        wanted = tuple(target.columns if columns is None else columns)
+        for cname in wanted:
+            if cname not in target.columns:
+                raise KeyError(f"{name} has no column {cname}")
             parts = [self._back(p) for p in target.parts.pop(cname, [])]
             nulls = [None if x is None else self._back(x) for x in target.nulls.pop(cname, [])]
             key = (name, cname)
@@ -257,8 +262,10 @@ class EventParts:
                     null = np.concatenate([x if x is not None else np.zeros(len(p), bool)
                                            for x, p in zip(nulls, parts, strict=True)])
                 cols[cname] = Column(values_arr, null)
-        rows, target.rows = target.rows, 0
-        for cname in target.columns:  # a target with no rows: empty columns
+        rows = target.rows
+        if not any(target.parts.values()) and not any(target.nulls.values()):
+            target.rows = 0  # every column taken
+        for cname in wanted:  # a target with no rows: empty columns
             col = cols[cname]
             if isinstance(col, Column) and len(col.values) != rows:
                 cols[cname] = Column(np.zeros(rows, np.int64))

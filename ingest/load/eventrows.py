@@ -24,7 +24,7 @@ import numpy.typing as npt
 from collectors.gotrace.model import NO_TASK
 from ingest.columns import Nullable
 from ingest.load.event_split import OTHER_KINDS, EventParts, EventTable, Texts
-from ingest.load.pairing import pair_nested
+from ingest.load.pairing import pair_nested, pair_nested_in_parts
 from ingest.store.coded_insert import CodedText, coded_text
 
 Arr = npt.NDArray[Any]
@@ -118,21 +118,34 @@ def ranges(parts: EventParts) -> Columns:
 
 
 def regions(parts: EventParts) -> Columns:
-    """Regions paired per goroutine and name, last opened first closed (they nest)."""
-    t = parts.table("regions")
+    """Regions paired per goroutine and name, last opened first closed (they
+    nest). A region never spans goroutines, so a big trace's are paired a
+    range of goroutines at a time, and only the columns the pairing needs
+    are read back for it (the rest after)."""
+    t = parts.table("regions", ("kind", "g", "name"))
     begin = _is(t, "RegionBegin")
     g = t.num("g").values
-    pairs = pair_nested([g, _canon(t.text("name"), "")], begin)
+    name = t.text("name")
+    del t
+    pairs = pair_nested_in_parts(g, [g, _canon(name, "")], begin)
+    del begin
     r, e, begun = pairs.row_event, pairs.end_event, pairs.begun
-    ts = t.num("ts").values
+    del pairs
     end_idx = np.where(e >= 0, e, np.where(begun, -1, r))
+    del e
+    out: Columns = {"id": np.arange(len(r), dtype=np.int64), "name": _coded(name, "", r),
+                    "g": g[r]}
+    del g, name
+    t = parts.table("regions", ("ts", "task_id", "stack_id"))
     tid = t.num("task_id")
-    return {
-        "id": np.arange(len(r), dtype=np.int64),
-        "task_id": task_ids(tid.values[r], tid.nulls()[r]),
-        "name": _coded(t.text("name"), "", r), "g": g[r],
-        "start_ts": Nullable(np.where(begun, ts[r], 0), ~begun),
-        "end_ts": _at(ts, end_idx, end_idx < 0), "stack_id": t.num("stack_id").values[r]}
+    out["task_id"] = task_ids(tid.values[r], tid.nulls()[r])
+    del tid
+    ts = t.num("ts").values
+    out["start_ts"] = Nullable(np.where(begun, ts[r], 0), ~begun)
+    out["end_ts"] = _at(ts, end_idx, end_idx < 0)
+    out["stack_id"] = t.num("stack_id").values[r]
+    order = ("id", "task_id", "name", "g", "start_ts", "end_ts", "stack_id")
+    return {k: out[k] for k in order}
 
 
 def tasks(parts: EventParts) -> Columns:

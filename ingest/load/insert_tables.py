@@ -54,7 +54,8 @@ class Staged:
     #: The intervals kept in files, not rows (ingest.store.interval_files).
     files: bool = False
     kinds: dict[int, Kind] = field(default_factory=dict)
-    goroutine_cols: dict[str, Any] = field(default_factory=dict)
+    #: The goroutines table's parts' columns the goroutine table is made of.
+    goroutine_cols: list[dict[str, Any]] = field(default_factory=list)
     early: set[LaneSetKey] = field(default_factory=set)
     #: Where the intervals' files were published (before the commit).
     home: Path | None = None
@@ -115,7 +116,8 @@ def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,
     """Keep what the views need of one derived table: its frame columns, the
     transition kinds, the goroutines' columns, the range lanes."""
     if table_name == "goroutines":
-        staged.goroutine_cols = {k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS}
+        # It may come in parts (a big trace's goroutines, bucket by bucket).
+        staged.goroutine_cols.append({k: cols[k] for k in _GOROUTINE_TABLE_COLUMNS})
     if table_name == "transition_counts":
         staged.kinds = {int(c): Kind(r, f, t, why) for c, r, f, t, why in zip(
             cols["kind"], cols["resource"], cols["from_state"], cols["to_state"],
@@ -146,16 +148,18 @@ def stage_goroutine_lanes(staged: Staged, timings: Timings) -> None:
                     staged.early.add(LaneSetKey.GOROUTINES)
             except Exception:  # noqa: BLE001 - a cache never fails a load
                 log.exception("goroutine table not staged; built after the commit")
-    staged.goroutine_cols = {}
+    staged.goroutine_cols = []
 
 
-def stage_goroutine_table(frames: FrameWriter, cols: dict[str, Any]) -> bool:
+def stage_goroutine_table(frames: FrameWriter, parts: list[dict[str, Any]]) -> bool:
     """The timeline's goroutine table (timeline_lanes.goroutine_table) from the
-    goroutines' derived columns, stored with the frames being written."""
+    goroutines' derived columns (the table's parts in order), stored with the
+    frames being written."""
     import numpy as np
 
     from ingest.derive.goroutine_lanes import goroutines_of
 
-    goids = np.asarray(cols["goid"], np.int64)
-    table = goroutines_of(goids, goids, list(cols["start_function"]))
+    goids = np.concatenate([np.asarray(c["goid"], np.int64) for c in parts])
+    functions = [f for c in parts for f in c["start_function"]]
+    table = goroutines_of(goids, goids, functions)
     return frames.add_derived(LaneSetKey.GOROUTINES, table)

@@ -98,3 +98,47 @@ def pair_nested(keys: list[Arr], begin: Arr) -> Pairs:
     end_event = np.full(len(row_event), -1, dtype=np.int64)
     end_event[row_of[order[opener]]] = order[s[closes]]
     return Pairs(row_event.astype(np.int64), end_event, begin[row_event])
+
+
+#: Events paired at once at most by :func:`pair_nested_in_parts`: each of
+#: pair_nested's temporaries is one of them (4-8 bytes).
+PART_EVENTS = 4 << 20
+
+
+def pair_nested_in_parts(part_key: Arr, keys: list[Arr], begin: Arr,
+                         part_events: int = PART_EVENTS) -> Pairs:
+    """:func:`pair_nested` of ``keys`` (``part_key``, small non-negative ids
+    such as goroutines, among them), made for ranges of ``part_key`` of at
+    most about ``part_events`` events at a time: no pair spans two values of
+    it, so the rows are those of pairing every event at once."""
+    n = len(begin)
+    top = int(part_key.max()) if n else 0
+    if n <= part_events or int(part_key.min()) < 0 or top > 4 * n + (1 << 20):
+        return pair_nested(keys, begin)
+    # Boundaries between key values where the running count of events
+    # crosses a multiple of part_events (a value is never split).
+    per_value = np.bincount(part_key, minlength=top + 1)
+    ends = np.cumsum(per_value)
+    del per_value
+    cuts = np.unique(np.searchsorted(ends, np.arange(part_events, n, part_events),
+                                     side="left") + 1)
+    bounds = [0, *cuts.tolist(), top + 1]
+    del ends, cuts
+    rows: list[Arr] = []
+    closes: list[Arr] = []
+    begun: list[Arr] = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        if hi <= lo:
+            continue
+        sel = np.flatnonzero((part_key >= lo) & (part_key < hi))
+        if not len(sel):
+            continue
+        got = pair_nested([k[sel] for k in keys], begin[sel])
+        rows.append(sel[got.row_event])
+        closes.append(np.where(got.end_event >= 0, sel[np.maximum(got.end_event, 0)], -1))
+        begun.append(got.begun)
+        del sel, got
+    row_event = np.concatenate(rows)
+    del rows
+    by = np.argsort(row_event, kind="stable")
+    return Pairs(row_event[by], np.concatenate(closes)[by], np.concatenate(begun)[by])

@@ -23,17 +23,40 @@ from ingest.store.coded_models import CODED, Coded, strings
 Arr = npt.NDArray[Any]
 
 
+class CodeBook:
+    """The codes one coded column of one trace has given so far: a table stored
+    in parts (a big trace's goroutines, bucket by bucket) carries one book per
+    coded column from part to part, so that every part codes a value alike
+    and each value's ``strings`` row is stored once."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        #: How many of the codes have their strings row stored.
+        self.stored = 0
+
+    def new_values(self) -> tuple[int, list[str]]:
+        """The values coded since the last call (their strings rows to store),
+        in code order, and the first one's code."""
+        first = self.stored
+        values = list(self.codes)[first:]
+        self.stored = len(self.codes)
+        return first, values
+
+
 class CodedText(np.ndarray):  # type: ignore[type-arg, unused-ignore]
     """An object array of strings whose row i is ``values[codes[i]]`` (None:
-    NULL), keeping ``codes`` and ``values``. Readers see the object array; a
-    slice or a copy is a plain one (its codes are dropped)."""
+    NULL), keeping ``codes`` and ``values``, and the :class:`CodeBook` of the
+    table's earlier parts when it is a part of one. Readers see the object
+    array; a slice or a copy is a plain one (its codes and book are dropped)."""
 
     codes: Arr | None
     values: list[str | None]
+    book: CodeBook | None
 
     def __array_finalize__(self, obj: Any) -> None:
         self.codes = None
         self.values = []
+        self.book = None
 
 
 def coded_text(codes: Arr, values: Sequence[str | None]) -> CodedText:
@@ -46,29 +69,43 @@ def coded_text(codes: Arr, values: Sequence[str | None]) -> CodedText:
     return out
 
 
-def encode(col: Any) -> tuple[Nullable, list[str]]:
-    """A text column as codes (NULL where the value is) into its distinct
-    values, the most frequent first (ties by value: the same rows always
-    get the same codes)."""
+def in_book(col: Any, book: CodeBook) -> CodedText:
+    """``col`` (a text column) as a part of a table stored in parts, coded
+    with ``book``."""
+    out = col if isinstance(col, CodedText) else np.asarray(
+        col if isinstance(col, np.ndarray) else list(col), dtype=object).view(CodedText)
+    out.book = book
+    return out
+
+
+def encode(col: Any, book: CodeBook | None = None) -> tuple[Nullable, CodeBook]:
+    """A text column as codes (NULL where the value is NULL): each value's code
+    is its order of first appearance among the rows (of this table's earlier
+    parts too, through the column's or the given ``book``), so the rows get
+    the same codes however the table is cut into parts. The book says which
+    values are new (:meth:`CodeBook.new_values`)."""
+    if book is None:
+        book = col.book if isinstance(col, CodedText) and col.book is not None else CodeBook()
+    known = book.codes
     if isinstance(col, CodedText) and col.codes is not None:
-        codes, values = np.asarray(col.codes), col.values
+        codes = np.asarray(col.codes)
+        n = len(codes)
+        # Each code's first row: the last of repeated assignments wins
+        # (numpy's documented rule), so assign from the last row back.
+        first = np.full(max(len(col.values), 1), n, np.int64)
+        first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+        present = np.flatnonzero(first < n)
+        remap = np.full(len(first), -1, np.int32)
+        for c in present[np.argsort(first[present], kind="stable")].tolist():
+            v = col.values[c]
+            if v is not None:
+                remap[c] = known.setdefault(v, len(known))
+        coded = remap[codes] if n else np.zeros(0, np.int32)
     else:
         items = col.tolist() if isinstance(col, np.ndarray) else list(col)
-        index: dict[Any, int] = {}
-        codes = np.fromiter((index.setdefault(v, len(index)) for v in items), np.int64,
-                            len(items))
-        values = list(index)
-    counts = np.bincount(codes, minlength=len(values)).tolist() if len(codes) else \
-        [0] * len(values)
-    total: dict[str, int] = {}
-    for v, c in zip(values, counts, strict=True):
-        if v is not None and c:
-            total[v] = total.get(v, 0) + c
-    ordered = sorted(total, key=lambda v: (-total[v], v))
-    new = {v: i for i, v in enumerate(ordered)}
-    remap = np.array([-1 if v is None else new.get(v, -1) for v in values] or [-1], np.int32)
-    coded = remap[codes]
-    return Nullable(np.maximum(coded, 0), coded < 0), ordered
+        coded = np.fromiter((-1 if v is None else known.setdefault(v, len(known))
+                             for v in items), np.int32, len(items))
+    return Nullable(np.maximum(coded, 0), coded < 0), book
 
 
 def ints(col: Any) -> Nullable:
@@ -89,16 +126,17 @@ def _plain(col: Nullable) -> Nullable | Arr:
 
 
 def stored_columns(coded: Coded, cols: dict[str, Any]
-                   ) -> tuple[dict[str, Col], list[tuple[int, list[str]]]]:
+                   ) -> tuple[dict[str, Col], list[tuple[int, int, list[str]]]]:
     """The table's columns for the view's ``cols``, and the strings of each
-    coded column (strings.source, values in code order)."""
+    coded column not stored before (strings.source, the first one's code,
+    values in code order)."""
     out: dict[str, Col] = {}
-    texts: list[tuple[int, list[str]]] = []
+    texts: list[tuple[int, int, list[str]]] = []
     for name, col in cols.items():
         if name in coded.sources:
-            codes, values = encode(col)
+            codes, book = encode(col)
             out[coded.stored(name)] = _plain(codes)
-            texts.append((coded.sources[name], values))
+            texts.append((coded.sources[name], *book.new_values()))
         elif name in coded.deltas:
             v, base = ints(col), ints(cols[coded.deltas[name]])
             out[coded.stored(name)] = _plain(
@@ -131,10 +169,11 @@ def store_coded(conn: Connection, trace_id: int, view: str, cols: dict[str, Any]
     if not lengths or not max(lengths):
         return 0
     table_cols, texts = stored_columns(coded, cols)
-    for source, values in texts:
+    for source, first, values in texts:
         if values:
             insert_columns(conn, strings, {
                 "source": np.full(len(values), source, np.int64),
-                "code": np.arange(len(values), dtype=np.int64), "value": values},
-                {"trace_id": trace_id})
+                "code": np.arange(first, first + len(values), dtype=np.int64),
+                "value": values}, {"trace_id": trace_id})
     return insert_columns(conn, coded.table, table_cols, {"trace_id": trace_id}, advance)
+

@@ -10,8 +10,9 @@ with the columns it had as a table (docs/schema.md), over:
   columns but for two kinds, which it stores otherwise:
   - a **coded** text column ``c`` as ``c_code``, the code of its value in this
     trace's ``strings`` for that column (``strings.source``, :data:`STRING_SOURCES`);
-    codes are given by frequency, the most frequent value 0: SQLite stores
-    the integers 0 and 1 in no byte at all, below 128 in one;
+    codes are given in order of first appearance among the rows (the same
+    whether the table is stored whole or in parts): SQLite stores the
+    integers 0 and 1 in no byte at all, below 128 in one;
   - a **delta** column ``c`` as ``c_delta``, its difference to another column
     of the row (``end_ts`` to ``start_ts``: a region's few microseconds take 2
     bytes where a time takes 6); ``c = coalesce(base, 0) + c_delta``, so NULL

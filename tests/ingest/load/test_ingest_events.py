@@ -121,3 +121,33 @@ def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
     assert got["value"].null.tolist() == [False, True]
     assert got["value_str"].tolist() == [None, "x"]
     assert len(metrics(events.slice(0, 0))["seq"]) == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_regions_paired_in_parts_as_at_once(decoded: dict[str, Path], name: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The regions' table of a real trace when its events are paired a few
+    goroutines at a time (parts of 2 events) equals the table paired at once,
+    read a few columns at a time as a big trace's are."""
+    from ingest.load import eventrows, pairing
+    from ingest.load.event_split import split_events
+
+    events = pq.read_table(decoded[name] / "events.parquet")
+    whole = eventrows.regions(split_events(events))
+    real = pairing.pair_nested_in_parts
+    monkeypatch.setattr(eventrows, "pair_nested_in_parts",
+                        lambda key, keys, begin: real(key, keys, begin, part_events=2))
+    parted = eventrows.regions(split_events(events))
+    assert len(whole["id"]) >= 5
+    assert list(parted) == list(whole)
+    for col in whole:
+        assert _plain(parted[col]) == _plain(whole[col]), col
+
+
+def _plain(col: Any) -> Any:
+    """A column as lists (a Nullable as its values and NULLs)."""
+    from ingest.columns import Nullable
+
+    if isinstance(col, Nullable):
+        return (col.values.tolist(), col.null.tolist())
+    return list(col.tolist()) if hasattr(col, "tolist") else list(col)

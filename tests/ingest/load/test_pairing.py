@@ -54,3 +54,22 @@ def test_two_key_columns_and_the_empty_input() -> None:
         a: list[Any] = rng.integers(0, 3, n).tolist()
         b: list[Any] = rng.integers(0, 2, n).tolist()
         check([a, b], (rng.random(n) < 0.55).tolist())
+
+
+def test_in_parts_of_goroutines_pairs_as_at_once() -> None:
+    """Paired a range of the part key at a time (here parts of 1 to 50
+    events over 40 goroutines), the rows are the walk's."""
+    from ingest.load.pairing import pair_nested_in_parts
+
+    rng = np.random.default_rng(11)
+    for part in (1, 3, 7, 50):
+        for _ in range(40):
+            n = int(rng.integers(0, 120))
+            g = rng.integers(0, 40, n)
+            name = rng.integers(0, 2, n)
+            begin = rng.random(n) < 0.55
+            got = pair_nested_in_parts(g, [g, name], begin, part_events=part)
+            rows, ends = walk([g.tolist(), name.tolist()], begin.tolist())
+            assert got.row_event.tolist() == rows
+            assert got.end_event.tolist() == ends
+            assert got.begun.tolist() == [bool(begin[r]) for r in rows]

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, inspect, text
 
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store import models
-from ingest.store.coded_insert import coded_text, encode, stored_columns
+from ingest.store.coded_insert import CodeBook, coded_text, encode, in_book, stored_columns
 from ingest.store.coded_models import CODED
 from ingest.store.db import migrate
 from tests.ingest.store.test_ingest_db import _head, _migrate_to
@@ -26,29 +26,47 @@ VIEWS = tuple(CODED)
 ANNOTATED = ROOT / "tests" / "data" / "traces" / "go1.23-workers.trace"
 
 
-def test_codes_by_frequency_nulls_and_duplicates() -> None:
-    # "b" 3 times, "a" twice, "c" once; NULL is no code. The decoder's table
+def test_codes_by_first_appearance_nulls_and_duplicates() -> None:
+    # "a" first, then "b", then "c"; NULL is no code. The decoder's table
     # may hold one text twice (code 4 is "b" again): one code for both.
     col = coded_text(np.array([1, 2, 0, 2, 1, 3, 4], np.int32), [None, "a", "b", "c", "b"])
-    codes, values = encode(col)
-    assert values == ["b", "a", "c"]
-    assert codes.values[~codes.null].tolist() == [1, 0, 0, 1, 2, 0]
+    codes, book = encode(col)
+    assert book.new_values() == (0, ["a", "b", "c"])
+    assert codes.values[~codes.null].tolist() == [0, 1, 1, 0, 2, 1]
     assert codes.null.tolist() == [False, False, True, False, False, False, False]
-    # A plain object array or list codes the same (ties by value).
+    # A plain object array or list codes the same.
     for plain in (np.array(list(col), dtype=object), list(col)):
-        again, vals = encode(plain)
-        assert vals == values and again.values.tolist() == codes.values.tolist()
+        again, b = encode(plain)
+        assert b.new_values() == (0, ["a", "b", "c"])
+        assert again.values.tolist() == codes.values.tolist()
         assert again.null.tolist() == codes.null.tolist()
-    tie, vals = encode(["y", "x"])
-    assert vals == ["x", "y"] and tie.values.tolist() == [1, 0]
+
+
+def test_parts_in_one_book_code_as_the_whole() -> None:
+    """A column cut into parts, each coded with the book of those before it,
+    gets the whole column's codes, and each value's string once."""
+    whole = coded_text(np.array([3, 1, 0, 3, 2, 1, 2, 4], np.int32),
+                       [None, "a", "b", "c", "a"])
+    want, wbook = encode(whole)
+    book = CodeBook()
+    got, new = [], []
+    for a, b in ((0, 3), (3, 4), (4, 8)):
+        part = in_book(coded_text(whole.codes[a:b], whole.values), book)
+        codes, same = encode(part)
+        assert same is book
+        got.append(np.where(codes.null, -1, codes.values))
+        new.append(book.new_values())
+    assert np.concatenate(got).tolist() == np.where(want.null, -1, want.values).tolist()
+    assert new == [(0, ["c", "a"]), (2, []), (2, ["b"])]
+    assert wbook.new_values() == (0, ["c", "a", "b"])
 
 
 def test_slices_are_plain_arrays() -> None:
     col = coded_text(np.array([1, 2, 1], np.int32), [None, "a", "b"])
     part = col[1:]
     assert getattr(part, "codes", None) is None
-    codes, values = encode(part)
-    assert values == ["a", "b"] and codes.values.tolist() == [1, 0]
+    codes, book = encode(part)
+    assert book.new_values() == (0, ["b", "a"]) and codes.values.tolist() == [0, 1]
 
 
 def test_deltas_keep_nulls() -> None:
@@ -62,7 +80,7 @@ def test_deltas_keep_nulls() -> None:
     d = table["end_ts_delta"]
     assert d.values[~d.null].tolist() == [150, 30]  # type: ignore[union-attr]
     assert d.null.tolist() == [False, False, True]  # type: ignore[union-attr]
-    assert texts == [(2, ["r", "s"])]
+    assert texts == [(2, 0, ["r", "s"])]
 
 
 def _views(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
@@ -108,13 +126,13 @@ def test_migration_0009_keeps_every_row(engine: Engine, tmp_path: Path) -> None:
 
 
 def test_views_read_the_coded_columns(engine: Engine, tmp_path: Path) -> None:
-    """What the tables store: codes into strings (the most frequent value
-    0), and the deltas."""
+    """What the tables store: codes into strings (the first row's value 0),
+    and the deltas."""
     res = ingest_trace_file(engine, ANNOTATED, data_dir=tmp_path / "data")
     with engine.connect() as conn:
         top = conn.execute(text(
-            "SELECT name FROM metrics WHERE trace_id = :t GROUP BY name "
-            "ORDER BY count(*) DESC, name LIMIT 1"), {"t": res.id}).scalar_one()
+            "SELECT name FROM metrics WHERE trace_id = :t ORDER BY seq LIMIT 1"),
+            {"t": res.id}).scalar_one()
         assert conn.execute(text(
             "SELECT value FROM strings WHERE trace_id = :t AND source = 1 AND code = 0"),
             {"t": res.id}).scalar_one() == top
