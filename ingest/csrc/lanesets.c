@@ -319,7 +319,7 @@ static PyObject *m_lane_rows(PyObject *self, PyObject *args)
     if (ok && !failed) {
         lane = calloc((size_t)(span ? span : 1), sizeof *lane);
         slot = malloc((size_t)(win > 0 ? win : 1) * sizeof *slot);
-        count = around + (mmin - m0 + MAX_SPAN); /* count[m - mmin] */
+        count = rows ? around + (mmin - m0 + MAX_SPAN) : around; /* count[m - mmin] */
         ok = lane && slot;
         if (!ok)
             failed = 2;

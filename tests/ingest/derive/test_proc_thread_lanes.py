@@ -283,6 +283,14 @@ def test_c_m_passes_place_by_seq_and_refuse_what_needs_a_sort() -> None:
         ext.m_lane_rows(state, m, seq, 6, codes, 8, broken, 2)
     with pytest.raises(ValueError, match="out holds"):
         ext.m_lane_refs(rows, lo64, hi64, state, start, end, M_CODES, rows[:2], 2, None, 1)
+    # No row taken: no lane, no row, an index of no block and no category.
+    ids, lo, hi, none = ext.m_lane_rows(np.full(3, wait, np.int8), m[:3], seq[:3], 3, codes,
+                                        8, None, 1)
+    assert len(ids) == len(lo) == len(hi) == len(none) == 0
+    z = np.zeros(0, np.int64)
+    index = tl._index(ext.m_lane_refs(np.zeros(0, np.int32), z, z, state, start, end, M_CODES,
+                                      np.zeros(0, np.int32), 2, None, 1)[3])
+    assert index is not None and index.cum.shape == (1, 0) and len(index.block_max) == 0
 
 
 def test_grouping_rows_in_time_order_equals_the_sort() -> None:
