@@ -179,6 +179,23 @@ def _function_body(name: str) -> str:
         f"FROM ({rows}) s {_interval_at('s.interval_id', _SYSCALL_COLUMNS)}")
 
 
+def _at(table: str, column: str, at: str) -> str:
+    """SQL: the value of ``column`` of the row with id ``at`` of a chunk table,
+    by subscript (only that column's array is read)."""
+    return (f"(SELECT c.{column}[({at}) - c.first_id + 1] FROM {table} c "
+            f"WHERE c.first_id BETWEEN {cell_start(at)} AND ({at}) "
+            "ORDER BY c.first_id DESC LIMIT 1)")
+
+
+def start_ts_at(name: str, at: str) -> str:
+    """SQL: ``start_ts`` of the row with id ``at`` (an SQL expression) of
+    ``intervals`` or ``proc_runs``: one array element (two for a proc run, its
+    interval's id first), not a chunk unnested."""
+    if name == "proc_runs":
+        at = _at("proc_run_chunks", "interval_id", at)
+    return _at("interval_chunks", "start_ts", at)
+
+
 def function_sql(name: str) -> str:
     """CREATE FUNCTION of ``gmpscope_<name>(lo, hi)``: the rows of the view
     ``name`` with ids lo..hi. Plain SQL and STABLE, so that the planner inlines
@@ -412,7 +429,7 @@ def read_block(conn: Connection, name: str, cols: Sequence[str], lo: int, hi: in
     try:
         cur.execute(f"SELECT first_id, {sends} FROM {c.chunks} "
                     f"WHERE first_id BETWEEN {(int(lo) - 1) // CHUNK * CHUNK + 1} AND {int(hi)} "
-                    "ORDER BY first_id")
+                    "ORDER BY first_id", binary=True)  # bytea as bytes, not hex text
         for row in cur:
             firsts.append(int(row[0]))
             for j, x in enumerate(cols):
@@ -422,15 +439,17 @@ def read_block(conn: Connection, name: str, cols: Sequence[str], lo: int, hi: in
     if not firsts:
         return {x: np.zeros(0, np.dtype(by_name[x].dtype).newbyteorder("=")) for x in cols}
     sizes = np.array([len(p) for p in parts[cols[0]]], np.int64)
-    ids = np.repeat(np.array(firsts, np.int64), sizes) + (
-        np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes))
-    keep = (ids >= lo) & (ids <= hi)
-    every = bool(keep.all())
+    keep: Arr | None = None
+    if firsts[0] < lo or firsts[-1] + int(sizes[-1]) - 1 > hi:  # chunks cut by the range
+        ids = np.repeat(np.array(firsts, np.int64), sizes) + (
+            np.arange(int(sizes.sum()), dtype=np.int64)
+            - np.repeat(np.cumsum(sizes) - sizes, sizes))
+        keep = (ids >= lo) & (ids <= hi)
     out: dict[str, Arr] = {}
     for x in cols:
         joined = np.concatenate(parts[x])
         joined = joined.astype(joined.dtype.newbyteorder("="))
-        out[x] = joined if every else joined[keep]
+        out[x] = joined if keep is None else joined[keep]
     return out
 
 
