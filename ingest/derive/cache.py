@@ -149,21 +149,30 @@ class Steps:
     @classmethod
     def of(cls, values: npt.NDArray[np.integer[Any]]) -> Steps:
         """``values`` as steps (the narrowest of uint8/16/32 by bytes kept)."""
-        v = np.asarray(values, np.int64)
-        if not len(v):
+        n = len(values)
+        if not n:
             return cls(0, 0, np.zeros(0, np.uint8), np.zeros(0, np.int64))
-        d = np.diff(v)
-        best: tuple[int, type[np.unsignedinteger[Any]]] | None = None
-        for t in (np.uint8, np.uint16, np.uint32):
-            top = int(np.iinfo(t).max)
-            size = len(d) * np.dtype(t).itemsize + 8 * int(np.count_nonzero((d < 0) | (d >= top)))
-            if best is None or size < best[0]:
-                best = (size, t)
-        assert best is not None
-        top = int(np.iinfo(best[1]).max)
-        out = (d < 0) | (d >= top)
-        step = np.where(out, top, d).astype(best[1])
-        return cls(len(v), int(v[0]), step, d[out])
+        types: tuple[type[np.unsignedinteger[Any]], ...] = (np.uint8, np.uint16, np.uint32)
+        # The steps a part at a time: a column of tens of millions of values
+        # (a 1 GB trace's samples) never has whole int64 temporaries beside it.
+        over = [0] * len(types)
+        for d in _steps_in_parts(values):
+            for i, t in enumerate(types):
+                over[i] += int(np.count_nonzero((d < 0) | (d >= int(np.iinfo(t).max))))
+        sizes = [(n - 1) * np.dtype(t).itemsize + 8 * k for t, k in zip(types, over,
+                                                                         strict=True)]
+        best = types[sizes.index(min(sizes))]
+        top = int(np.iinfo(best).max)
+        step: npt.NDArray[np.unsignedinteger[Any]] = np.empty(n - 1, best)
+        big: list[npt.NDArray[np.int64]] = []
+        at = 0
+        for d in _steps_in_parts(values):
+            out = (d < 0) | (d >= top)
+            step[at:at + len(d)] = np.where(out, top, d)
+            big.append(d[out])
+            at += len(d)
+        return cls(n, int(values[0]), step,
+                   np.concatenate(big) if big else np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return self.n
@@ -178,6 +187,19 @@ class Steps:
         if len(self.big):
             d[1:][self.step == np.iinfo(self.step.dtype).max] = self.big
         return np.cumsum(d, out=d)
+
+
+#: Values per part of :meth:`Steps.of`.
+_STEP_PART = 4 << 20
+
+
+def _steps_in_parts(values: npt.NDArray[np.integer[Any]]) -> Iterator[npt.NDArray[np.int64]]:
+    """np.diff of ``values`` as int64, :data:`_STEP_PART` steps at a time."""
+    n = len(values)
+    for a in range(0, n - 1, _STEP_PART):
+        b = min(n - 1, a + _STEP_PART)
+        yield (np.asarray(values[a + 1:b + 1], np.int64)
+               - np.asarray(values[a:b], np.int64))
 
 
 class _Memory:

@@ -393,3 +393,19 @@ def test_steps_take_the_narrowest_type_that_holds_them() -> None:
     assert steps.step.dtype == np.uint16 and not len(steps.big)
     steps = derived_cache.Steps.of(np.cumsum(np.r_[np.full(1000, 3), [10**12]]))
     assert steps.step.dtype == np.uint8 and steps.big.tolist() == [10**12]
+
+
+@pytest.mark.parametrize("part", [1, 2, 7])
+def test_steps_made_in_parts_are_those_made_whole(part: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps.of a part of the steps at a time (here 1, 2 and 7 values) keeps
+    the same type, steps and big steps as at once."""
+    col = np.cumsum(np.r_[[5], np.full(40, 3), [10**12, -7], np.full(30, 70_000), [-1]])
+    whole = derived_cache.Steps.of(col)
+    monkeypatch.setattr(derived_cache, "_STEP_PART", part)
+    parted = derived_cache.Steps.of(col)
+    assert parted.step.dtype == whole.step.dtype
+    assert parted.step.tolist() == whole.step.tolist()
+    assert parted.big.tolist() == whole.big.tolist() and len(whole.big)
+    assert (parted.n, parted.first) == (whole.n, whole.first)
+    np.testing.assert_array_equal(parted.values(), col)
