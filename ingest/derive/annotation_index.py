@@ -134,6 +134,13 @@ class _Names:
         self.names: list[str] = []
 
     def encode(self, col: Any) -> npt.NDArray[np.int32]:
+        codes = getattr(col, "codes", None)
+        if codes is not None:
+            # A loader's coded column (ingest.store.coded_insert.CodedText):
+            # its few distinct values mapped, then its codes through them
+            # (no Python list of millions of rows).
+            values = self.encode(list(col.values))
+            return values[codes] if len(values) else np.zeros(len(codes), np.int32)
         vals = col.tolist() if isinstance(col, np.ndarray) else col
         d = self.codes
         for v in set(vals) - d.keys():  # the few distinct values, then a C-level map
@@ -282,10 +289,13 @@ def region_index_of(name: Any, task_id: Any, g: Any, start_ts: Any,
     s, s_null = _ints(start_ts)
     e, e_null = _ints(end_ts)
     cols["timed"] = ~s_null & ~e_null
-    cols["dur"] = np.where(cols["timed"], e - s, 0)
-    del s, s_null, e, e_null
+    dur = e - s
+    dur[~cols["timed"]] = 0  # in place: one column of a big trace's, not two
+    cols["dur"] = dur
+    del s, s_null, e, e_null, dur
     cols["task"], cols["task_null"] = _ints(task_id)
-    cols["g"] = _ints(g)[0]
+    # Goroutine ids in the loader's own type (they are only sorted and counted).
+    cols["g"] = g if isinstance(g, np.ndarray) and g.dtype.kind == "i" else _ints(g)[0]
     return _region_index(cols, ordered)
 
 

@@ -84,7 +84,9 @@ def _is(t: EventTable, *kinds: str) -> Arr:
 
 def _at(values: Arr, idx: Arr, missing: Arr) -> Nullable:
     """values[idx] where idx >= 0, NULL where ``missing``."""
-    return Nullable(np.where(missing, 0, values[np.maximum(idx, 0)]), missing)
+    out = values[np.maximum(idx, 0)]
+    out[missing] = 0  # in place: a big table's column is never made twice
+    return Nullable(out, missing)
 
 
 def ranges(parts: EventParts) -> Columns:
@@ -131,19 +133,31 @@ def regions(parts: EventParts) -> Columns:
     del begin
     r, e, begun = pairs.row_event, pairs.end_event, pairs.begun
     del pairs
-    end_idx = np.where(e >= 0, e, np.where(begun, -1, r))
+    # A row's end event: its end, none (open at the end: -1), or the row's
+    # own event when it is an end with nothing open; made in place.
+    end_idx = e
+    end_idx[(e < 0) & ~begun] = r[(e < 0) & ~begun]
     del e
-    out: Columns = {"id": np.arange(len(r), dtype=np.int64), "name": _coded(name, "", r),
-                    "g": g[r]}
+    out: Columns = {"name": _coded(name, "", r), "g": g[r]}
     del g, name
-    t = parts.table("regions", ("ts", "task_id", "stack_id"))
-    tid = t.num("task_id")
+    # One event column in memory at a time beside the rows made so far.
+    ts = parts.table("regions", ("ts",)).num("ts").values
+    start = ts[r]
+    start[~begun] = 0  # an end with nothing open: begun before the trace
+    out["start_ts"] = Nullable(start, ~begun)
+    del start
+    missing = end_idx < 0
+    np.maximum(end_idx, 0, out=end_idx)
+    end = ts[end_idx]
+    del end_idx
+    end[missing] = 0
+    out["end_ts"] = Nullable(end, missing)
+    del ts, end, missing, begun
+    tid = parts.table("regions", ("task_id",)).num("task_id")
     out["task_id"] = task_ids(tid.values[r], tid.nulls()[r])
     del tid
-    ts = t.num("ts").values
-    out["start_ts"] = Nullable(np.where(begun, ts[r], 0), ~begun)
-    out["end_ts"] = _at(ts, end_idx, end_idx < 0)
-    out["stack_id"] = t.num("stack_id").values[r]
+    out["stack_id"] = parts.table("regions", ("stack_id",)).num("stack_id").values[r]
+    out["id"] = np.arange(len(r), dtype=np.int64)
     order = ("id", "task_id", "name", "g", "start_ts", "end_ts", "stack_id")
     return {k: out[k] for k in order}
 

@@ -124,9 +124,11 @@ def pair_nested_in_parts(part_key: Arr, keys: list[Arr], begin: Arr,
                                      side="left") + 1)
     bounds = [0, *cuts.tolist(), top + 1]
     del ends, cuts
-    rows: list[Arr] = []
-    closes: list[Arr] = []
-    begun: list[Arr] = []
+    # Each part's rows marked at their events, so that they come out in
+    # event order without a sort of them all.
+    makes = np.zeros(n, dtype=bool)
+    it = np.int32 if n < 2**31 else np.int64
+    closed_by = np.full(n, -1, dtype=it)  # the end that closes each row's event
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         if hi <= lo:
             continue
@@ -134,11 +136,13 @@ def pair_nested_in_parts(part_key: Arr, keys: list[Arr], begin: Arr,
         if not len(sel):
             continue
         got = pair_nested([k[sel] for k in keys], begin[sel])
-        rows.append(sel[got.row_event])
-        closes.append(np.where(got.end_event >= 0, sel[np.maximum(got.end_event, 0)], -1))
-        begun.append(got.begun)
-        del sel, got
-    row_event = np.concatenate(rows)
-    del rows
-    by = np.argsort(row_event, kind="stable")
-    return Pairs(row_event[by], np.concatenate(closes)[by], np.concatenate(begun)[by])
+        at = sel[got.row_event]
+        makes[at] = True
+        closes = got.end_event >= 0
+        closed_by[at[closes]] = sel[got.end_event[closes]]
+        del sel, got, at, closes
+    row_event = np.flatnonzero(makes)
+    del makes
+    end_event = closed_by[row_event].astype(np.int64)
+    del closed_by
+    return Pairs(row_event.astype(np.int64), end_event, begin[row_event])
