@@ -531,6 +531,15 @@ VIEWS = {
 VIEWS.update({name: coded.select_sql() for name, coded in CODED.items()})
 
 
+def dialect_views(dialect: str) -> dict[str, str]:
+    """VIEWS as made on ``dialect``: on PostgreSQL ``proc_runs`` and ``syscalls``
+    zip the chunk arrays (ingest.store.pg_chunks.pg_views) instead of joining
+    ``intervals`` by id, which the server could only do row by row."""
+    if dialect != "postgresql":
+        return dict(VIEWS)
+    return {**VIEWS, **pg_chunks.pg_views()}
+
+
 def _pg_delete_rows() -> tuple[str, str]:
     # The rows of the three ranged tables live in chunks there
     # (ingest.store.pg_chunks), deleted by their trace's index.

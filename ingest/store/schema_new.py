@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, inspect, text
 
-from ingest.store import models
+from ingest.store import models, pg_chunks
 
 #: Alembic's version table, as ``alembic stamp`` makes it.
 _VERSION_TABLE = (
@@ -38,8 +38,11 @@ def create_newest(conn: Connection, revision: str) -> None:
 
     models.metadata.create_all(conn)
     files = conn.dialect.name == "sqlite" and register()
-    views = {**models.file_views(files), **{k: v for k, v in models.VIEWS.items()
+    shared = models.dialect_views(conn.dialect.name)
+    views = {**models.file_views(files), **{k: v for k, v in shared.items()
                                            if k not in models.file_views(files)}}
+    if conn.dialect.name == "postgresql":
+        views.update(pg_chunks.pg_views())
     for name, select in views.items():
         conn.execute(text(f"CREATE VIEW {name} AS {select}"))
     if conn.dialect.name == "postgresql":
