@@ -14,7 +14,6 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Connection, Engine, TextClause, and_, select, text
 
 from ingest.store import models, pg_chunks
@@ -190,8 +189,7 @@ def thread_intervals(engine: Engine, trace_id: int, m: int, t1: int,
         if span is None or not want:
             return []
         if conn.dialect.name == "postgresql":
-            rows: list[Any] = _thread_rows_chunked(conn, span.first_id, span.last_id, m,
-                                                   want, t1, t2)
+            rows: list[Any] = _thread_rows_chunked(conn, trace_id, m, want, t1, t2)
         else:
             rows = list(conn.execute(
                 select(_IV.c.rid, _IV.c.kind, _IV.c.p, _IV.c.start_ts, _IV.c.end_ts)
@@ -202,24 +200,16 @@ def thread_intervals(engine: Engine, trace_id: int, m: int, t1: int,
              "start_ts": r[3], "end_ts": r[4]} for r in rows]
 
 
-#: Interval ids read at a time by a scan of a trace's chunks (six int64
-#: columns: 48 MB).
-_SLICE = 1 << 20
-
-
-def _thread_rows_chunked(conn: Connection, lo: int, hi: int, m: int, want: list[int],
+def _thread_rows_chunked(conn: Connection, trace_id: int, m: int, want: list[int],
                          t1: int, t2: int) -> list[tuple[int, ...]]:
     """PostgreSQL: (rid, kind, p, start_ts, end_ts) of thread_intervals'
-    rows, filtered from the chunks' arrays slice by slice (unnesting every
-    row in SQL cost ten times as much), in start_ts order."""
-    names = ["rid", "kind", "p", "start_ts", "end_ts"]
-    parts: list[Any] = []
-    for a in range(lo, hi + 1, _SLICE):
-        b = min(hi, a + _SLICE - 1)
-        c = pg_chunks.read_block(conn, "intervals", ["m", *names], a, b)
-        keep = ((c["m"] == m) & np.isin(c["kind"], want) & (c["start_ts"] < t2)
-                & (c["end_ts"] > t1))
-        parts.append(np.stack([c[n][keep].astype(np.int64) for n in names], axis=1))
-    rows = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.int64)
-    rows = rows[np.argsort(rows[:, 3], kind="stable")]
-    return [tuple(r) for r in rows.tolist()]
+    rows, the M's positions found in each chunk's array of Ms and only the
+    chunks with a row decompressed (ingest.store.pg_chunks.thread_rows_sql),
+    in start_ts order."""
+    sql = pg_chunks.thread_rows_sql(["rid", "kind", "p", "start_ts", "end_ts"], m=True,
+                                    t1=True, t2=True, g=False, running=False)
+    rows = conn.execute(text(sql), {"t": trace_id, "m": m, "t1": t1, "t2": t2}).all()
+    keep = set(want)
+    out = sorted((tuple(int(v) for v in r) for r in rows if int(r[2]) in keep),
+                 key=lambda r: (r[4], r[0]))  # start_ts, then id (SQLite's scan order)
+    return [r[1:] for r in out]

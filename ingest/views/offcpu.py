@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine, inspect, select, text
 
-from ingest.store import os_sched_models
+from ingest.store import os_sched_models, pg_chunks
 
 I64 = npt.NDArray[np.int64]
 #: The kernel's states of a thread, as os_sched_intervals.kind names them.
@@ -81,19 +81,30 @@ def states(engine: Engine, trace_id: int, t1: int | None = None, t2: int | None 
 
 def running(engine: Engine, trace_id: int, t1: int | None = None, t2: int | None = None,
             m: int | None = None, g: int | None = None) -> tuple[I64, I64, I64, I64]:
-    """(g, m, start, end) of the goroutines' Running intervals with an M."""
-    sql = ("SELECT g, m, start_ts, end_ts FROM thread_intervals WHERE trace_id = :t "
-           "AND state = 'Running'")
+    """(g, m, start, end) of the goroutines' Running intervals with an M, in
+    id order."""
     args: dict[str, Any] = {"t": trace_id}
-    for cond, key, val in (("end_ts > :t1", "t1", t1), ("start_ts < :t2", "t2", t2),
-                           ("m = :m", "m", m), ("g = :g", "g", g)):
-        if val is not None:
-            sql += f" AND {cond}"
-            args[key] = val
+    given = {k: v for k, v in (("t1", t1), ("t2", t2), ("m", m), ("g", g)) if v is not None}
+    args.update(given)
+    if engine.dialect.name == "postgresql":
+        # The chunks' arrays filtered before any row is made (the view makes
+        # every interval's row first: 12-18 s on the 200 MB trace).
+        sql = pg_chunks.thread_rows_sql(["rid", "m", "start_ts", "end_ts"], m="m" in given,
+                                        t1="t1" in given, t2="t2" in given, g="g" in given,
+                                        running=True)
+    else:
+        sql = ("SELECT 0, g, m, start_ts, end_ts FROM thread_intervals WHERE trace_id = :t "
+               "AND state = 'Running'")
+        for cond, key in (("end_ts > :t1", "t1"), ("start_ts < :t2", "t2"), ("m = :m", "m"),
+                          ("g = :g", "g")):
+            if key in given:
+                sql += f" AND {cond}"
     with engine.connect() as conn:
         rows = conn.execute(text(sql), args).all()
-    arr = np.array([tuple(r) for r in rows], dtype=np.int64).reshape(-1, 4)
-    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy()
+    arr = np.array([tuple(r) for r in rows], dtype=np.int64).reshape(-1, 5)
+    if engine.dialect.name == "postgresql":
+        arr = arr[np.argsort(arr[:, 0], kind="stable")]
+    return arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 4].copy()
 
 
 def _covered(x: I64, s: I64, e: I64, cum: I64) -> I64:

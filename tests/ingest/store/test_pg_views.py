@@ -1,0 +1,108 @@
+"""PostgreSQL's own views over the chunk rows (revision 0016,
+ingest.store.pg_chunks): every test trace shows the same rows through every
+view over intervals on PostgreSQL as on SQLite, the range functions give the
+views' rows of any id range, and the readers that filter the chunks' arrays
+(views.intervals.thread_intervals, views.offcpu.running) return what SQLite's
+views give. Needs GMPSCOPE_TEST_PG_URL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, text
+
+from ingest.store.db import make_engine
+from ingest.views import intervals, offcpu
+from tests.support.ingest_fixtures import TRACES, make_db_url
+
+pytestmark = pytest.mark.skipif(not os.environ.get("GMPSCOPE_TEST_PG_URL"),
+                                reason="needs GMPSCOPE_TEST_PG_URL")
+
+#: The views that read the chunks (directly or through intervals; SQLite keeps
+#: the rows of interval_rows, proc_run_index and syscall_outcomes in files).
+VIEWS = ("intervals", "proc_runs", "syscalls", "thread_intervals", "interval_view",
+         "transitions")
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Engine]]:
+    """{backend: engine} with every test trace ingested, in the same order."""
+    from ingest.load.pipeline import ingest_trace_file
+
+    base = tmp_path_factory.mktemp("views")
+    gens = {b: make_db_url(b, base / b) for b in ("sqlite", "postgresql")}
+    engines = {}
+    for b, gen in gens.items():
+        (base / b).mkdir()
+        engines[b] = make_engine(next(gen))
+        for t in TRACES:
+            ingest_trace_file(engines[b], t, data_dir=base / b / "data")
+    yield engines
+    for b, gen in gens.items():
+        engines[b].dispose()
+        for _ in gen:
+            pass
+
+
+def _rows(engine: Engine, sql: str, **args: Any) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return sorted((tuple(r) for r in conn.execute(text(sql), args)), key=repr)
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_views_show_sqlites_rows(both: dict[str, Engine], view: str) -> None:
+    sqlite = _rows(both["sqlite"], f"SELECT * FROM {view}")
+    assert sqlite, view  # the traces have rows of every view
+    assert _rows(both["postgresql"], f"SELECT * FROM {view}") == sqlite
+
+
+def test_range_functions_give_the_views_rows(both: dict[str, Engine]) -> None:
+    pg = both["postgresql"]
+    with pg.connect() as conn:
+        blocks = conn.execute(text(
+            "SELECT table_name, first_id, last_id FROM row_ranges ORDER BY first_id")).all()
+    assert {b.table_name for b in blocks} == {"intervals", "proc_runs", "syscalls"}
+    for name, lo, hi in blocks:
+        # The whole block, one id, and a range cutting chunks at both ends.
+        for a, b in ((lo, hi), (lo, lo), (lo + 700, min(hi, lo + 2500))):
+            got = _rows(pg, f"SELECT * FROM gmpscope_{name}(:a, :b)", a=a, b=b)
+            assert got == _rows(pg, f"SELECT * FROM {name} WHERE id BETWEEN :a AND :b",
+                                a=a, b=b)
+            assert len(got) == max(0, min(b, hi) - a + 1)
+
+
+def _ms_and_spans(engine: Engine) -> list[tuple[int, int, int, int]]:
+    """(trace, m, start, end) of each M of each trace, with its rows' span."""
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(
+            "SELECT trace_id, m, min(start_ts), max(end_ts) FROM thread_intervals "
+            "GROUP BY trace_id, m ORDER BY trace_id, m"))]
+
+
+def test_thread_readers_give_sqlites_rows(both: dict[str, Engine]) -> None:
+    spans = _ms_and_spans(both["sqlite"])
+    assert len({s[0] for s in spans}) == len(TRACES)
+    assert spans == _ms_and_spans(both["postgresql"])
+    for tid, m, lo, hi in spans:
+        mid = (lo + hi) // 2
+        for t1, t2 in ((lo, hi + 1), (mid - (hi - lo) // 10, mid + 1)):
+            want = intervals.thread_intervals(both["sqlite"], tid, m, t1, t2)
+            got = intervals.thread_intervals(both["postgresql"], tid, m, t1, t2)
+            assert got == want
+    for tid in sorted({s[0] for s in spans}):
+        m, lo, hi = next((m, lo, hi) for t, m, lo, hi in spans if t == tid)
+        mid = (lo + hi) // 2
+        g = int(offcpu.running(both["sqlite"], tid)[0][0])
+        for args in ({}, {"m": m}, {"t1": mid, "t2": hi}, {"t1": lo, "t2": mid, "m": m},
+                     {"g": g}, {"t2": mid}):
+            ran = _sorted(offcpu.running(both["sqlite"], tid, **args))
+            assert ran, args
+            assert _sorted(offcpu.running(both["postgresql"], tid, **args)) == ran, args
+
+
+def _sorted(cols: tuple[Any, ...]) -> list[tuple[int, ...]]:
+    return sorted(zip(*(np.asarray(c).tolist() for c in cols), strict=True))
