@@ -16,12 +16,13 @@ runtime cannot see: the trace calls it running, the CPU did not run it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ingest.store import os_sched_models, pg_chunks
 
@@ -100,11 +101,26 @@ def running(engine: Engine, trace_id: int, t1: int | None = None, t2: int | None
             if key in given:
                 sql += f" AND {cond}"
     with engine.connect() as conn:
-        rows = conn.execute(text(sql), args).all()
-    arr = np.array([tuple(r) for r in rows], dtype=np.int64).reshape(-1, 5)
-    if engine.dialect.name == "postgresql":
-        arr = arr[np.argsort(arr[:, 0], kind="stable")]
+        if engine.dialect.name == "postgresql":
+            arr = _pg_rows(conn, sql, args)
+            arr = arr[np.argsort(arr[:, 0], kind="stable")]
+        else:
+            rows = conn.execute(text(sql), args).all()
+            arr = np.array([tuple(r) for r in rows], dtype=np.int64).reshape(-1, 5)
     return arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy(), arr[:, 4].copy()
+
+
+def _pg_rows(conn: Connection, sql: str, args: dict[str, Any]) -> I64:
+    """The integer rows of ``sql`` (``:name`` binds) as an array, through the
+    DB-API cursor in binary (a million Running intervals of one M: SQLAlchemy's
+    rows and a tuple each cost as much as the query)."""
+    named = re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
+    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(named, args, binary=True)
+        return np.array(cur.fetchall(), dtype=np.int64).reshape(-1, 5)
+    finally:
+        cur.close()
 
 
 def _covered(x: I64, s: I64, e: I64, cum: I64) -> I64:
