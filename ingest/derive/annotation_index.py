@@ -176,9 +176,13 @@ def _name_stats(code: Arr, names: list[str], timed: Bool, dur: I64,
     averaged (numpy's mean of the sorted int64 durations) and ranked."""
     k = len(names)
     count = np.bincount(code, minlength=k)
-    n_timed = np.bincount(code[timed], minlength=k)
+    # (Most rows are timed: no copies of the columns then.)
+    every = bool(timed.all())
+    t_code, t_dur = (code, dur) if every else (code[timed], dur[timed])
+    n_timed = np.bincount(t_code, minlength=k)
     # Grouped by name, each group's durations ascending.
-    sd = _sorted_pairs(code[timed], dur[timed])[1]
+    sd = _sorted_pairs(t_code, t_dur)[1]
+    del t_code, t_dur
     off = np.concatenate([[0], np.cumsum(n_timed)]).astype(np.int64)
     stats = {key: np.zeros(k, dtype=np.int64) for key in ("total", "p50", "p90", "p99", "max")}
     mean = np.full(k, np.nan)
