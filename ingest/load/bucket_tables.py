@@ -17,11 +17,10 @@ tests/ingest/load/test_bucket_tables.py.
 from __future__ import annotations
 
 import itertools
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from ingest.columns import Computed, Gather, Nullable, Transitions
 from ingest.derive import intervals as derive
 from ingest.derive.interval_order import RUNNING, SYSCALL, Arr, Columns, Ordered
 from ingest.extensions import optional_extension
+from ingest.load.spill_file import Spilled, SpillFile
 from ingest.load.transition_spill import Bucket, TransitionSpill
 from ingest.store.coded_insert import CodeBook, in_book
 from ingest.store.coded_models import CODED
@@ -55,9 +55,11 @@ class _Edges:
 
     spill_dir: Path | None
     count: dict[int, int] = field(default_factory=dict)
-    parts: dict[int, list[Any]] = field(default_factory=dict)
-    file: IO[bytes] | None = None
+    parts: dict[int, list[Spilled]] = field(default_factory=dict)
     whole: list[tuple[Any, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        self.file = SpillFile(self.spill_dir, "dwell-") if self.spill_dir is not None else None
 
     def add(self, tr: Transitions, o: Ordered) -> None:
         order = o.order
@@ -86,31 +88,17 @@ class _Edges:
         by = np.argsort(edge, kind="stable")
         edge, dwell = edge[by], dwell[by]
         cut = np.flatnonzero(edge[1:] != edge[:-1]) + 1
+        assert self.file is not None
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(edge)], strict=True):
             if b > a:
-                self._keep(int(edge[a]), np.ascontiguousarray(dwell[a:b]))
-
-    def _keep(self, code: int, values: Arr) -> None:
-        if self.spill_dir is None:
-            self.parts.setdefault(code, []).append(values)
-            return
-        if self.file is None:
-            self.file = tempfile.TemporaryFile(dir=self.spill_dir, prefix="dwell-")
-        offset = self.file.seek(0, 2)
-        self.file.write(values.data)
-        self.parts.setdefault(code, []).append((offset, len(values)))
+                self.parts.setdefault(int(edge[a]), []).append(self.file.keep(dwell[a:b]))
 
     def _values(self, code: int) -> Arr:
         parts = self.parts.pop(code, [])
-        if self.spill_dir is None:
-            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        assert self.file is not None or not parts
-        out = []
-        for offset, n in parts:
-            assert self.file is not None
-            self.file.seek(offset)
-            out.append(np.fromfile(self.file, np.int64, n))
-        return np.concatenate(out) if out else np.zeros(0, np.int64)
+        if not parts:
+            return np.zeros(0, np.int64)
+        assert self.file is not None
+        return np.concatenate([self.file.back(part) for part in parts])
 
     def rows(self) -> list[tuple[Any, ...]]:
         """state_edges' rows, by edge code (as ingest.derive.intervals.state_edges)."""
@@ -399,10 +387,12 @@ class _Runs:
     big trace's runs are never all in memory at once, nor sorted at once."""
 
     spill_dir: Path | None  # (None: in memory, where no runs are added)
-    file: IO[bytes] | None = None
-    #: P -> (offset, rows, start type, row type) of each bucket's segment.
-    parts: dict[int, list[tuple[int, int, Any, Any]]] = field(default_factory=dict)
+    #: P -> (start times, interval rows) of each bucket's segment.
+    parts: dict[int, list[tuple[Spilled, Spilled]]] = field(default_factory=dict)
     p_type: Any = np.int16
+
+    def __post_init__(self) -> None:
+        self.file = SpillFile(self.spill_dir, "runs-") if self.spill_dir is not None else None
 
     def add(self, p: Arr, ts: Arr, row: Arr) -> None:
         """A bucket's runs (p, start, interval row), in interval order."""
@@ -413,13 +403,10 @@ class _Runs:
         by = np.argsort(p, kind="stable")
         p, ts, row = p[by], ts[by], row[by]
         cut = np.flatnonzero(p[1:] != p[:-1]) + 1
-        if self.file is None:
-            self.file = tempfile.TemporaryFile(dir=self.spill_dir, prefix="runs-")
+        assert self.file is not None
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(p)], strict=True):
-            offset = self.file.seek(0, 2)
-            self.file.write(np.ascontiguousarray(ts[a:b]).data)
-            self.file.write(np.ascontiguousarray(row[a:b]).data)
-            self.parts.setdefault(int(p[a]), []).append((offset, b - a, ts.dtype, row.dtype))
+            self.parts.setdefault(int(p[a]), []).append(
+                (self.file.keep(ts[a:b]), self.file.keep(row[a:b])))
 
     def columns(self) -> Columns:
         """proc_runs' columns: every run by (P, start), runs of one start in
@@ -427,31 +414,19 @@ class _Runs:
         ps: list[Arr] = []
         rows: list[Arr] = []
         for pv in sorted(self.parts):
-            ts_parts, row_parts = [], []
-            for offset, n, ts_type, row_type in self.parts.pop(pv):
-                assert self.file is not None
-                self.file.seek(offset)
-                ts_parts.append(_read(self.file, ts_type, n))
-                row_parts.append(_read(self.file, row_type, n))
-            ts = np.concatenate(ts_parts)
-            row = np.concatenate(row_parts)
-            del ts_parts, row_parts
+            assert self.file is not None
+            segments = self.parts.pop(pv)
+            ts = np.concatenate([self.file.back(t) for t, _ in segments])
+            row = np.concatenate([self.file.back(r) for _, r in segments])
+            del segments
             rows.append(row[np.argsort(ts, kind="stable")])
             ps.append(np.full(len(row), pv, self.p_type))
         if self.file is not None:
             self.file.close()
-            self.file = None
         p = np.concatenate(ps) if ps else np.zeros(0, np.int32)
         row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         small = np.int32 if not len(row) or int(row.max()) < 2**31 else np.int64
         return {"p": p, "interval_row": row.astype(small)}
-
-
-def _read(f: IO[bytes], dtype: Any, n: int) -> Arr:
-    out = np.fromfile(f, dtype, n)
-    if len(out) != n:
-        raise OSError("a spill file is shorter than written")
-    return out
 
 
 def _concat_transitions(a: Transitions, b: Transitions) -> Transitions:

@@ -12,17 +12,17 @@ and last event time, which is folded in per row group.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+from ingest.load.spill_file import Spilled, SpillFile
 
 Arr = npt.NDArray[Any]
 
@@ -95,21 +95,12 @@ class EventTable:
         return col
 
 
-@dataclass(frozen=True)
-class _Spilled:
-    """A part written to the spill file: where, its type and length."""
-
-    offset: int
-    dtype: np.dtype[Any]
-    rows: int
-
-
 @dataclass
 class _Target:
     kinds: tuple[str, ...]
     columns: tuple[str, ...]
-    parts: dict[str, list[Arr | _Spilled]] = field(default_factory=dict)
-    nulls: dict[str, list[Arr | _Spilled | None]] = field(default_factory=dict)
+    parts: dict[str, list[Arr | Spilled]] = field(default_factory=dict)
+    nulls: dict[str, list[Arr | Spilled | None]] = field(default_factory=dict)
     rows: int = 0
 
 
@@ -123,8 +114,7 @@ class EventParts:
     target's events, not every target's."""
 
     def __init__(self, spill_dir: Path | None = None) -> None:
-        self._spill_dir = spill_dir
-        self._file: IO[bytes] | None = None
+        self._spill = SpillFile(spill_dir, "events-") if spill_dir is not None else None
         self._targets = {name: _Target(kinds, cols) for name, (kinds, cols) in TARGETS.items()}
         # Per string column (target, column): distinct value -> code (0: NULL).
         self._dicts: dict[tuple[str, str], dict[str | None, int]] = {}
@@ -168,32 +158,20 @@ class EventParts:
                 target.nulls.setdefault(cname, []).append(
                     None if null is None else self._keep(null))
 
-    def _keep(self, a: Arr) -> Arr | _Spilled:
+    def _keep(self, a: Arr) -> Arr | Spilled:
         """``a`` itself, or where it was written when spilling."""
-        if self._spill_dir is None:
-            return a
-        if self._file is None:
-            self._spill_dir.mkdir(parents=True, exist_ok=True)
-            self._file = tempfile.TemporaryFile(dir=self._spill_dir, prefix="events-")
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(np.ascontiguousarray(a).data)
-        return _Spilled(offset, a.dtype, len(a))
+        return a if self._spill is None else self._spill.keep(a)
 
-    def _back(self, part: Arr | _Spilled) -> Arr:
-        if not isinstance(part, _Spilled):
+    def _back(self, part: Arr | Spilled) -> Arr:
+        if not isinstance(part, Spilled):
             return part
-        assert self._file is not None
-        self._file.seek(part.offset)
-        out = np.fromfile(self._file, dtype=part.dtype, count=part.rows)
-        if len(out) != part.rows:
-            raise OSError("the events' spill file is shorter than written")
-        return out
+        assert self._spill is not None
+        return self._spill.back(part)
 
     def close(self) -> None:
         """Drop the spill file (what was not handed over is gone)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._spill is not None:
+            self._spill.close()
 
     def _codes(self, tname: str, cname: str, col: pa.Array) -> Arr:
         if not pa.types.is_dictionary(col.type):
@@ -238,8 +216,6 @@ class EventParts:
         taken later (a big table a few columns at a time)."""
         target = self._targets[name]
         cols: dict[str, Column | Texts] = {}
-        if self._file is not None:
-            self._file.flush()
         wanted = tuple(target.columns if columns is None else columns)
         for cname in wanted:
             if cname not in target.columns:
