@@ -168,6 +168,10 @@ class Describer:
         for v in self._closes.values():
             v.sort()
         self._cur: dict[int, str | None] = {}
+        # When each descriptor's current life began (its creator's return), and
+        # the life before it, for a close that entered before that return.
+        self._born: dict[int, int] = {}
+        self._before: dict[int, str | None] = {}
 
     def _from_snapshot(self, fd: int, ts: int) -> str | None:
         closes = self._closes.get(fd, [])
@@ -201,16 +205,32 @@ class Describer:
         """Describe one row (rows must come in entry-time order)."""
         if row.kind != KIND_SYSCALL:
             return
-        if row.fd is not None and row.fd >= 0:
-            row.fd_path = self._known(row.fd, row.ts_ns)
+        fd = row.fd
+        closing = row.name == "close" and row.result == 0 and fd is not None
+        if fd is not None and fd >= 0 and self._born.get(fd, -1) > row.ts_ns:
+            # Rows come in entry order, but a call that entered earlier made this
+            # descriptor's new life after this call entered: it acts on the life
+            # before (a close of it ends that life, not the new one).
+            before = self._before.get(fd)
+            row.fd_path = before if before is not None else self._from_snapshot(fd, row.ts_ns)
+            if closing:
+                self._before.pop(fd, None)
+            return
+        if fd is not None and fd >= 0:
+            row.fd_path = self._known(fd, row.ts_ns)
         if row.new_fd is not None:
-            desc = self._from_snapshot(row.new_fd, row.ts_ns + (row.duration_ns or 0))
+            born = row.ts_ns + (row.duration_ns or 0)
+            desc = self._from_snapshot(row.new_fd, born)
             if desc is None:
                 desc = self._created(row)
+            if row.new_fd in self._cur:
+                self._before[row.new_fd] = self._cur[row.new_fd]
             self._cur[row.new_fd] = desc
+            self._born[row.new_fd] = born
             row.new_fd_path = desc
-        if row.name == "close" and row.result == 0 and row.fd is not None:
-            self._cur.pop(row.fd, None)
+        if closing and fd is not None:
+            self._cur.pop(fd, None)
+            self._before.pop(fd, None)
         elif row.fd is not None and row.errno in (None, "EINPROGRESS"):
             self._learn(row)
 

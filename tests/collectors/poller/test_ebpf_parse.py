@@ -200,3 +200,35 @@ def test_cli_falls_back_to_strace_with_one_line(tmp_path: Path) -> None:
     assert "strace is the fallback" in default.stderr
     meta = json.loads((tmp_path / "rec" / "meta.json").read_text())
     assert meta["backend"] == "strace" and meta["exit_status"] == 0
+
+
+def test_descriptor_reused_while_its_creator_ran() -> None:
+    """Calls entered in one order can make and end descriptor lives in another.
+
+    The rows are one stretch of a real strace recording of httpnet (2 cores under
+    load): the server's accept4 entered, the client closed its connection on fd 9
+    87 us later, and the accept4 returned the new connection as fd 9 10.95 ms after
+    it entered. strace's decorations (kept below) are what each call acted on; the
+    describer, fed the rows in entry order without them, must say the same. Its
+    snapshots hold those decorations as /proc would have before and after."""
+    from collectors.poller.ebpf_fds import Describer, Snapshot
+    from collectors.poller.records import KIND_SYSCALL, Row
+
+    old, new = "TCP:[127.0.0.1:53744->127.0.0.1:40711]", "TCP:[127.0.0.1:40711->127.0.0.1:53752]"
+    listener = "TCP:[127.0.0.1:40711]"
+    # (name, entry ns from the accept4's, duration ns, fd, new fd, strace's fd, new fd)
+    lines = [("write", -1030287, 49773, 9, None, old, None),
+             ("read", -215249, 79898, 9, None, old, None),
+             ("accept4", 0, 10952167, 6, 9, listener, new),
+             ("epoll_ctl", 48491, 12549, 9, None, old, None),
+             ("close", 87179, 48602, 9, None, old, None),
+             ("read", 11500000, 21712, 9, None, new, None)]
+    at = 1796479488722426964  # the accept4's entry, wall ns
+    rows = [Row(ts_ns=at + ts, tid=1, kind=KIND_SYSCALL, name=name, duration_ns=d, result=0,
+                fd=fd, new_fd=nfd) for name, ts, d, fd, nfd, _, _ in lines]
+    snaps = [Snapshot(at - 2_000_000, {6: listener, 9: old}),
+             Snapshot(at + 12_000_000, {6: listener, 9: new})]
+    describer = Describer(rows, snaps)
+    for row in rows:
+        describer.feed(row)
+    assert [(r.fd_path, r.new_fd_path) for r in rows] == [(p, q) for *_, p, q in lines]
