@@ -96,23 +96,84 @@ def counters_of(cols: Mapping[str, Any]) -> Counters:
     """The counters from the loader's metrics columns (``seq``, ``ts``,
     ``name`` and ``value``, a :class:`ingest.columns.Nullable` or an int
     array; samples without a value left out)."""
-    seq = np.asarray(cols["seq"], np.int64)
-    ts = np.asarray(cols["ts"], np.int64)
-    names: Sequence[Any] = cols["name"]
-    value = cols["value"]
-    if isinstance(value, Nullable):
-        v, null = np.asarray(value.values, np.int64), np.asarray(value.null, bool)
-    else:
-        v, null = np.asarray(value, np.int64), np.zeros(len(ts), bool)
+    parts = CounterParts()
+    parts.add(cols)
+    return parts.finish()
+
+
+class CounterParts:
+    """The counters from the metrics table's parts (a big trace's, stored in
+    parts): each part keeps only its counter samples' seq, time and value,
+    by counter, and each counter is ordered on its own at the end (equal to
+    :func:`_grouped` of the whole table: one counter's samples in memory
+    twice at a time, not every sample)."""
+
+    key = COUNTERS_KEY
+
+    def __init__(self) -> None:
+        self._parts: list[list[tuple[I64, I64, I64]]] = [[] for _ in COUNTER_METRICS]
+
+    def add(self, cols: Mapping[str, Any]) -> None:
+        """Take in one part's columns, as :func:`counters_of` takes them."""
+        seq = np.asarray(cols["seq"], np.int64)
+        ts = np.asarray(cols["ts"], np.int64)
+        value = cols["value"]
+        if isinstance(value, Nullable):
+            v, null = np.asarray(value.values, np.int64), np.asarray(value.null, bool)
+        else:
+            v, null = np.asarray(value, np.int64), np.zeros(len(ts), bool)
+        which = _counter_codes(cols["name"])
+        which[null] = -1
+        for i in range(len(COUNTER_METRICS)):
+            mine = np.flatnonzero(which == i)
+            if len(mine):
+                self._parts[i].append((seq[mine], ts[mine], v[mine]))
+
+    def finish(self) -> Counters:
+        """The counters of every part taken in: each counter's samples in
+        sample (seq) order, then stably by time."""
+        ts_parts: list[I64] = []
+        v_parts: list[I64] = []
+        counts = []
+        for i, parts in enumerate(self._parts):
+            self._parts[i] = []
+            seq, ts, v = (np.concatenate([np.zeros(0, np.int64), *(p[k] for p in parts)])
+                          for k in (0, 1, 2))
+            del parts
+            if len(seq) > 1 and bool((seq[1:] < seq[:-1]).any()):
+                order = np.argsort(seq, kind="stable")
+                ts, v = ts[order], v[order]
+            if len(ts) > 1 and bool((ts[1:] < ts[:-1]).any()):
+                order = np.argsort(ts, kind="stable")
+                ts, v = ts[order], v[order]
+            del seq
+            ts_parts.append(ts)
+            v_parts.append(v)
+            counts.append(len(ts))
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        ts_all = np.concatenate([np.zeros(0, np.int64), *ts_parts])
+        del ts_parts
+        steps_ts = Steps.of(ts_all)
+        del ts_all
+        v_all = np.concatenate([np.zeros(0, np.int64), *v_parts])
+        del v_parts
+        return Counters(list(COUNTER_METRICS), offsets, steps_ts, Steps.of(v_all))
+
+
+def _counter_codes(names: Any) -> npt.NDArray[np.int8]:
+    """Each sample's counter (index into COUNTER_METRICS; -1: another
+    metric): through the codes of a loader's coded column
+    (ingest.store.coded_insert.CodedText) when it has them."""
+    codes = getattr(names, "codes", None)
+    if codes is not None:
+        lut = np.array([COUNTER_METRICS.index(v) if v in COUNTER_METRICS else -1
+                        for v in names.values], np.int8)
+        return lut[codes] if len(lut) else np.full(len(codes), -1, np.int8)
     name_arr = np.asarray(names, dtype=object)
-    code = np.full(len(ts), -1, np.int8)
+    out = np.full(len(name_arr), -1, np.int8)
     for i, n in enumerate(COUNTER_METRICS):
-        code[name_arr == n] = i
-    code[null] = -1
-    if len(seq) > 1 and bool((seq[1:] < seq[:-1]).any()):
-        order = np.argsort(seq, kind="stable")
-        code, ts, v = code[order], ts[order], v[order]
-    return _grouped(code, ts, v)
+        out[name_arr == n] = i
+    return out
 
 
 def counters_from_db(engine: Engine, trace_id: int) -> Counters:

@@ -86,12 +86,16 @@ class DerivedTables:
             del stacks, tstack_seq, tstack_id
             # The events' tables that need no pairing first: their events
             # are gone (stored) by the time the regions' millions are paired.
-            yield "metrics", eventrows.metrics(events)
-            yield "logs", eventrows.logs(events)
+            for cols in eventrows.metrics(events):
+                yield "metrics", cols
+            for cols in eventrows.logs(events):
+                yield "logs", cols
             yield "other_events", eventrows.other_events(events)
             yield "ranges", eventrows.ranges(events)
             yield "tasks", eventrows.tasks(events)
-            yield "regions", eventrows.regions(events)
+            for cols in eventrows.regions(events):
+                yield "regions", cols
+            del cols
             # What the threads' table needs of the events; the rest go.
             self._thread_times = events.thread_times()
         finally:

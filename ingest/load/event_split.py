@@ -12,7 +12,7 @@ and last event time, which is folded in per row group.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,11 @@ class EventParts:
                 target.nulls.setdefault(cname, []).append(
                     None if null is None else self._keep(null))
 
+    @property
+    def spill_dir(self) -> Path | None:
+        """Where the events are spilled (None: kept in memory)."""
+        return self._spill.directory if self._spill is not None else None
+
     def _keep(self, a: Arr) -> Arr | Spilled:
         """``a`` itself, or where it was written when spilling."""
         return a if self._spill is None else self._spill.keep(a)
@@ -222,32 +227,55 @@ class EventParts:
                 raise KeyError(f"{name} has no column {cname}")
             parts = [self._back(p) for p in target.parts.pop(cname, [])]
             nulls = [None if x is None else self._back(x) for x in target.nulls.pop(cname, [])]
-            key = (name, cname)
-            if cname in TEXT_COLUMNS:
-                known = self._dicts.pop(key, {None: 0})
-                values: list[str | None] = [None] * len(known)
-                for v, c in known.items():
-                    values[c] = v
-                cols[cname] = Texts(_join(parts, np.int32), values)
-            elif not parts:
-                cols[cname] = Column(np.zeros(0, np.int64))
-            else:
-                values_arr = _join(parts, parts[0].dtype)
-                null = None
-                if any(x is not None for x in nulls):
-                    null = np.concatenate([x if x is not None else np.zeros(len(p), bool)
-                                           for x, p in zip(nulls, parts, strict=True)])
-                cols[cname] = Column(values_arr, null)
+            values = self._values(name, cname) if cname in TEXT_COLUMNS else None
+            cols[cname] = _column(parts, nulls, values)
         rows = target.rows
         if not any(target.parts.values()) and not any(target.nulls.values()):
             target.rows = 0  # every column taken
-        for cname in wanted:  # a target with no rows: empty columns
-            col = cols[cname]
-            if isinstance(col, Column) and len(col.values) != rows:
-                cols[cname] = Column(np.zeros(rows, np.int64))
-            elif isinstance(col, Texts) and len(col.codes) != rows:
-                cols[cname] = Texts(np.zeros(rows, np.int32), [None])
-        return EventTable(rows, cols)
+        return EventTable(rows, _filled(cols, rows))
+
+    def slices(self, name: str, rows: int) -> Iterator[EventTable]:
+        """The events of target ``name`` with every column, ``rows`` at a time
+        in decode order (a big table never whole in memory); the target is
+        forgotten as they go. Text columns keep the whole target's values; a
+        target with no events gives one empty slice."""
+        target = self._targets[name]
+        if not target.rows:
+            yield self.table(name)
+            return
+        values = {c: self._values(name, c) for c in target.columns if c in TEXT_COLUMNS}
+        first = target.parts.get(target.columns[0], [])
+        sizes = [p.rows if isinstance(p, Spilled) else len(p) for p in first]
+        bounds = np.r_[0, np.cumsum(sizes, dtype=np.int64)]
+        total = int(bounds[-1])
+        for lo in range(0, total, max(rows, 1)):
+            hi = min(lo + rows, total)
+            # The parts the slice reaches into, and where in each.
+            a = int(np.searchsorted(bounds, lo, side="right")) - 1
+            b = int(np.searchsorted(bounds, hi, side="left"))
+            cut = [(i, max(lo - int(bounds[i]), 0), min(hi, int(bounds[i + 1])) - int(bounds[i]))
+                   for i in range(a, b)]
+            cols: dict[str, Column | Texts] = {}
+            for cname in target.columns:
+                ps, ns = target.parts.get(cname, []), target.nulls.get(cname, [])
+                parts = [self._back(ps[i])[x:y] for i, x, y in cut]
+                nulls = [self._cut(ns[i], x, y) for i, x, y in cut]
+                cols[cname] = _column(parts, nulls, values.get(cname))
+            yield EventTable(hi - lo, _filled(cols, hi - lo))
+        target.parts.clear()
+        target.nulls.clear()
+        target.rows = 0
+
+    def _cut(self, part: Arr | Spilled | None, lo: int, hi: int) -> Arr | None:
+        return None if part is None else self._back(part)[lo:hi]
+
+    def _values(self, name: str, cname: str) -> list[str | None]:
+        """A text column's distinct values by code (forgotten here)."""
+        known = self._dicts.pop((name, cname), {None: 0})
+        values: list[str | None] = [None] * len(known)
+        for v, c in known.items():
+            values[c] = v
+        return values
 
     def thread_times(self) -> tuple[Arr, Arr]:
         """(m, ts) pairs: each M's first and last event time, as the threads'
@@ -296,6 +324,31 @@ def _join(parts: list[Arr], dtype: Any) -> Arr:
         # int32 and uint64 as float64; back to uint64 (-1 is NoTask again).
         parts = [p.astype(np.uint64) for p in parts]
     return np.concatenate(parts)
+
+
+def _column(parts: list[Arr], nulls: list[Arr | None],
+            values: list[str | None] | None) -> Column | Texts:
+    """One column from its parts: codes into ``values`` for a text column."""
+    if values is not None:
+        return Texts(_join(parts, np.int32), values)
+    if not parts:
+        return Column(np.zeros(0, np.int64))
+    joined = _join(parts, parts[0].dtype)
+    null = None
+    if any(x is not None for x in nulls):
+        null = np.concatenate([x if x is not None else np.zeros(len(p), bool)
+                               for x, p in zip(nulls, parts, strict=True)])
+    return Column(joined, null)
+
+
+def _filled(cols: dict[str, Column | Texts], rows: int) -> dict[str, Column | Texts]:
+    """``cols`` with a column of a target with no rows made ``rows`` long."""
+    for cname, col in cols.items():
+        if isinstance(col, Column) and len(col.values) != rows:
+            cols[cname] = Column(np.zeros(rows, np.int64))
+        elif isinstance(col, Texts) and len(col.codes) != rows:
+            cols[cname] = Texts(np.zeros(rows, np.int32), [None])
+    return cols
 
 
 def split_events(chunks: Iterable[pa.Table] | pa.Table,

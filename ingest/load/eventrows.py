@@ -6,6 +6,11 @@ Each function takes its events from :class:`ingest.load.event_split.EventParts`
 columns as arrays, never a Python object per event: a 200 MB trace has 6 M
 region events and 3.7 M metric samples.
 
+Metrics, logs and regions, the tables of millions of rows, are made and
+handed over ``PART_ROWS`` rows at a time (their text columns coded by one
+:class:`ingest.store.coded_insert.CodeBook` per column across the parts, as
+the whole table's would be); the others whole.
+
 Ranges, tasks and regions arrive as begin/end event pairs; they are paired
 here (:mod:`ingest.load.pairing`). A range or region that ends without a
 begin in the trace began before the trace window (start NULL); one that never
@@ -16,6 +21,7 @@ a generation starts) counts as a begin whose true start is unknown
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -25,12 +31,16 @@ from collectors.gotrace.model import NO_TASK
 from ingest.columns import Nullable
 from ingest.load.event_split import OTHER_KINDS, EventParts, EventTable, Texts
 from ingest.load.pairing import pair_nested, pair_nested_in_parts
-from ingest.store.coded_insert import CodedText, coded_text
+from ingest.load.spill_file import KeptColumns
+from ingest.store.coded_insert import CodeBook, CodedText, coded_text, in_book
 
 Arr = npt.NDArray[Any]
 Columns = dict[str, Any]
 
-__all__ = ["OTHER_KINDS", "logs", "metrics", "other_events", "range_kind", "ranges",
+#: Rows per part of the tables made in parts.
+PART_ROWS = 1 << 21
+
+__all__ = ["OTHER_KINDS", "PART_ROWS", "logs", "metrics", "other_events", "range_kind", "ranges",
            "regions", "tasks"]
 
 
@@ -119,11 +129,13 @@ def ranges(parts: EventParts) -> Columns:
         "end_attrs": coded_text(attr_codes, [None, *attrs.values[1:]])}
 
 
-def regions(parts: EventParts) -> Columns:
+def regions(parts: EventParts) -> Iterator[Columns]:
     """Regions paired per goroutine and name, last opened first closed (they
-    nest). A region never spans goroutines, so a big trace's are paired a
-    range of goroutines at a time, and only the columns the pairing needs
-    are read back for it (the rest after)."""
+    nest), ``PART_ROWS`` rows at a time. A region never spans goroutines, so
+    a big trace's are paired a range of goroutines at a time, and only the
+    columns the pairing needs are read back for it (the rest after); each
+    column is made whole and kept aside (spilled with the events) until the
+    parts are read out of them."""
     t = parts.table("regions", ("kind", "g", "name"))
     begin = _is(t, "RegionBegin")
     g = t.num("g").values
@@ -138,28 +150,50 @@ def regions(parts: EventParts) -> Columns:
     end_idx = e
     end_idx[(e < 0) & ~begun] = r[(e < 0) & ~begun]
     del e
-    out: Columns = {"name": _coded(name, "", r), "g": g[r]}
-    del g, name
-    # One event column in memory at a time beside the rows made so far.
-    ts = parts.table("regions", ("ts",)).num("ts").values
-    start = ts[r]
-    start[~begun] = 0  # an end with nothing open: begun before the trace
-    out["start_ts"] = Nullable(start, ~begun)
-    del start
-    missing = end_idx < 0
-    np.maximum(end_idx, 0, out=end_idx)
-    end = ts[end_idx]
-    del end_idx
-    end[missing] = 0
-    out["end_ts"] = Nullable(end, missing)
-    del ts, end, missing, begun
-    tid = parts.table("regions", ("task_id",)).num("task_id")
-    out["task_id"] = task_ids(tid.values[r], tid.nulls()[r])
-    del tid
-    out["stack_id"] = parts.table("regions", ("stack_id",)).num("stack_id").values[r]
-    out["id"] = np.arange(len(r), dtype=np.int64)
-    order = ("id", "task_id", "name", "g", "start_ts", "end_ts", "stack_id")
-    return {k: out[k] for k in order}
+    kept = KeptColumns(parts.spill_dir, "regions-")
+    try:
+        kept.keep("name", name.codes[r])
+        names = ["", *name.values[1:]]
+        kept.keep("g", g[r])
+        del g, name
+        # One event column in memory at a time beside the rows' columns.
+        ts = parts.table("regions", ("ts",)).num("ts").values
+        start = ts[r]
+        start[~begun] = 0  # an end with nothing open: begun before the trace
+        kept.keep("start_ts", start)
+        kept.keep("start_null", ~begun)
+        del start, begun
+        missing = end_idx < 0
+        np.maximum(end_idx, 0, out=end_idx)
+        end = ts[end_idx]
+        del end_idx, ts
+        end[missing] = 0
+        kept.keep("end_ts", end)
+        kept.keep("end_null", missing)
+        del end, missing
+        tid = parts.table("regions", ("task_id",)).num("task_id")
+        task = task_ids(tid.values[r], tid.nulls()[r])
+        del tid
+        kept.keep("task_id", task.values)
+        kept.keep("task_null", task.null)
+        del task
+        kept.keep("stack_id", parts.table("regions", ("stack_id",)).num("stack_id").values[r])
+        n = len(r)
+        del r
+        book = CodeBook()
+        for lo in range(0, max(n, 1), PART_ROWS):
+            hi = min(lo + PART_ROWS, n)
+            yield {
+                "id": np.arange(lo, hi, dtype=np.int64),
+                "task_id": Nullable(kept.rows("task_id", lo, hi), kept.rows("task_null", lo, hi)),
+                "name": in_book(coded_text(kept.rows("name", lo, hi), names), book),
+                "g": kept.rows("g", lo, hi),
+                "start_ts": Nullable(kept.rows("start_ts", lo, hi),
+                                     kept.rows("start_null", lo, hi)),
+                "end_ts": Nullable(kept.rows("end_ts", lo, hi), kept.rows("end_null", lo, hi)),
+                "stack_id": kept.rows("stack_id", lo, hi)}
+    finally:
+        kept.close()
 
 
 def tasks(parts: EventParts) -> Columns:
@@ -224,25 +258,30 @@ def _truthy(values: Arr) -> Arr:
     return np.array([bool(v) for v in values.tolist()], dtype=bool)
 
 
-def logs(parts: EventParts) -> Columns:
-    t = parts.table("logs")
-    tid = t.num("task_id")
-    return {"seq": t.num("seq").values, "ts": t.num("ts").values, "g": t.num("g").values,
-            "task_id": task_ids(tid.values, tid.nulls()),
-            "category": _coded(t.text("category"), ""),
-            "message": _coded(t.text("message"), ""), "stack_id": t.num("stack_id").values}
+def logs(parts: EventParts) -> Iterator[Columns]:
+    """The log events, ``PART_ROWS`` at a time."""
+    books = {"category": CodeBook(), "message": CodeBook()}
+    for t in parts.slices("logs", PART_ROWS):
+        tid = t.num("task_id")
+        yield {"seq": t.num("seq").values, "ts": t.num("ts").values, "g": t.num("g").values,
+               "task_id": task_ids(tid.values, tid.nulls()),
+               "category": in_book(_coded(t.text("category"), ""), books["category"]),
+               "message": in_book(_coded(t.text("message"), ""), books["message"]),
+               "stack_id": t.num("stack_id").values}
 
 
-def metrics(parts: EventParts) -> Columns:
-    """Metric samples: a trace has one per metric per GC cycle and generation."""
-    t = parts.table("metrics")
-    value = t.num("value")
-    return {
-        "seq": t.num("seq").values, "ts": t.num("ts").values,
-        "name": _coded(t.text("name"), ""),
-        # Go's uint64 values as signed 64-bit SQL integers (above 2**63 they wrap).
-        "value": Nullable(value.values.astype(np.uint64).view(np.int64), value.nulls()),
-        "value_str": _coded(t.text("value_str"))}
+def metrics(parts: EventParts) -> Iterator[Columns]:
+    """Metric samples (a trace has one per metric per GC cycle and
+    generation), ``PART_ROWS`` at a time."""
+    books = {"name": CodeBook(), "value_str": CodeBook()}
+    for t in parts.slices("metrics", PART_ROWS):
+        value = t.num("value")
+        yield {
+            "seq": t.num("seq").values, "ts": t.num("ts").values,
+            "name": in_book(_coded(t.text("name"), ""), books["name"]),
+            # Go's uint64 values as signed 64-bit SQL integers (above 2**63 they wrap).
+            "value": Nullable(value.values.astype(np.uint64).view(np.int64), value.nulls()),
+            "value_str": in_book(_coded(t.text("value_str")), books["value_str"])}
 
 
 def other_events(parts: EventParts) -> Columns:

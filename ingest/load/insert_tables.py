@@ -26,7 +26,7 @@ from ingest.derive.interval_order import Columns
 from ingest.derive.lanesets import LaneSetKey
 from ingest.load.derived import DerivedTables
 from ingest.load.insert_worker import InsertWorker
-from ingest.load.staged_caches import stage_caches
+from ingest.load.staged_caches import StagedCaches
 from ingest.load.tables import nrows, store_range, store_table
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files
@@ -59,6 +59,8 @@ class Staged:
     early: set[LaneSetKey] = field(default_factory=set)
     #: Where the intervals' files were published (before the commit).
     home: Path | None = None
+    #: The caches being made of the tables as they go by.
+    caches: StagedCaches | None = None
 
     def abandon(self) -> None:
         """The load failed: its staged frames go, and its interval files."""
@@ -101,6 +103,8 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
             store(table_name, cols)
             del cols
             give_back_free_memory()  # the derivation's temporaries
+        if staged.caches is not None and LaneSetKey.RANGES in staged.caches.finish():
+            staged.early.add(LaneSetKey.RANGES)
         for table_name, first in tables.bases.items():
             if counts.get(table_name):
                 worker.submit(partial(store_range, conn, trace_id, table_name, first,
@@ -125,7 +129,9 @@ def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,
     frames = staged.frames
     if frames is None:
         return
-    if LaneSetKey.RANGES in stage_caches(frames, table_name, cols, trace_row, timings):
+    if staged.caches is None:
+        staged.caches = StagedCaches(frames, trace_row, timings)
+    if LaneSetKey.RANGES in staged.caches.add(table_name, cols):
         staged.early.add(LaneSetKey.RANGES)
     if table_name in FRAME_TABLES:
         try:
@@ -135,7 +141,7 @@ def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,
                 raise  # the intervals' home: the load fails
             # Only a cache: the views rebuild it from the database.
             frames.abort()
-            staged.frames = None
+            staged.frames = staged.caches = None
 
 
 def stage_goroutine_lanes(staged: Staged, timings: Timings) -> None:

@@ -1,7 +1,7 @@
 """Arrays kept on the disk while a big trace loads, read back when needed.
 
-A big trace's events, the state-graph edges' dwell times and the proc runs
-are written as they come to one unnamed temporary file each, in the data
+A big trace's events, the state-graph edges' dwell times, the proc runs and
+the regions' rows are written as they come to one unnamed temporary file each, in the data
 directory's ``tmp/`` (:func:`ingest.load.transition_spill.spill_dir`): gone
 with the process, even after a kill, and never in memory all at once.
 """
@@ -47,14 +47,16 @@ class SpillFile:
         self._file.write(np.ascontiguousarray(a).data)
         return Spilled(offset, a.dtype, len(a))
 
-    def back(self, part: Spilled) -> Arr:
-        """The array written at ``part``."""
+    def back(self, part: Spilled, first: int = 0, last: int | None = None) -> Arr:
+        """The array written at ``part`` (its rows ``first`` to ``last``)."""
         if self._file is None:
             raise OSError(f"{self.prefix}: nothing was spilled")
+        last = part.rows if last is None else min(last, part.rows)
+        count = max(last - first, 0)
         self._file.flush()
-        self._file.seek(part.offset)
-        out = np.fromfile(self._file, dtype=part.dtype, count=part.rows)
-        if len(out) != part.rows:
+        self._file.seek(part.offset + first * part.dtype.itemsize)
+        out = np.fromfile(self._file, dtype=part.dtype, count=count)
+        if len(out) != count:
             raise OSError(f"{self.prefix}: the spill file is shorter than written")
         return out
 
@@ -63,3 +65,28 @@ class SpillFile:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class KeptColumns:
+    """Whole columns made one at a time and read back a range of rows at a
+    time: in a spill file when there is a ``directory`` (a big trace's table
+    is then never in memory whole), else in memory."""
+
+    def __init__(self, directory: Path | None, prefix: str) -> None:
+        self._file = SpillFile(directory, prefix) if directory is not None else None
+        self._cols: dict[str, Arr | Spilled] = {}
+
+    def keep(self, name: str, a: Arr) -> None:
+        self._cols[name] = a if self._file is None else self._file.keep(a)
+
+    def rows(self, name: str, first: int, last: int) -> Arr:
+        col = self._cols[name]
+        if isinstance(col, Spilled):
+            assert self._file is not None
+            return self._file.back(col, first, last)
+        return col[first:last]
+
+    def close(self) -> None:
+        self._cols.clear()
+        if self._file is not None:
+            self._file.close()

@@ -1,6 +1,6 @@
 """Caches the loader makes from a derived table's columns as they go by.
 
-Each table is in memory once, while it is stored; a view that needs a layout
+Each table (or part of one) is in memory once, while it is stored; a view that needs a layout
 of it (the timeline's GC bands, the overview's counters, the annotations'
 index) would otherwise read it back from the database on its first request
 (seconds on a 200 MB trace). What is made here is staged with the frames
@@ -21,8 +21,35 @@ from ingest.timings import Timings
 
 log = logging.getLogger(__name__)
 
-#: A builder: (the table's columns, the trace's row) -> (cache key, value), or None.
-Builder = Callable[[dict[str, Any], dict[str, Any]], "tuple[str, Any] | None"]
+class _Whole:
+    """A cache made of a table that comes whole (one part)."""
+
+    def __init__(self, build: Callable[[dict[str, Any], dict[str, Any]],
+                                       tuple[str, Any] | None]) -> None:
+        self._build = build
+        self._cols: dict[str, Any] | None = None
+
+    def add(self, cols: dict[str, Any]) -> None:
+        if self._cols is not None:
+            raise ValueError("this cache's table comes whole")
+        self._cols = cols
+
+    def finish(self, trace_row: dict[str, Any]) -> tuple[str, Any] | None:
+        cols, self._cols = self._cols, None
+        return None if cols is None else self._build(cols, trace_row)
+
+
+class _Parts:
+    """A cache made of a table's parts (ingest.derive's ``...Parts``)."""
+
+    def __init__(self, parts: Any) -> None:
+        self._parts = parts
+
+    def add(self, cols: dict[str, Any]) -> None:
+        self._parts.add(cols)
+
+    def finish(self, _trace_row: dict[str, Any]) -> tuple[str, Any] | None:
+        return self._parts.key, self._parts.finish()
 
 
 def _range_lanes(cols: dict[str, Any], trace_row: dict[str, Any]) -> tuple[str, Any]:
@@ -34,44 +61,85 @@ def _range_lanes(cols: dict[str, Any], trace_row: dict[str, Any]) -> tuple[str, 
     return LaneSetKey.RANGES, value
 
 
-def _counters(cols: dict[str, Any], _trace_row: dict[str, Any]) -> tuple[str, Any]:
-    from ingest.derive.overview_counters import COUNTERS_KEY, counters_of
+def _tasks_index(cols: dict[str, Any], _trace_row: dict[str, Any]) -> tuple[str, Any] | None:
+    from ingest.derive.annotation_index import index_of_table
 
-    return COUNTERS_KEY, counters_of(cols)
-
-
-def _annotation_index(table: str) -> Builder:
-    def build(cols: dict[str, Any], _trace_row: dict[str, Any]) -> tuple[str, Any] | None:
-        from ingest.derive.annotation_index import index_of_table
-
-        return index_of_table(table, cols)
-    return build
+    return index_of_table("tasks", cols)
 
 
-#: What is made of each table, in the order it is made.
-BUILDERS: dict[str, tuple[Builder, ...]] = {
-    "ranges": (_range_lanes,),
+def _counters() -> _Parts:
+    from ingest.derive.overview_counters import CounterParts
+
+    return _Parts(CounterParts())
+
+
+def _regions_index() -> _Parts:
+    from ingest.derive.annotation_parts import RegionIndexParts
+
+    return _Parts(RegionIndexParts())
+
+
+def _logs_index() -> _Parts:
+    from ingest.derive.annotation_parts import LogIndexParts
+
+    return _Parts(LogIndexParts())
+
+
+#: What is made of each table, in the order it is made: a new maker per load.
+MAKERS: dict[str, tuple[Callable[[], _Whole | _Parts], ...]] = {
+    "ranges": (lambda: _Whole(_range_lanes),),
     "metrics": (_counters,),
-    "tasks": (_annotation_index("tasks"),),
-    "regions": (_annotation_index("regions"),),
-    "logs": (_annotation_index("logs"),),
+    "tasks": (lambda: _Whole(_tasks_index),),
+    "regions": (_regions_index,),
+    "logs": (_logs_index,),
 }
 
 
-def stage_caches(frames: FrameWriter, table: str, cols: dict[str, Any],
-                 trace_row: dict[str, Any], timings: Timings) -> set[str]:
-    """Make and stage the caches of ``table``; the keys staged."""
-    staged: set[str] = set()
-    for build in BUILDERS.get(table, ()):
-        with timings.phase(f"cache {table}"):
-            try:
-                made = build(cols, trace_row)
-            except Exception:  # noqa: BLE001 - a cache never fails a load
-                log.exception("a cache of %s not staged; built when first viewed", table)
-                continue
-            if made is not None and frames.add_derived(made[0], made[1]):
+class StagedCaches:
+    """The caches of the tables as they go by (a table may come in parts, one
+    after another): each is made when its table's last part has gone by
+    (the next table begins, or :meth:`finish`) and staged with the frames."""
+
+    def __init__(self, frames: FrameWriter, trace_row: dict[str, Any],
+                 timings: Timings) -> None:
+        self.frames = frames
+        self.trace_row = trace_row
+        self.timings = timings
+        self._table: str | None = None
+        self._makers: list[_Whole | _Parts] = []
+
+    def add(self, table: str, cols: dict[str, Any]) -> set[str]:
+        """Take in a part of ``table``; the keys staged (of the table before)."""
+        staged = set()
+        if table != self._table:
+            staged = self.finish()
+            self._table = table
+            self._makers = [make() for make in MAKERS.get(table, ())]
+        for maker in list(self._makers):
+            with self.timings.phase(f"cache {table}"):
+                try:
+                    maker.add(cols)
+                except Exception:  # noqa: BLE001 - a cache never fails a load
+                    log.exception("a cache of %s not staged; built when first viewed", table)
+                    self._makers.remove(maker)
+        return staged
+
+    def finish(self) -> set[str]:
+        """Make and stage the caches of the table taken in last; the keys staged."""
+        staged: set[str] = set()
+        makers, self._makers = self._makers, []
+        for maker in makers:
+            with self.timings.phase(f"cache {self._table}"):
+                try:
+                    made = maker.finish(self.trace_row)
+                except Exception:  # noqa: BLE001 - a cache never fails a load
+                    log.exception("a cache of %s not staged; built when first viewed",
+                                  self._table)
+                    continue
+            if made is not None and self.frames.add_derived(made[0], made[1]):
                 staged.add(made[0])
-    return staged
+        self._table = None
+        return staged
 
 
 def _with_none(col: Any) -> list[Any]:

@@ -1,7 +1,10 @@
-"""Deriving a trace's tables bucket by bucket (ingest.load.bucket_tables) gives
-the rows of deriving it whole: each real trace ingested with its transitions
-cut into many small buckets of goroutine ids, spilled to a file as they are
-decoded, makes the same database and the same frames as one bucket in memory;
+"""Deriving a trace's tables bucket by bucket (ingest.load.bucket_tables) and
+its events' tables part by part (ingest.load.eventrows) gives the rows of
+deriving them whole: each real trace ingested with its transitions cut into
+many small buckets of goroutine ids, spilled to a file as they are decoded,
+and its metrics, logs and regions in parts of 3 rows, makes the same
+database and the same frames (the caches made of those parts too) as one
+bucket and one part in memory;
 on SQLite and PostgreSQL, from a raw trace and from a decoded directory."""
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from sqlalchemy import Engine, text
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest.load import transition_spill
+from ingest.load import eventrows, transition_spill
 from ingest.load.pipeline import file_sha256, ingest_trace_file, load_parquet_dir
 from ingest.store.db import make_engine
 from tests.support.consistency import STORED_HOW, db_content
@@ -29,7 +32,9 @@ _HOW = {**STORED_HOW, "interval_files": frozenset({"directory"})}
 
 
 def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Buckets of 300 rows, runs of 2000 rows, every trace spilled."""
+    """Buckets of 300 rows, runs of 2000 rows, every trace spilled, the
+    events' tables made in parts of 3 rows."""
+    monkeypatch.setattr(eventrows, "PART_ROWS", 3)
     monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 300)
     monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
     monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)

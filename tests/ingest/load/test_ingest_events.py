@@ -104,7 +104,8 @@ def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
     from ingest.load.eventrows import metrics as metrics_of
 
     def metrics(events: pa.Table) -> dict[str, Any]:
-        return metrics_of(split_events(events))
+        (one,) = metrics_of(split_events(events))  # a few rows: one part
+        return one
 
     from collectors.gotrace.parquet_out import EVENTS_SCHEMA
 
@@ -125,23 +126,35 @@ def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_regions_paired_in_parts_as_at_once(decoded: dict[str, Path], name: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
     """The regions' table of a real trace when its events are paired a few
-    goroutines at a time (parts of 2 events) equals the table paired at once,
-    read a few columns at a time as a big trace's are."""
+    goroutines at a time (parts of 2 events) and handed over 7 rows at a time
+    from a spill file equals the table paired and handed over at once."""
     from ingest.load import eventrows, pairing
     from ingest.load.event_split import split_events
 
     events = pq.read_table(decoded[name] / "events.parquet")
-    whole = eventrows.regions(split_events(events))
+    whole = list(eventrows.regions(split_events(events)))
     real = pairing.pair_nested_in_parts
     monkeypatch.setattr(eventrows, "pair_nested_in_parts",
                         lambda key, keys, begin: real(key, keys, begin, part_events=2))
-    parted = eventrows.regions(split_events(events))
-    assert len(whole["id"]) >= 5
-    assert list(parted) == list(whole)
-    for col in whole:
-        assert _plain(parted[col]) == _plain(whole[col]), col
+    monkeypatch.setattr(eventrows, "PART_ROWS", 7)
+    parted = list(eventrows.regions(split_events(events, tmp_path)))
+    assert len(whole) == 1 and len(whole[0]["id"]) >= 5
+    assert len(parted) == -(-len(whole[0]["id"]) // 7)
+    assert all(list(p) == list(whole[0]) for p in parted)
+    for col in whole[0]:
+        assert _joined(parted, col) == _plain(whole[0][col]), col
+    assert not list(tmp_path.iterdir()), "the spill files are unnamed"
+
+
+def _joined(parts: list[dict[str, Any]], col: str) -> Any:
+    """One column of a table's parts as :func:`_plain` gives the whole's."""
+    got = [_plain(p[col]) for p in parts]
+    if isinstance(got[0], tuple):
+        return ([v for g in got for v in g[0]], [v for g in got for v in g[1]])
+    return [v for g in got for v in g]
 
 
 def _plain(col: Any) -> Any:
