@@ -7,7 +7,7 @@ memory holds one at a time; :mod:`ingest.load.tables` stores them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,9 @@ class DerivedTables:
         self.bases: dict[str, int] = {}
         self._buckets: BucketTables | None = None
         self._thread_times: tuple[Any, Any] | None = None
+        #: Called when a table made in parts has given its last part, before
+        #: the next table is derived (the loader finishes its caches then).
+        self.table_done: Callable[[], None] = _nothing
 
     def __iter__(self) -> Iterator[tuple[str, Columns]]:
         """Every table on one thread: the events' side, the transitions'
@@ -84,18 +87,24 @@ class DerivedTables:
                 # PCs above 2**63 wrap to negative, like task ids.
                 "pc": stacks.column("pc").to_numpy().astype(np.int64)}
             del stacks, tstack_seq, tstack_id
-            # The events' tables that need no pairing first: their events
-            # are gone (stored) by the time the regions' millions are paired.
-            for cols in eventrows.metrics(events):
-                yield "metrics", cols
-            for cols in eventrows.logs(events):
-                yield "logs", cols
-            yield "other_events", eventrows.other_events(events)
-            yield "ranges", eventrows.ranges(events)
-            yield "tasks", eventrows.tasks(events)
+            # The regions' millions are paired first, beside nothing but the
+            # stacks (a big trace's events wait in their spill file; the
+            # tables made in parts hold a part at a time after).
             for cols in eventrows.regions(events):
                 yield "regions", cols
             del cols
+            self.table_done()
+            yield "tasks", eventrows.tasks(events)
+            yield "ranges", eventrows.ranges(events)
+            yield "other_events", eventrows.other_events(events)
+            for cols in eventrows.logs(events):
+                yield "logs", cols
+            del cols
+            self.table_done()
+            for cols in eventrows.metrics(events):
+                yield "metrics", cols
+            del cols
+            self.table_done()
             # What the threads' table needs of the events; the rest go.
             self._thread_times = events.thread_times()
         finally:
@@ -162,6 +171,10 @@ def derived_tables(spill: TransitionSpill, meta: dict[str, Any], events: EventPa
                    tstacks: Any, stacks: Any, timings: Timings | None = None) -> DerivedTables:
     return DerivedTables(spill, meta, events, tstacks, stacks, timings)
 
+
+
+def _nothing() -> None:
+    pass
 
 
 def _cols(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:

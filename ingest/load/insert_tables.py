@@ -99,12 +99,18 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
                                       n, tables.bases["intervals"], advance,
                                       not (staged.files and table_name in IN_FILES)))
 
+        def caches_done() -> None:
+            # A table's caches made as soon as its last part is staged: what
+            # they keep of its parts goes before the next table is derived.
+            if staged.caches is not None and LaneSetKey.RANGES in staged.caches.finish():
+                staged.early.add(LaneSetKey.RANGES)
+
+        tables.table_done = caches_done
         for table_name, cols in timings.each("derive", tables):
             store(table_name, cols)
             del cols
             give_back_free_memory()  # the derivation's temporaries
-        if staged.caches is not None and LaneSetKey.RANGES in staged.caches.finish():
-            staged.early.add(LaneSetKey.RANGES)
+        caches_done()
         for table_name, first in tables.bases.items():
             if counts.get(table_name):
                 worker.submit(partial(store_range, conn, trace_id, table_name, first,

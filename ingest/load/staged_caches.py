@@ -22,21 +22,25 @@ from ingest.timings import Timings
 log = logging.getLogger(__name__)
 
 class _Whole:
-    """A cache made of a table that comes whole (one part)."""
+    """A cache made of a table that comes whole (one part), made at once."""
 
     def __init__(self, build: Callable[[dict[str, Any], dict[str, Any]],
-                                       tuple[str, Any] | None]) -> None:
+                                       tuple[str, Any] | None],
+                 trace_row: dict[str, Any]) -> None:
         self._build = build
-        self._cols: dict[str, Any] | None = None
+        self._trace_row = trace_row
+        self._made: tuple[str, Any] | None = None
+        self._parts = 0
 
     def add(self, cols: dict[str, Any]) -> None:
-        if self._cols is not None:
+        self._parts += 1
+        if self._parts > 1:
             raise ValueError("this cache's table comes whole")
-        self._cols = cols
+        self._made = self._build(cols, self._trace_row)
 
-    def finish(self, trace_row: dict[str, Any]) -> tuple[str, Any] | None:
-        cols, self._cols = self._cols, None
-        return None if cols is None else self._build(cols, trace_row)
+    def finish(self, _trace_row: dict[str, Any]) -> tuple[str, Any] | None:
+        made, self._made = self._made, None
+        return made
 
 
 class _Parts:
@@ -86,12 +90,12 @@ def _logs_index() -> _Parts:
 
 
 #: What is made of each table, in the order it is made: a new maker per load.
-MAKERS: dict[str, tuple[Callable[[], _Whole | _Parts], ...]] = {
-    "ranges": (lambda: _Whole(_range_lanes),),
-    "metrics": (_counters,),
-    "tasks": (lambda: _Whole(_tasks_index),),
-    "regions": (_regions_index,),
-    "logs": (_logs_index,),
+MAKERS: dict[str, tuple[Callable[[dict[str, Any]], _Whole | _Parts], ...]] = {
+    "ranges": (lambda row: _Whole(_range_lanes, row),),
+    "metrics": (lambda _row: _counters(),),
+    "tasks": (lambda row: _Whole(_tasks_index, row),),
+    "regions": (lambda _row: _regions_index(),),
+    "logs": (lambda _row: _logs_index(),),
 }
 
 
@@ -114,7 +118,7 @@ class StagedCaches:
         if table != self._table:
             staged = self.finish()
             self._table = table
-            self._makers = [make() for make in MAKERS.get(table, ())]
+            self._makers = [make(self.trace_row) for make in MAKERS.get(table, ())]
         for maker in list(self._makers):
             with self.timings.phase(f"cache {table}"):
                 try:
