@@ -184,10 +184,23 @@ def _name_stats(code: Arr, names: list[str], timed: Bool, dur: I64,
     sd = _sorted_pairs(t_code, t_dur)[1]
     del t_code, t_dur
     off = np.concatenate([[0], np.cumsum(n_timed)]).astype(np.int64)
-    stats = {key: np.zeros(k, dtype=np.int64) for key in ("total", "p50", "p90", "p99", "max")}
+    stats = duration_stats(k, ((i, sd[off[i]:off[i + 1]]) for i in range(k)))
+    del sd
+    gor = None
+    if g is not None:
+        nc, ng = _sorted_pairs(code, g)
+        gor = goroutines_per_name(nc, ng, k)
+    return NameStats(names=names, count=_narrow(count), timed=_narrow(n_timed),
+                     goroutines=gor, **stats)
+
+
+def duration_stats(k: int, groups: Iterator[tuple[int, I64]]) -> dict[str, Any]:
+    """total, mean, p50, p90, p99 and max of each of ``k`` names, from each
+    name's (code, durations ascending)."""
+    stats: dict[str, Any] = {key: np.zeros(k, dtype=np.int64)
+                             for key in ("total", "p50", "p90", "p99", "max")}
     mean = np.full(k, np.nan)
-    for i in range(k):
-        a = sd[off[i]:off[i + 1]]
+    for i, a in groups:
         if not len(a):
             continue
         stats["total"][i] = int(a.sum())
@@ -195,16 +208,15 @@ def _name_stats(code: Arr, names: list[str], timed: Bool, dur: I64,
         for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
             stats[key][i] = nearest_rank(a, q)
         stats["max"][i] = int(a[-1])
-    del sd
-    gor = None
-    if g is not None:
-        nc, ng = _sorted_pairs(code, g)
-        new = np.r_[True, (nc[1:] != nc[:-1]) | (ng[1:] != ng[:-1])] if len(nc) else \
-            np.zeros(0, dtype=bool)
-        gor = _narrow(np.bincount(nc[new], minlength=k))
-    return NameStats(names=names, count=_narrow(count), timed=_narrow(n_timed),
-                     total=stats["total"], mean=mean, p50=stats["p50"], p90=stats["p90"],
-                     p99=stats["p99"], max=stats["max"], goroutines=gor)
+    stats["mean"] = mean
+    return stats
+
+
+def goroutines_per_name(code: I64, g: I64, k: int) -> Arr:
+    """Distinct goroutines per name, from (code, g) pairs sorted by code then g."""
+    new = np.r_[True, (code[1:] != code[:-1]) | (g[1:] != g[:-1])] if len(code) else \
+        np.zeros(0, dtype=bool)
+    return _narrow(np.bincount(code[new], minlength=k))
 
 
 def _sorted_pairs(a: I64, b: I64) -> tuple[I64, I64]:
@@ -240,13 +252,20 @@ def _per_task(task: I64, task_null: Bool, g: I64) -> PerTask:
         task, g = task[~task_null], g[~task_null]
     t, gg = _sorted_pairs(task, g)
     del task, g
-    starts = _runs(t)
     new_pair = np.r_[True, (t[1:] != t[:-1]) | (gg[1:] != gg[:-1])] if len(t) else \
         np.zeros(0, dtype=bool)
     pairs = np.flatnonzero(new_pair)  # each task's first row begins a pair
-    g_off = np.concatenate([np.searchsorted(pairs, starts), [len(pairs)]]).astype(np.int64)
-    return PerTask(task_id=_narrow(t[starts]), rows=_narrow(np.diff(np.r_[starts, len(t)])),
-                   g_off=_narrow(g_off), g=_narrow(gg[pairs]))
+    return per_task_of_pairs(t[pairs], gg[pairs], np.diff(np.r_[pairs, len(t)]))
+
+
+def per_task_of_pairs(t: I64, g: I64, rows: I64) -> PerTask:
+    """:class:`PerTask` from the distinct (task, goroutine) pairs, sorted by
+    task then goroutine, and the rows of each pair."""
+    starts = _runs(t)
+    per_task = np.add.reduceat(rows, starts) if len(starts) else np.zeros(0, np.int64)
+    g_off = np.r_[starts, len(t)].astype(np.int64)
+    return PerTask(task_id=_narrow(t[starts]), rows=_narrow(per_task),
+                   g_off=_narrow(g_off), g=_narrow(g))
 
 
 def task_index_of(task_id: Any, parent_id: Any, name: Any, start_ts: Any,

@@ -3,16 +3,16 @@
 A big trace's regions and logs are derived and stored a part at a time
 (:mod:`ingest.load.eventrows`), so their parts of the index
 (:mod:`ingest.derive.annotation_index`) are made from the parts as they go
-by: each part keeps only the few narrow columns the index needs (a region's
-name code, duration, task and goroutine: about 26 bytes a row, not the
-table's 60), and :meth:`finish` makes the index of them all, equal to the
-one :func:`~ingest.derive.annotation_index.index_of_table` makes of the
-whole table.
+by: each part keeps only what the index counts (its names' counts, its timed
+durations by name, its distinct (name, goroutine) and (task, goroutine)
+pairs), and ``finish`` makes the index of them all, equal to the one
+:func:`~ingest.derive.annotation_index.index_of_table` makes of the whole
+table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,91 +22,155 @@ from ingest.derive.annotation_index import (
     LOGS_KEY,
     REGIONS_KEY,
     LogIndex,
+    NameStats,
     RegionIndex,
     _ints,
-    _log_index,
     _Names,
-    _region_index,
+    _narrow,
+    _sorted_pairs,
+    duration_stats,
+    goroutines_per_name,
+    per_task_of_pairs,
 )
 
 Arr = npt.NDArray[Any]
 
 
-def _small(a: Arr) -> Arr:
-    """Integer ids as int32 while they fit (joined parts widen again if one
-    does not)."""
-    if len(a) and a.dtype == np.int64 and -2**31 <= int(a.min()) and int(a.max()) < 2**31:
-        return a.astype(np.int32)
-    return a
+def _task_pairs(task: Arr, task_null: Arr, g: Arr) -> tuple[Arr, Arr, Arr]:
+    """The distinct (task, goroutine) pairs of rows that name a task, sorted,
+    and each pair's rows."""
+    keep = ~task_null
+    t, gg = _sorted_pairs(task[keep], g[keep])
+    new = np.r_[True, (t[1:] != t[:-1]) | (gg[1:] != gg[:-1])] if len(t) else \
+        np.zeros(0, dtype=bool)
+    at = np.flatnonzero(new)
+    return t[at], gg[at], np.diff(np.r_[at, len(t)]).astype(np.int64)
 
 
-def _join(parts: list[Arr], dtype: Any) -> Arr:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+def _merged_pairs(parts: list[tuple[Arr, Arr, Arr]]) -> tuple[Arr, Arr, Arr]:
+    """Pairs of several parts as one sorted distinct set, their rows summed."""
+    t, g, n = (np.concatenate([np.zeros(0, np.int64), *(p[i] for p in parts)])
+               for i in (0, 1, 2))
+    order = np.lexsort((g, t))
+    t, g, n = t[order], g[order], n[order]
+    new = np.r_[True, (t[1:] != t[:-1]) | (g[1:] != g[:-1])] if len(t) else \
+        np.zeros(0, dtype=bool)
+    at = np.flatnonzero(new)
+    rows = np.add.reduceat(n, at) if len(at) else np.zeros(0, np.int64)
+    return t[at], g[at], rows
+
+
+class _Codes:
+    """Names coded across parts (:class:`_Names`) and counted per raw code."""
+
+    def __init__(self) -> None:
+        self.names = _Names()
+        self.count = np.zeros(0, np.int64)
+
+    def encode(self, col: Any) -> Arr:
+        raw = self.names.encode(col)
+        k = len(self.names.names)
+        if len(self.count) < k:
+            self.count = np.r_[self.count, np.zeros(k - len(self.count), np.int64)]
+        self.count += np.bincount(raw, minlength=k)
+        return raw
+
+    def finish(self) -> tuple[Arr, list[str], Arr]:
+        """(raw code -> final code, the names in final order, the counts
+        by final code)."""
+        k = len(self.names.names)
+        lut, ordered = self.names.finish(np.arange(k, dtype=np.int32))
+        count = np.zeros(k, np.int64)
+        count[lut] = self.count
+        return lut, ordered, count
 
 
 class LogIndexParts:
-    """The logs' index from the ``logs`` table's parts."""
+    """The logs' index from the ``logs`` table's parts: each part keeps its
+    categories' counts and its distinct (task, goroutine) pairs."""
 
     key = LOGS_KEY
 
     def __init__(self) -> None:
-        self._names = _Names()
-        self._cols: dict[str, list[Arr]] = {"code": [], "task": [], "null": [], "g": []}
+        self._codes = _Codes()
+        self._pairs: list[tuple[Arr, Arr, Arr]] = []
 
     def add(self, cols: Mapping[str, Any]) -> None:
         """Take in one part's columns (``category``, ``task_id``, ``g``)."""
+        self._codes.encode(cols["category"])
         task, null = _ints(cols["task_id"])
-        for name, a in (("code", self._names.encode(cols["category"])),
-                        ("task", _small(task)), ("null", null),
-                        ("g", _small(_ints(cols["g"])[0]))):
-            self._cols[name].append(a)
+        self._pairs.append(_task_pairs(task, null, _ints(cols["g"])[0]))
 
     def finish(self) -> LogIndex:
-        c, self._cols = self._cols, {}
-        code, ordered = self._names.finish(_join(c.pop("code"), np.int32))
-        task = _join(c.pop("task"), np.int64).astype(np.int64)
-        null = _join(c.pop("null"), bool)
-        g = _join(c.pop("g"), np.int64).astype(np.int64)
-        return _log_index(code, ordered, (task, null), g)
+        _, ordered, count = self._codes.finish()
+        pairs, self._pairs = self._pairs, []
+        return LogIndex(categories=ordered, count=_narrow(count),
+                        tasks=per_task_of_pairs(*_merged_pairs(pairs)))
 
 
 class RegionIndexParts:
-    """The regions' index from the ``regions`` table's parts."""
+    """The regions' index from the ``regions`` table's parts: each part keeps
+    its names' counts, its timed rows' durations by name, and its distinct
+    (name, goroutine) and (task, goroutine) pairs: about 8 bytes a timed row
+    beside the pairs, not the table's 60."""
 
     key = REGIONS_KEY
 
     def __init__(self) -> None:
-        self._names = _Names()
-        self._cols: dict[str, list[Arr]] = {
-            "code": [], "timed": [], "dur": [], "task": [], "task_null": [], "g": []}
-        self._g_type: Any = None
+        self._codes = _Codes()
+        self._durations: dict[int, list[Arr]] = {}
+        self._name_g: list[tuple[Arr, Arr]] = []
+        self._task_g: list[tuple[Arr, Arr, Arr]] = []
 
     def add(self, cols: Mapping[str, Any]) -> None:
         """Take in one part's columns (``name``, ``task_id``, ``g``,
         ``start_ts``, ``end_ts``)."""
+        raw = self._codes.encode(cols["name"])
         s, s_null = _ints(cols["start_ts"])
         e, e_null = _ints(cols["end_ts"])
         timed = ~s_null & ~e_null
-        dur = e - s
-        dur[~timed] = 0
-        del s, s_null, e, e_null
+        dur = (e - s)[timed]
+        t_raw = raw[timed]
+        del s, s_null, e, e_null, timed
+        by_name = np.argsort(t_raw, kind="stable")
+        t_raw, dur = t_raw[by_name], dur[by_name]
+        starts = np.flatnonzero(np.r_[True, t_raw[1:] != t_raw[:-1]]) if len(t_raw) else \
+            np.zeros(0, np.intp)
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(t_raw)], strict=True):
+            self._durations.setdefault(int(t_raw[lo]), []).append(dur[lo:hi])
+        del dur, t_raw
+        g = _ints(cols["g"])[0]
+        nc, ng = _sorted_pairs(raw, g)
+        new = np.r_[True, (nc[1:] != nc[:-1]) | (ng[1:] != ng[:-1])] if len(nc) else \
+            np.zeros(0, dtype=bool)
+        self._name_g.append((nc[new], ng[new]))
+        del nc, ng, new
         task, task_null = _ints(cols["task_id"])
-        g = cols["g"]
-        # Goroutine ids in the loader's own type (region_index_of keeps it).
-        g = g if isinstance(g, np.ndarray) and g.dtype.kind == "i" else _ints(g)[0]
-        self._g_type = g.dtype
-        for name, a in (("code", self._names.encode(cols["name"])), ("timed", timed),
-                        ("dur", dur), ("task", _small(task)), ("task_null", task_null),
-                        ("g", g)):
-            self._cols[name].append(a)
+        self._task_g.append(_task_pairs(task, task_null, g))
 
     def finish(self) -> RegionIndex:
-        c, self._cols = self._cols, {}
-        out: dict[str, Any] = {}
-        out["code"], ordered = self._names.finish(_join(c.pop("code"), np.int32))
-        out["timed"] = _join(c.pop("timed"), bool)
-        out["dur"] = _join(c.pop("dur"), np.int64)
-        out["task"] = _join(c.pop("task"), np.int64).astype(np.int64)
-        out["task_null"] = _join(c.pop("task_null"), bool)
-        out["g"] = _join(c.pop("g"), self._g_type or np.int64)
-        return _region_index(out, ordered)
+        lut, ordered, count = self._codes.finish()
+        k = len(ordered)
+        durations, self._durations = self._durations, {}
+        n_timed = np.zeros(k, np.int64)
+        for raw, parts in durations.items():
+            n_timed[lut[raw]] = sum(len(a) for a in parts)
+
+        def groups() -> Iterator[tuple[int, Arr]]:
+            # One name's durations joined and sorted at a time.
+            for raw in list(durations):
+                a = np.concatenate(durations.pop(raw))
+                a.sort()
+                yield int(lut[raw]), a
+
+        stats = duration_stats(k, groups())
+        name_g, self._name_g = self._name_g, []
+        nc = np.concatenate([np.zeros(0, np.int64), *(lut[c] for c, _ in name_g)])
+        ng = np.concatenate([np.zeros(0, np.int64), *(g for _, g in name_g)])
+        del name_g
+        nc, ng = _sorted_pairs(nc, ng)
+        task_g, self._task_g = self._task_g, []
+        return RegionIndex(
+            stats=NameStats(names=ordered, count=_narrow(count), timed=_narrow(n_timed),
+                            goroutines=goroutines_per_name(nc, ng, k), **stats),
+            tasks=per_task_of_pairs(*_merged_pairs(task_g)))
