@@ -129,7 +129,7 @@ def test_c_p_pass_releasing_as_it_goes_gives_the_same(loaded: Loaded, stride: in
 
     releaser = tl._releaser
     monkeypatch.setattr(tl, "_releaser", counting)
-    monkeypatch.setattr(tl, "RELEASE_ROWS", stride)
+    monkeypatch.setattr(tl, "SCATTERED_RELEASE_ROWS", stride)
     got = tl._p_lanes_c(f)
     assert got is not None
     rows = len(f.proc_runs) + int(np.count_nonzero(
@@ -225,6 +225,7 @@ def test_c_m_lane_set_equals_numpys(loaded: Loaded, monkeypatch: pytest.MonkeyPa
     back every ``stride`` rows."""
     pytest.importorskip("ingest.derive._lanesets")
     monkeypatch.setattr(tl, "RELEASE_ROWS", stride)
+    monkeypatch.setattr(tl, "SCATTERED_RELEASE_ROWS", stride)
     taken = []
     for name, f in loaded.frames.items():
         seqs = int(f.intervals["seq"].max()) + 1
