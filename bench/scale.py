@@ -28,6 +28,9 @@ Go 1.27, running it longer until the trace is big enough. Then, one step at a ti
 6. each server worker's memory after every page was opened (/proc/PID/smaps_rollup:
    Pss and Private), and whether a worker died or was replaced on the way.
 
+A trace of 900 MB or more (``--size-mb 1000``) is held to the issue's 1 GB-trace target
+instead (SQLite ingest peak <= 1.5 GB); its ingest time is printed, not judged.
+
 It prints one table (figure, target, met or not) and, with --json, saves every
 figure. Not a test: the targets are checked here, on a production-size trace.
 """
@@ -64,7 +67,11 @@ TARGETS = {
     "sqlite_s": 15.0, "sqlite_peak_mb": 1024.0, "pg_s": 45.0, "disk_ratio": 8.0,
     "cold_s": 1.0, "cold_bytes": 1_000_000, "warm_s": 0.3, "paint_s": 2.0,
     "worker_private_mb": 300.0,
+    # A 1 GB trace (--size-mb 1000): its peak; the other targets are the 200 MB trace's.
+    "big_peak_mb": 1536.0,
 }
+#: Traces from this size on are held to big_peak_mb (the issue's "1 GB trace").
+BIG_TRACE_BYTES = 900 * 1024 * 1024
 #: Workers and threads of `gmpscope serve`'s defaults.
 SERVE_ARGS = ("--workers", "2", "--threads", "8")
 #: A guard against a request or a page that hangs: not a target.
@@ -429,10 +436,15 @@ def table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if "error" in sq:
         rows.append(("ingest SQLite", "FAILED: " + sq["error"][-200:], "", "NOT MET"))
     else:
-        rows.append(("ingest SQLite: time", f"{sq['seconds']:.1f} s", "<= 15 s",
-                     verdict(sq["seconds"], TARGETS["sqlite_s"])))
-        rows.append(("ingest SQLite: peak RSS", f"{sq['peak_mb']:.0f} MB", "<= 1 GB",
-                     verdict(sq["peak_mb"], TARGETS["sqlite_peak_mb"])))
+        if size >= BIG_TRACE_BYTES:
+            rows.append(("ingest SQLite: time", f"{sq['seconds']:.1f} s", "(200 MB: 15 s)", ""))
+            rows.append(("ingest SQLite: peak RSS", f"{sq['peak_mb']:.0f} MB", "<= 1.5 GB",
+                         verdict(sq["peak_mb"], TARGETS["big_peak_mb"])))
+        else:
+            rows.append(("ingest SQLite: time", f"{sq['seconds']:.1f} s", "<= 15 s",
+                         verdict(sq["seconds"], TARGETS["sqlite_s"])))
+            rows.append(("ingest SQLite: peak RSS", f"{sq['peak_mb']:.0f} MB", "<= 1 GB",
+                         verdict(sq["peak_mb"], TARGETS["sqlite_peak_mb"])))
         for when in ("after ingest", "after pages"):
             d = sq.get(f"disk {when}")
             if d is None:
