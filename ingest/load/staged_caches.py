@@ -1,11 +1,13 @@
 """Caches the loader makes from a derived table's columns as they go by.
 
-Each table (or part of one) is in memory once, while it is stored; a view that needs a layout
-of it (the timeline's GC bands, the overview's counters, the annotations'
-index) would otherwise read it back from the database on its first request
-(seconds on a 200 MB trace). What is made here is staged with the frames
-being written (``FrameWriter.add_derived``) and moves with them at the
-commit. Only caches: a failure is logged and the view builds it later.
+Each table (or part of one) is in memory once, while it is stored; a view
+that needs a layout of it (the timeline's GC bands, the overview's counters,
+the annotations' index) would otherwise read it back from the database on its
+first request (seconds on a 200 MB trace). A table that comes in parts has
+its caches made of the parts as they go by, finished at its last one. What
+is made here is staged with the frames being written
+(``FrameWriter.add_derived``) and moves with them at the commit. Only
+caches: a failure is logged and the view builds it later.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ingest.derive.lanesets import LaneSetKey
 from ingest.timings import Timings
 
 log = logging.getLogger(__name__)
+
 
 class _Whole:
     """A cache made of a table that comes whole (one part), made at once."""
@@ -38,7 +41,7 @@ class _Whole:
             raise ValueError("this cache's table comes whole")
         self._made = self._build(cols, self._trace_row)
 
-    def finish(self, _trace_row: dict[str, Any]) -> tuple[str, Any] | None:
+    def finish(self) -> tuple[str, Any] | None:
         made, self._made = self._made, None
         return made
 
@@ -52,7 +55,7 @@ class _Parts:
     def add(self, cols: dict[str, Any]) -> None:
         self._parts.add(cols)
 
-    def finish(self, _trace_row: dict[str, Any]) -> tuple[str, Any] | None:
+    def finish(self) -> tuple[str, Any] | None:
         return self._parts.key, self._parts.finish()
 
 
@@ -135,7 +138,7 @@ class StagedCaches:
         for maker in makers:
             with self.timings.phase(f"cache {self._table}"):
                 try:
-                    made = maker.finish(self.trace_row)
+                    made = maker.finish()
                 except Exception:  # noqa: BLE001 - a cache never fails a load
                     log.exception("a cache of %s not staged; built when first viewed",
                                   self._table)
