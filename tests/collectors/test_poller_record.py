@@ -155,7 +155,14 @@ def test_connleak_descriptors_climb(go_bin: Path, tmp_path: Path) -> None:
             live.discard(r["fd"])
     # 40 connections accepted, none closed until the program exits.
     assert len(at_accept) == 40
-    assert at_accept == list(range(1, 41))
+    assert at_accept == list(range(1, 41)), _accepts_and_closes(rows)
+
+
+def _accepts_and_closes(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What a failure of the test above needs to be understood: every accept and
+    close, in the order the test reads them."""
+    return [(r["name"], r["tid"], r["ts_ns"], r["duration_ns"], r["fd"], r["new_fd"],
+             r["result"], r["fd_path"]) for r in rows if r["name"] in ("accept4", "close")]
 
 
 @pytest.fixture
