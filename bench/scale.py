@@ -29,7 +29,8 @@ Go 1.27, running it longer until the trace is big enough. Then, one step at a ti
    Pss and Private), and whether a worker died or was replaced on the way.
 
 A trace of 900 MB or more (``--size-mb 1000``) is held to the issue's 1 GB-trace target
-instead (SQLite ingest peak <= 1.5 GB); its ingest time is printed, not judged.
+instead (SQLite ingest peak <= 1.5 GB) and the disk's 8x; the other figures are printed
+beside the 200 MB trace's targets, not judged.
 
 It prints one table (figure, target, met or not) and, with --json, saves every
 figure. Not a test: the targets are checked here, on a production-size trace.
@@ -437,7 +438,7 @@ def table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append(("ingest SQLite", "FAILED: " + sq["error"][-200:], "", "NOT MET"))
     else:
         if size >= BIG_TRACE_BYTES:
-            rows.append(("ingest SQLite: time", f"{sq['seconds']:.1f} s", "(200 MB: 15 s)", ""))
+            rows.append(("ingest SQLite: time", f"{sq['seconds']:.1f} s", "<= 15 s", ""))
             rows.append(("ingest SQLite: peak RSS", f"{sq['peak_mb']:.0f} MB", "<= 1.5 GB",
                          verdict(sq["peak_mb"], TARGETS["big_peak_mb"])))
         else:
@@ -514,6 +515,12 @@ def table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                                  TARGETS["worker_private_mb"])))
         if res.get("workers_note"):
             rows.append(("server workers", res["workers_note"], "", "NOT MET"))
+    if size >= BIG_TRACE_BYTES:
+        # The pages' and the other stores' targets are the 200 MB trace's: shown,
+        # not judged (only the ingest's peak and its disk are the 1 GB trace's).
+        judged = ("ingest SQLite: peak", "disk SQLite")
+        rows = [(a, b, f"(200 MB: {c})" if c and not a.startswith(judged) else c,
+                 d if a.startswith(judged) else "") for a, b, c, d in rows]
     return rows
 
 
