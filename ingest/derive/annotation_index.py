@@ -214,9 +214,14 @@ def duration_stats(k: int, groups: Iterator[tuple[int, I64]]) -> dict[str, Any]:
 
 def goroutines_per_name(code: I64, g: I64, k: int) -> Arr:
     """Distinct goroutines per name, from (code, g) pairs sorted by code then g."""
-    new = np.r_[True, (code[1:] != code[:-1]) | (g[1:] != g[:-1])] if len(code) else \
-        np.zeros(0, dtype=bool)
-    return _narrow(np.bincount(code[new], minlength=k))
+    return _narrow(np.bincount(code[pair_starts(code, g)], minlength=k))
+
+
+def pair_starts(a: Arr, b: Arr) -> npt.NDArray[np.intp]:
+    """Where each run of equal (a, b) pairs begins, the pairs sorted."""
+    if not len(a):
+        return np.zeros(0, np.intp)
+    return np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
 
 
 def _sorted_pairs(a: I64, b: I64) -> tuple[I64, I64]:
@@ -248,14 +253,17 @@ def _runs(a: I64) -> npt.NDArray[np.intp]:
 
 
 def _per_task(task: I64, task_null: Bool, g: I64) -> PerTask:
+    return per_task_of_pairs(*task_pairs(task, task_null, g))
+
+
+def task_pairs(task: Arr, task_null: Bool, g: Arr) -> tuple[I64, I64, I64]:
+    """The distinct (task, goroutine) pairs of the rows that name a task,
+    sorted by task then goroutine, and each pair's rows."""
     if task_null.any():
         task, g = task[~task_null], g[~task_null]
     t, gg = _sorted_pairs(task, g)
-    del task, g
-    new_pair = np.r_[True, (t[1:] != t[:-1]) | (gg[1:] != gg[:-1])] if len(t) else \
-        np.zeros(0, dtype=bool)
-    pairs = np.flatnonzero(new_pair)  # each task's first row begins a pair
-    return per_task_of_pairs(t[pairs], gg[pairs], np.diff(np.r_[pairs, len(t)]))
+    at = pair_starts(t, gg)  # each task's first row begins a pair
+    return t[at], gg[at], np.diff(np.r_[at, len(t)]).astype(np.int64)
 
 
 def per_task_of_pairs(t: I64, g: I64, rows: I64) -> PerTask:

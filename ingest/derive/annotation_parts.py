@@ -27,24 +27,16 @@ from ingest.derive.annotation_index import (
     _ints,
     _Names,
     _narrow,
+    _runs,
     _sorted_pairs,
     duration_stats,
     goroutines_per_name,
+    pair_starts,
     per_task_of_pairs,
+    task_pairs,
 )
 
 Arr = npt.NDArray[Any]
-
-
-def _task_pairs(task: Arr, task_null: Arr, g: Arr) -> tuple[Arr, Arr, Arr]:
-    """The distinct (task, goroutine) pairs of rows that name a task, sorted,
-    and each pair's rows."""
-    keep = ~task_null
-    t, gg = _sorted_pairs(task[keep], g[keep])
-    new = np.r_[True, (t[1:] != t[:-1]) | (gg[1:] != gg[:-1])] if len(t) else \
-        np.zeros(0, dtype=bool)
-    at = np.flatnonzero(new)
-    return t[at], gg[at], np.diff(np.r_[at, len(t)]).astype(np.int64)
 
 
 def _merged_pairs(parts: list[tuple[Arr, Arr, Arr]]) -> tuple[Arr, Arr, Arr]:
@@ -53,9 +45,7 @@ def _merged_pairs(parts: list[tuple[Arr, Arr, Arr]]) -> tuple[Arr, Arr, Arr]:
                for i in (0, 1, 2))
     order = np.lexsort((g, t))
     t, g, n = t[order], g[order], n[order]
-    new = np.r_[True, (t[1:] != t[:-1]) | (g[1:] != g[:-1])] if len(t) else \
-        np.zeros(0, dtype=bool)
-    at = np.flatnonzero(new)
+    at = pair_starts(t, g)
     rows = np.add.reduceat(n, at) if len(at) else np.zeros(0, np.int64)
     return t[at], g[at], rows
 
@@ -99,7 +89,7 @@ class LogIndexParts:
         """Take in one part's columns (``category``, ``task_id``, ``g``)."""
         self._codes.encode(cols["category"])
         task, null = _ints(cols["task_id"])
-        self._pairs.append(_task_pairs(task, null, _ints(cols["g"])[0]))
+        self._pairs.append(task_pairs(task, null, _ints(cols["g"])[0]))
 
     def finish(self) -> LogIndex:
         _, ordered, count = self._codes.finish()
@@ -134,19 +124,17 @@ class RegionIndexParts:
         del s, s_null, e, e_null, timed
         by_name = np.argsort(t_raw, kind="stable")
         t_raw, dur = t_raw[by_name], dur[by_name]
-        starts = np.flatnonzero(np.r_[True, t_raw[1:] != t_raw[:-1]]) if len(t_raw) else \
-            np.zeros(0, np.intp)
+        starts = _runs(t_raw)
         for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(t_raw)], strict=True):
             self._durations.setdefault(int(t_raw[lo]), []).append(dur[lo:hi])
         del dur, t_raw
         g = _ints(cols["g"])[0]
         nc, ng = _sorted_pairs(raw, g)
-        new = np.r_[True, (nc[1:] != nc[:-1]) | (ng[1:] != ng[:-1])] if len(nc) else \
-            np.zeros(0, dtype=bool)
-        self._name_g.append((nc[new], ng[new]))
-        del nc, ng, new
+        at = pair_starts(nc, ng)
+        self._name_g.append((nc[at], ng[at]))
+        del nc, ng, at
         task, task_null = _ints(cols["task_id"])
-        self._task_g.append(_task_pairs(task, task_null, g))
+        self._task_g.append(task_pairs(task, task_null, g))
 
     def finish(self) -> RegionIndex:
         lut, ordered, count = self._codes.finish()
