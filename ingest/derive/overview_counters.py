@@ -77,21 +77,6 @@ class Counters:
 COUNTER_CLASSES = (Counters, Steps)
 
 
-def _grouped(code: npt.NDArray[np.integer[Any]], ts: I64, value: I64) -> Counters:
-    """Counters from per-sample metric codes (index into COUNTER_METRICS, -1:
-    another metric), in sample order."""
-    keep = code >= 0
-    code, ts, value = code[keep], ts[keep], value[keep]
-    # One stable sort by (metric, ts): sample order breaks ties, as the SQL
-    # ORDER BY seq then a stable sort by ts would.
-    order = np.lexsort((ts, code))
-    counts = np.bincount(code, minlength=len(COUNTER_METRICS))
-    value = value[order]
-    return Counters(list(COUNTER_METRICS),
-                    np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-                    Steps.of(ts[order]), Steps.of(value))
-
-
 def counters_of(cols: Mapping[str, Any]) -> Counters:
     """The counters from the loader's metrics columns (``seq``, ``ts``,
     ``name`` and ``value``, a :class:`ingest.columns.Nullable` or an int
@@ -104,9 +89,9 @@ def counters_of(cols: Mapping[str, Any]) -> Counters:
 class CounterParts:
     """The counters from the metrics table's parts (a big trace's, stored in
     parts): each part keeps only its counter samples' seq, time and value,
-    by counter, and each counter is ordered on its own at the end (equal to
-    :func:`_grouped` of the whole table: one counter's samples in memory
-    twice at a time, not every sample)."""
+    by counter, and each counter is ordered on its own at the end (sample
+    order, then a stable sort by time: one counter's samples in memory twice
+    at a time, not every sample)."""
 
     key = COUNTERS_KEY
 
@@ -124,6 +109,12 @@ class CounterParts:
             v, null = np.asarray(value, np.int64), np.zeros(len(ts), bool)
         which = _counter_codes(cols["name"])
         which[null] = -1
+        self.add_samples(which, seq, ts, v)
+
+    def add_samples(self, which: npt.NDArray[np.integer[Any]], seq: I64, ts: I64,
+                    v: I64) -> None:
+        """Take in samples by their counter (index into COUNTER_METRICS; -1:
+        another metric, or no value)."""
         for i in range(len(COUNTER_METRICS)):
             mine = np.flatnonzero(which == i)
             if len(mine):
@@ -160,14 +151,20 @@ class CounterParts:
         return Counters(list(COUNTER_METRICS), offsets, steps_ts, Steps.of(v_all))
 
 
+def counter_lut(values: Sequence[str | None]) -> npt.NDArray[np.int8]:
+    """Each of a name column's distinct values (by code) as its counter
+    (index into COUNTER_METRICS; -1: another metric)."""
+    return np.array([COUNTER_METRICS.index(v) if v in COUNTER_METRICS else -1
+                     for v in values], np.int8)
+
+
 def _counter_codes(names: Any) -> npt.NDArray[np.int8]:
     """Each sample's counter (index into COUNTER_METRICS; -1: another
     metric): through the codes of a loader's coded column
     (ingest.store.coded_insert.CodedText) when it has them."""
     codes = getattr(names, "codes", None)
     if codes is not None:
-        lut = np.array([COUNTER_METRICS.index(v) if v in COUNTER_METRICS else -1
-                        for v in names.values], np.int8)
+        lut = counter_lut(names.values)
         return lut[codes] if len(lut) else np.full(len(codes), -1, np.int8)
     name_arr = np.asarray(names, dtype=object)
     out = np.full(len(name_arr), -1, np.int8)
@@ -186,10 +183,7 @@ def counters_from_db(engine: Engine, trace_id: int) -> Counters:
     parts: list[npt.NDArray[np.int64]] = []
     with engine.connect() as conn:
         names = read_strings(conn, trace_id, "metrics.name")
-        lut = np.full(len(names) + 1, -1, np.int64)  # name code -> counter, -1: another
-        for i, name in enumerate(COUNTER_METRICS):
-            if name in names:
-                lut[names.index(name)] = i
+        lut = counter_lut(names)  # name code -> counter
         wanted = np.flatnonzero(lut >= 0).tolist()
         stmt = (select(mt.c.name_code, mt.c.ts, mt.c.value)
                 .where(mt.c.trace_id == trace_id, mt.c.name_code.in_(wanted),
@@ -199,7 +193,11 @@ def counters_from_db(engine: Engine, trace_id: int) -> Counters:
         while cursor is not None and (rows := cursor.fetchmany(_FETCH)):
             parts.append(np.array(rows, dtype=np.int64).reshape(-1, 3))
     arr = np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
-    return _grouped(lut[arr[:, 0]], arr[:, 1], arr[:, 2])
+    counters = CounterParts()
+    # In seq order already (ORDER BY seq): the row's place stands for it.
+    counters.add_samples(lut[arr[:, 0]], np.arange(len(arr), dtype=np.int64),
+                         arr[:, 1].copy(), arr[:, 2].copy())
+    return counters.finish()
 
 
 def trace_counters(engine: Engine, frames: TraceFrames, trace_id: int) -> Counters:
