@@ -79,6 +79,11 @@ class _Bar:
 #: and 40 MB more peak there); above, they take seconds (the 32 M-event busyservice
 #: trace: overview 1.3 s, findings 1.4-1.8 s, goroutine groups and latency ~1 s).
 WARM_MIN_EVENTS = 10_000_000
+#: Up to this many events the reports are built two at a time (two cores: the
+#: 32 M-event busyservice trace's 5.3 s of reports take 3.2 s, the peak 631 ->
+#: 741 MB); above, one at a time, so that a 1 GB trace's (166 M events; one
+#: report alone reaches 1.3 GB) stay within the 1.5 GB the load holds to.
+WARM_PAIRED_MAX_EVENTS = 64_000_000
 
 
 def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
@@ -103,7 +108,8 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
         from ingest.timings import Timings
 
         timings = Timings()
-        warm_reports(engine, data_dir, res.id, timings, progress)
+        warm_reports(engine, data_dir, res.id, timings, progress,
+                     threads=2 if res.events <= WARM_PAIRED_MAX_EVENTS else 1)
         res.timings.update(timings.as_dict())
     return res
 

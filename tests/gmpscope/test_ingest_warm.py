@@ -48,3 +48,23 @@ def test_reports_built_at_ingest_above_the_threshold(
     else:
         assert not REPORTS & have and not reports
     engine.dispose()
+
+
+def test_reports_built_two_at_a_time_are_the_ones_built_one_at_a_time(
+        tmp_path: Path) -> None:
+    from ingest.api.warm import warm_reports
+
+    files: list[dict[str, bytes]] = []
+    for threads in (1, 2):
+        data = tmp_path / str(threads)
+        engine = make_engine(sqlite_url(data / "t.db"))
+        res = cli_ingest.ingest_path(engine, SAMPLE, SAMPLE.name, data, warm=False)
+        warm_reports(engine, data, res.id, threads=threads)
+        frames = FrameStore(engine, data).get(res.id)
+        assert frames.directory is not None
+        derived = next(frames.directory.glob("derived-v*"))
+        files.append({p.name: p.read_bytes() for p in derived.glob("*.json")})
+        engine.dispose()
+    one, two = files
+    assert REPORTS <= set(one)
+    assert one == two
