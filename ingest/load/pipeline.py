@@ -143,9 +143,21 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
     work = Path(tempfile.mkdtemp(prefix="ingest-", dir=tmp_root))
     timings = Timings()
     keep = raw_path(ddir, sha)
-    # Compressed on a thread while the trace is decoded (the decoder is C
-    # without the GIL): on two cores it costs the load nothing.
-    copying = RawCopy(path, work / "raw.part") if kept_path(ddir, sha) is None else None
+    copying: RawCopy | None = None
+    placed = False
+
+    def place_raw() -> None:
+        # In the load's transaction, before its commit: a stored trace always
+        # has its raw copy.
+        nonlocal placed
+        if copying is None:
+            return
+        with timings.phase("raw copy wait"):
+            copying.wait()
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(copying.dest, keep)
+        placed = True
+
     try:
         if progress:
             progress("decode", 0, 1)
@@ -169,24 +181,23 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         if progress:
             progress("decode", 1, 1)
         give_back_free_memory()  # the decoder's buffers, before the load's peak
-        made_copy = False
-        if copying is not None:
-            with timings.phase("raw copy wait"):
-                copying.wait()
-            keep.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(copying.dest, keep)
-            made_copy = True
+        # Compressed on a thread while the tables are derived and stored: the
+        # decode keeps both cores busy (the C decoder, and this thread taking
+        # its rows), the load leaves one of them idle much of the time.
+        if kept_path(ddir, sha) is None:
+            copying = RawCopy(path, work / "raw.part")
         try:
             if decoded is not None:
                 return _store_decoded(engine, decoded, sha=sha, name=name or path.name,
                                       source="trace", size_bytes=path.stat().st_size,
                                       progress=progress, data_dir=ddir, timings=timings,
-                                      where=str(path))
+                                      where=str(path), before_commit=place_raw)
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
-                                    progress=progress, data_dir=ddir, timings=timings)
+                                    progress=progress, data_dir=ddir, timings=timings,
+                                    before_commit=place_raw)
         except BaseException:
-            if made_copy and find_by_sha(engine, sha) is None:
+            if placed and find_by_sha(engine, sha) is None:
                 keep.unlink(missing_ok=True)
             raise
     finally:
@@ -223,8 +234,10 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                      size_bytes: int | None = None,
                      progress: Progress | None = None,
                      data_dir: Path | None = None,
-                     timings: Timings | None = None) -> IngestResult:
-    """Load a decoded trace directory (docs/schema.md) in one transaction.
+                     timings: Timings | None = None,
+                     before_commit: Callable[[], None] | None = None) -> IngestResult:
+    """Load a decoded trace directory (docs/schema.md) in one transaction;
+    ``before_commit`` runs in it, after every row is written.
 
     With ``data_dir``, the views' frame cache (:mod:`ingest.derive.frames`) is
     written on the way, so the first page view needs no rebuild.
@@ -260,12 +273,13 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     return _store_decoded(engine, decoded, sha=sha, name=name or default_name,
                           source=source, size_bytes=size_bytes, progress=progress,
                           data_dir=data_dir, timings=timings, where=str(directory),
-                          started=started)
+                          started=started, before_commit=before_commit)
 
 
 def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, source: str,
                    size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
-                   timings: Timings, where: str, started: float | None = None) -> IngestResult:
+                   timings: Timings, where: str, started: float | None = None,
+                   before_commit: Callable[[], None] | None = None) -> IngestResult:
     """Store a decoded trace in one transaction (see load_parquet_dir);
     ``where`` names the input in error messages."""
     started = time.perf_counter() if started is None else started
@@ -290,7 +304,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                                  durable=IN_FILES if files else frozenset())
                      if data_dir is not None else None, files=files)
     try:
-        stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance)
+        stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance,
+                              before_commit)
     except (KeyError, IndexError, ValueError) as e:
         # Raised while deriving a table (the transaction is rolled back):
         # columns that do not fit together.
@@ -337,7 +352,9 @@ def _load_progress(progress: Progress | None, total: int) -> Callable[[int], Non
 
 def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: DerivedTables,
                  staged: Staged, timings: Timings, started: float,
-                 advance: Callable[[int], None]) -> tuple[int, dict[str, int]] | IngestResult:
+                 advance: Callable[[int], None],
+                 before_commit: Callable[[], None] | None = None,
+                 ) -> tuple[int, dict[str, int]] | IngestResult:
     """The write transaction: the trace's row, every derived table, and the
     trace's counts; (trace id, rows per table), or the trace with this
     content when another load stored it first (then nothing is written)."""
@@ -358,6 +375,8 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
         conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
             goroutines=counts["goroutines"], procs=counts["procs"],
             threads=counts["threads"], ingest_seconds=time.perf_counter() - started))
+        if before_commit is not None:
+            before_commit()
         commit_started = time.perf_counter()
     timings.add("commit", time.perf_counter() - commit_started)
     return trace_id, counts

@@ -59,7 +59,7 @@ def keep_raw(src: Path, dest: Path) -> None:
 
 class RawCopy:
     """:func:`keep_raw` of ``src`` to ``dest`` on a thread, from now on: it
-    overlaps the decode instead of following it."""
+    overlaps the load instead of following it."""
 
     def __init__(self, src: Path, dest: Path) -> None:
         import threading
