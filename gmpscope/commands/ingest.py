@@ -90,26 +90,30 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
                 progress: Any = None, ahead: Any = None, warm: bool = True) -> Any:
     """Ingest a raw trace file or a decoded Parquet directory; its IngestResult.
 
-    ``ahead``: the file's DecodeAhead, when one was started. With ``warm``, a
-    new trace of WARM_MIN_EVENTS events or more has its whole-trace reports
-    built before this returns (ingest.api.warm), so its pages open without
-    building them. Raises
-    ingest.load.pipeline.IngestError for input that is not one.
+    ``ahead``: the file's DecodeAhead, when one was started. The timeline's
+    lane sets are built after the load, and with ``warm``, for a new trace
+    of WARM_MIN_EVENTS events or more, its whole-trace reports beside them
+    (ingest.api.warm), all before this returns, so that its pages open
+    without building them. Raises ingest.load.pipeline.IngestError for input
+    that is not one.
     """
     from ingest.load.pipeline import ingest_trace_file, load_parquet_dir
 
     if path.is_dir():
-        res = load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir)
+        res = load_parquet_dir(engine, path, name, progress=progress, data_dir=data_dir,
+                               lanes=False)
     else:
         res = ingest_trace_file(engine, path, name, data_dir=data_dir, progress=progress,
-                                ahead=ahead)
-    if warm and res.created and res.events >= WARM_MIN_EVENTS:
+                                ahead=ahead, lanes=False)
+    if res.created:
         from ingest.api.warm import warm_reports
         from ingest.timings import Timings
 
+        reports = warm and res.events >= WARM_MIN_EVENTS
         timings = Timings()
-        warm_reports(engine, data_dir, res.id, timings, progress,
-                     threads=2 if res.events <= WARM_PAIRED_MAX_EVENTS else 1)
+        warm_reports(engine, data_dir, res.id, timings, progress if reports else None,
+                     threads=2 if reports and res.events <= WARM_PAIRED_MAX_EVENTS else 1,
+                     lanes=True, reports=reports)
         res.timings.update(timings.as_dict())
     return res
 

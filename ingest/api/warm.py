@@ -5,8 +5,9 @@ latency, syscalls, netpoll, the state graphs and the findings each reduce
 millions of rows, so each is built once and kept with the frames
 (:mod:`ingest.derive.cache`); by the time a user opens a page it answers in
 milliseconds. ``gmpscope ingest`` (and ``gmpscope view``) build them before
-they return, the server after an upload's job. Here, above the views and the
-diagnosis, because it reaches both.
+they return, the server after an upload's job; ``gmpscope ingest`` builds the
+timeline's lane sets here too, beside the reports. Here, above the views and
+the diagnosis, because it reaches both.
 """
 
 from __future__ import annotations
@@ -33,17 +34,24 @@ Progress = Callable[[str, int, int], None]
 
 def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
                  timings: Timings | None = None, progress: Progress | None = None,
-                 threads: int = 1) -> None:
+                 threads: int = 1, lanes: bool = False, reports: bool = True) -> None:
     """Build and keep every whole-trace report of ``trace_id`` (a cache: a
     failure is logged and the pages build them on first view); ``progress``
-    hears of each report done (stage "reports"). ``threads``: how many
-    reports are built at once, each on its own mapping of the frames (the
-    reports are numpy between short stretches of Python: two threads nearly
-    halve the time on two cores, and add one report's memory to the peak)."""
+    hears of each step done (stage "reports").
+
+    ``threads``: how many steps run at once, each thread on its own mapping
+    of the frames (the reports are numpy between short stretches of Python:
+    two threads nearly halve the time on two cores, and add one report's
+    memory to the peak). ``lanes``: the timeline's lane sets too, for a load
+    told to leave them to its caller (ingest.load.pipeline's ``lanes``), so
+    that they are built beside the reports; ``reports=False``: only those.
+    """
     from ingest.derive.frames import FrameStore, TraceNotFound
+    from ingest.derive.precompute import precompute_steps
     from ingest.diagnose.config import config_from_env
     from ingest.diagnose.runner import diagnose, rule_defaults
     from ingest.memory import give_back_free_memory
+    from ingest.store.db import checkpoint_meanwhile
     from ingest.views.flame import DEFAULT_KIND, flame_tree
     from ingest.views.goroutines import goroutine_groups
     from ingest.views.latency import latency_report
@@ -53,19 +61,29 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
 
     t = timings if timings is not None else Timings()
     give_back_free_memory()  # what a load just freed, before the reports' peaks
-    # Longest first (seconds on the 200 MB trace: findings 1.4, overview 1.0,
-    # flame 0.6, latency 0.5, the others ~0.4), so that two threads end together.
-    steps: list[tuple[str, Callable[[TraceFrames], object]]] = [
-        ("findings", lambda f: diagnose(engine, f, config_from_env(rule_defaults()))),
-        ("overview", lambda f: overview(engine, f, trace_id)),
-        # The flame page's first tab (the other kinds are built when first
-        # asked for: 0.2-1.7 s each on the 200 MB trace).
-        ("flame", lambda f: flame_tree(engine, f, DEFAULT_KIND)),
-        ("latency", lambda f: latency_report(f)),
-        ("states", lambda f: whole_trace_graph(engine, f, "goroutine", True)),
-        ("syscalls", lambda f: (syscall_summary(engine, f), netpoll_summary(engine, f))),
-        ("goroutine groups", lambda f: goroutine_groups(engine, f)),
-    ]
+    steps: list[tuple[str, Callable[[TraceFrames], object]]] = []
+    if reports:
+        # Longest first (seconds on the 200 MB trace: findings 1.4, overview
+        # 1.0, flame 0.6, latency 0.5, the others ~0.4), so that two threads
+        # end together.
+        steps += [
+            ("warm findings", lambda f: diagnose(engine, f, config_from_env(rule_defaults()))),
+            ("warm overview", lambda f: overview(engine, f, trace_id)),
+            # The flame page's first tab (the other kinds are built when
+            # first asked for: 0.2-1.7 s each on the 200 MB trace).
+            ("warm flame", lambda f: flame_tree(engine, f, DEFAULT_KIND)),
+            ("warm latency", lambda f: latency_report(f)),
+            ("warm states", lambda f: whole_trace_graph(engine, f, "goroutine", True)),
+            ("warm syscalls", lambda f: (syscall_summary(engine, f),
+                                         netpoll_summary(engine, f))),
+            ("warm goroutine groups", lambda f: goroutine_groups(engine, f)),
+        ]
+    if lanes:
+        # Each lane set a step (a set staged before the commit is only read
+        # back: its builder finds it kept); after the reports' longest.
+        sets = [("lanes", step) for step in precompute_steps(engine).values()]
+        steps[2:2] = sets[:2]
+        steps += sets[2:]
     queue = list(reversed(steps))
     lock = threading.Lock()
     done = [0]
@@ -76,32 +94,38 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
             # after it (frames.release), which must not pull pages from under
             # a step running beside it.
             frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
-            while True:
-                with lock:
-                    if not queue:
-                        return
-                    name, step = queue.pop()
-                with t.phase(f"warm {name}"):
-                    step(frames)
-                frames.release()
-                with lock:
-                    done[0] += 1
-                    if progress:
-                        progress("reports", done[0], len(steps))
         except TraceNotFound:
-            pass  # deleted meanwhile
-        except Exception:  # a bug: the pages will say so; keep the traceback in the log
-            log.exception("warming the reports of trace %s failed", trace_id)
+            return  # deleted meanwhile
+        while True:
+            with lock:
+                if not queue:
+                    return
+                name, step = queue.pop()
+            try:
+                with t.phase(name):
+                    step(frames)
+            except TraceNotFound:
+                return
+            except Exception:  # a bug: the pages will say so; keep the traceback in the log
+                log.exception("%s of trace %s failed", name, trace_id)
+            frames.release()
+            give_back_free_memory()
+            with lock:
+                done[0] += 1
+                if progress:
+                    progress("reports", done[0], len(steps))
 
     if progress:
         progress("reports", 0, len(steps))
-    helpers = [threading.Thread(target=build, name=f"gmpscope-warm-{trace_id}-{i}")
-               for i in range(1, max(1, threads))]
-    for h in helpers:
-        h.start()
-    build()
-    for h in helpers:
-        h.join()
+    # SQLite: the load's write-ahead log copied into the database meanwhile.
+    with checkpoint_meanwhile(engine):
+        helpers = [threading.Thread(target=build, name=f"gmpscope-warm-{trace_id}-{i}")
+                   for i in range(1, max(1, threads))]
+        for h in helpers:
+            h.start()
+        build()
+        for h in helpers:
+            h.join()
 
 
 def warm_in_background(engine: Engine, data_dir: Path, trace_id: int) -> threading.Thread:

@@ -114,13 +114,15 @@ def find_by_sha(engine: Engine | Connection, sha256: str) -> IngestResult | None
 def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                       data_dir: Path | None = None, sha256: str | None = None,
                       progress: Progress | None = None,
-                      ahead: DecodeAhead | None = None) -> IngestResult:
+                      ahead: DecodeAhead | None = None, lanes: bool = True) -> IngestResult:
     """Decode and load a raw trace file; keep a copy named by its sha256.
 
     ``data_dir`` defaults to the configured one ($GMPSCOPE_DATA). Raises
     BadTraceError for a file that is not a trace (the database is untouched).
     ``ahead``: this file's decode, started earlier (the CLI starts it before
-    it opens the database).
+    it opens the database). ``lanes=False``: the timeline's lane sets not
+    staged before the commit are left to the caller (ingest.api.warm builds
+    them beside the reports).
     """
     from collectors.gotrace.errors import TraceFormatError
     from collectors.gotrace.todir import decode_file_to_dir
@@ -191,11 +193,12 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                 return _store_decoded(engine, decoded, sha=sha, name=name or path.name,
                                       source="trace", size_bytes=path.stat().st_size,
                                       progress=progress, data_dir=ddir, timings=timings,
-                                      where=str(path), before_commit=place_raw)
+                                      where=str(path), before_commit=place_raw,
+                                      lanes=lanes)
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
                                     progress=progress, data_dir=ddir, timings=timings,
-                                    before_commit=place_raw)
+                                    before_commit=place_raw, lanes=lanes)
         except BaseException:
             if placed and find_by_sha(engine, sha) is None:
                 keep.unlink(missing_ok=True)
@@ -235,9 +238,11 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
                      progress: Progress | None = None,
                      data_dir: Path | None = None,
                      timings: Timings | None = None,
-                     before_commit: Callable[[], None] | None = None) -> IngestResult:
+                     before_commit: Callable[[], None] | None = None,
+                     lanes: bool = True) -> IngestResult:
     """Load a decoded trace directory (docs/schema.md) in one transaction;
-    ``before_commit`` runs in it, after every row is written.
+    ``before_commit`` runs in it, after every row is written; ``lanes`` as
+    for :func:`ingest_trace_file`.
 
     With ``data_dir``, the views' frame cache (:mod:`ingest.derive.frames`) is
     written on the way, so the first page view needs no rebuild.
@@ -273,13 +278,14 @@ def load_parquet_dir(engine: Engine, directory: Path, name: str | None = None, *
     return _store_decoded(engine, decoded, sha=sha, name=name or default_name,
                           source=source, size_bytes=size_bytes, progress=progress,
                           data_dir=data_dir, timings=timings, where=str(directory),
-                          started=started, before_commit=before_commit)
+                          started=started, before_commit=before_commit, lanes=lanes)
 
 
 def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, source: str,
                    size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
                    timings: Timings, where: str, started: float | None = None,
-                   before_commit: Callable[[], None] | None = None) -> IngestResult:
+                   before_commit: Callable[[], None] | None = None,
+                   lanes: bool = True) -> IngestResult:
     """Store a decoded trace in one transaction (see load_parquet_dir);
     ``where`` names the input in error messages."""
     started = time.perf_counter() if started is None else started
@@ -329,7 +335,7 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
         return stored  # the same content, stored meanwhile: nothing written
     trace_id, counts = stored
     del spill, tables  # the loader's arrays go before the views' are built
-    _finish_views(engine, staged, trace_id, sha, trace_row, timings)
+    _finish_views(engine, staged, trace_id, sha, trace_row, timings, lanes)
     if progress:
         progress("load", total, total)
     timings.add("load", time.perf_counter() - started)
@@ -409,9 +415,17 @@ def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[st
 
 
 def _finish_views(engine: Engine, staged: Staged, trace_id: int, sha: str,
-                  trace_row: dict[str, Any], timings: Timings) -> None:
-    """After the commit: the staged frames named after the trace, and the
-    lane sets not staged before the commit built from them."""
+                  trace_row: dict[str, Any], timings: Timings, lanes: bool = True) -> None:
+    """After the commit: the staged frames named after the trace, and (with
+    ``lanes``) the lane sets not staged before the commit built from them."""
+    if not lanes:
+        # The caller builds the lane sets (and copies the log into the
+        # database meanwhile): ingest.api.warm.
+        if staged.frames is not None:
+            with timings.phase("after commit"), timings.phase("frames"):
+                staged.frames.finish(trace_id, sha, int(trace_row["first_ts"] or 0),
+                                     int(trace_row["last_ts"] or 0), staged.kinds)
+        return
     with timings.phase("after commit"), checkpoint_meanwhile(engine):
         if staged.frames is not None:
             with timings.phase("frames"):  # what is left to write after the commit

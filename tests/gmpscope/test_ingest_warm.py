@@ -21,10 +21,16 @@ REPORTS = {"goroutine_groups_summary.json", "latency_report-worst50.json",
            "states_goroutine_split.json", "flame-sync.json"}
 
 
+#: The timeline's lane sets (ingest/derive/precompute.py), built after every load.
+LANE_SETS = {"p_lanes", "m_lanes", "goroutines", "ranges"}
+
+
 def _reports(tmp_path: Path, engine: object, tid: int) -> set[str]:
     frames = FrameStore(engine, tmp_path).get(tid)  # type: ignore[arg-type]
     assert frames.directory is not None
     derived = next(frames.directory.glob("derived-v*"))
+    lanes = {p.name for p in derived.iterdir() if p.is_dir()}
+    assert LANE_SETS <= lanes, LANE_SETS - lanes
     return {p.name for p in derived.glob("*.json")}
 
 
