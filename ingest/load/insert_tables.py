@@ -1,6 +1,6 @@
 """A trace's derived tables stored in the load's transaction.
 
-Each table is derived here while the insert worker stores the one before it
+Each table is derived here while the insert worker stores the ones before it
 (numpy and SQLite release the GIL, so the two overlap on a second core), and
 staged for the views on the way: its caches, the frames' columns, the
 goroutine table. (Deriving the events' and the transitions' tables on two
@@ -27,7 +27,7 @@ from ingest.derive.lanesets import LaneSetKey
 from ingest.load.derived import DerivedTables
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.staged_caches import StagedCaches
-from ingest.load.tables import nrows, store_range, store_table
+from ingest.load.tables import columns_nbytes, nrows, store_range, store_table
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files
 from ingest.timings import Timings
@@ -38,6 +38,18 @@ log = logging.getLogger(__name__)
 #: files: the intervals, proc_run_index as proc_runs', syscall_outcomes as
 #: syscalls'.
 IN_FILES = frozenset({"intervals", "proc_runs", "syscalls"})
+
+#: How far the load may run ahead of the insert worker: bytes of derived
+#: columns waiting to be stored (ingest.load.insert_worker). The events'
+#: tables store slower than they are derived, the transitions' buckets the
+#: other way round; running ahead, the worker stores the former while the
+#: latter are derived. The 200 MB benchmark trace: 18.4-20.0 -> 15.9 s, the
+#: worker wait 2.2-2.5 -> 0.0 s, peak +0-50 MB (bench/RESULTS.md).
+AHEAD_BYTES = 256 << 20
+#: Above this many transitions the load waits for each table as before: the
+#: 1 GB trace (100.6 M transitions) would reach 1475 of its 1536 MiB with
+#: AHEAD_BYTES (1436 without).
+AHEAD_MAX_TRANSITIONS = 48_000_000
 
 #: Columns of the goroutines table the timeline's goroutine table is made of.
 _GOROUTINE_TABLE_COLUMNS = ("goid", "start_function")
@@ -72,14 +84,15 @@ class Staged:
 
 def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged: Staged,
                   trace_row: dict[str, Any], timings: Timings,
-                  advance: Callable[[int], None]) -> dict[str, int]:
+                  advance: Callable[[int], None], ahead_bytes: int = 0) -> dict[str, int]:
     """Derive the tables one at a time (intervals and syscalls part by part),
     each stored by the insert worker's thread while the next is derived here
-    (the connection is the worker's until it is closed), and staged for the
-    views on the way; the rows per table."""
+    (the connection is the worker's until it is closed; ``ahead_bytes``: how
+    many bytes of derived tables may wait for it), and staged for the views
+    on the way; the rows per table."""
     counts: dict[str, int] = {}
     plans = tables.frame_plans()
-    with InsertWorker() as worker:
+    with InsertWorker(ahead_bytes) as worker:
         def store(table_name: str, cols: Columns) -> None:
             n = nrows(cols)
             done = counts.get(table_name, 0)
@@ -93,11 +106,14 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
             if plan is not None and not done and staged.frames is not None:
                 staged.frames.begin(table_name, plan.rows, plan.bounds)
             stage_table(staged, table_name, cols, n, trace_row, timings)
+            rows = not (staged.files and table_name in IN_FILES)
+            if not rows:
+                cols = {}  # kept in files: the job holds none of its columns
             with timings.phase("worker wait"):  # the worker still busy
                 worker.submit(partial(timings.timed, f"insert {table_name}",
                                       store_table, conn, trace_id, table_name, cols,
-                                      n, tables.bases["intervals"], advance,
-                                      not (staged.files and table_name in IN_FILES)))
+                                      n, tables.bases["intervals"], advance, rows),
+                              columns_nbytes(cols))
 
         def caches_done() -> None:
             # A table's caches made as soon as its last part is staged: what
@@ -119,6 +135,13 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
         with timings.phase("worker wait"):
             worker.close()
     return counts
+
+
+def ahead_bytes(transitions: int) -> int:
+    """How far a load of a trace with this many transitions runs ahead of its
+    insert worker (AHEAD_BYTES, or 0: one table stored while the next is
+    derived)."""
+    return AHEAD_BYTES if transitions <= AHEAD_MAX_TRANSITIONS else 0
 
 
 def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,

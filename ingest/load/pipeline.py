@@ -38,7 +38,7 @@ from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.derived import DerivedTables, derived_tables
 from ingest.load.event_split import split_events
-from ingest.load.insert_tables import IN_FILES, Staged, insert_tables
+from ingest.load.insert_tables import IN_FILES, Staged, ahead_bytes, insert_tables
 from ingest.load.raw_copy import RawCopy, kept_path, raw_path
 from ingest.load.tables import next_id
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
@@ -375,7 +375,8 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
         trace_id = conn.execute(models.traces.insert().values(**trace_row)
                                 .returning(models.traces.c.id)).scalar_one()
         tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
-        counts = insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance)
+        counts = insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance,
+                               ahead_bytes(int(trace_row["transitions"])))
         if staged.files and counts.get("intervals"):
             _publish_intervals(conn, trace_id, sha, tables.bases, counts, staged, timings)
         conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(

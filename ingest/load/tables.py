@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, func, select
 
-from ingest.columns import Computed, Gather, Seq
+from ingest.columns import Computed, Gather, Nullable, Seq
 from ingest.derive.interval_order import Columns
 from ingest.store import models, pg_chunks
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
@@ -103,6 +103,26 @@ def next_id(conn: Connection, table: Any) -> int:
     if files is not None:
         top = max(top, int(conn.execute(select(func.max(files.c.last_id))).scalar() or 0))
     return top + 1
+
+
+def columns_nbytes(cols: Columns) -> int:
+    """About the memory a table's columns hold (a list counts its pointers:
+    its texts are few and shared)."""
+    total = 0
+    for col in cols.values():
+        if isinstance(col, np.ndarray):
+            total += col.nbytes
+        elif isinstance(col, Nullable):
+            total += col.values.nbytes + col.null.nbytes
+        elif isinstance(col, Computed):
+            total += col.n * 8
+        elif isinstance(col, Gather):
+            total += col.values.nbytes + col.index.nbytes
+        elif isinstance(col, list | tuple):
+            total += len(col) * 8
+        else:
+            total += int(getattr(col, "nbytes", 0))
+    return total
 
 
 def nrows(cols: Columns) -> int:
