@@ -5,7 +5,9 @@ many small buckets of goroutine ids, spilled to a file as they are decoded,
 and its metrics, logs and regions in parts of 3 rows, makes the same
 database and the same frames (the caches made of those parts too) as one
 bucket and one part in memory;
-on SQLite and PostgreSQL, from a raw trace and from a decoded directory."""
+on SQLite and PostgreSQL, from a raw trace and from a decoded directory. The
+small parts are loaded waiting for the insert worker after each table (as a
+big trace is), the whole trace running ahead of it."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from sqlalchemy import Engine, text
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest.load import eventrows, transition_spill
+from ingest.load import eventrows, insert_tables, transition_spill
 from ingest.load.pipeline import file_sha256, ingest_trace_file, load_parquet_dir
 from ingest.store.db import make_engine
 from tests.support.consistency import STORED_HOW, db_content
@@ -33,7 +35,8 @@ _HOW = {**STORED_HOW, "interval_files": frozenset({"directory"})}
 
 def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
     """Buckets of 300 rows, runs of 2000 rows, every trace spilled, the
-    events' tables made in parts of 3 rows."""
+    events' tables made in parts of 3 rows, the load not running ahead."""
+    monkeypatch.setattr(insert_tables, "AHEAD_MAX_TRANSITIONS", -1)
     monkeypatch.setattr(eventrows, "PART_ROWS", 3)
     monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 300)
     monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
