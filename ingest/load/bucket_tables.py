@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ingest.codes import GOROUTINE, RESOURCE_NAMES, STATE_NAMES
+from ingest.codes import GOROUTINE, PROC, RESOURCE_NAMES, STATE_NAMES
 from ingest.columns import Computed, Gather, Nullable, Transitions
 from ingest.derive import intervals as derive
-from ingest.derive.interval_order import RUNNING, SYSCALL, Arr, Columns, Ordered
+from ingest.derive.interval_order import IDLE, RUNNING, SYSCALL, Arr, Columns, Ordered
 from ingest.extensions import optional_extension
 from ingest.load.spill_file import Spilled, SpillFile
 from ingest.load.transition_spill import Bucket, TransitionSpill
@@ -176,6 +176,8 @@ class BucketTables:
         self.edges = _Edges(spill.spill_dir)
         #: The goroutines table's coded columns' books, carried from part to part.
         self._books = {name: CodeBook() for name in CODED["goroutines"].sources}
+        #: The procs' steals (steals_only), made at the first bucket that needs them.
+        self._steals: tuple[Bucket, Ordered] | None = None
 
     def frame_plans(self) -> dict[str, FramePlan]:
         """The tables yielded in parts, with their rows and bounds."""
@@ -305,12 +307,15 @@ class BucketTables:
 
     def _syscall_part(self, bucket: Bucket, o: Ordered, procs: Bucket, op: Ordered,
                       base: int) -> Columns:
-        """The bucket's syscalls: derived with the procs' rows beside its own
-        (whose P was stolen, by which M, is in them)."""
-        tr, ptr = bucket.tr, procs.tr
-        if bucket is procs or not len(ptr):
+        """The bucket's syscalls: derived with the procs' steals beside its
+        own rows (whose P was stolen, by which M, is in them)."""
+        if bucket is procs or not len(procs.tr):
             # The procs' rows are in this bucket (or there are none).
-            return self._offset(derive.syscalls(tr, o), bucket.seq, base)
+            return self._offset(derive.syscalls(bucket.tr, o), bucket.seq, base)
+        if self._steals is None:
+            self._steals = steals_only(procs, op)
+        procs, op = self._steals
+        tr, ptr = bucket.tr, procs.tr
         n = len(tr)
         both = _concat_transitions(tr, ptr)
         ob = Ordered(order=np.concatenate([o.order, (op.order + n).astype(o.order.dtype)]),
@@ -427,6 +432,45 @@ class _Runs:
         row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         small = np.int32 if not len(row) or int(row.max()) < 2**31 else np.int64
         return {"p": p, "interval_row": row.astype(small)}
+
+
+def steals_only(procs: Bucket, op: Ordered) -> tuple[Bucket, Ordered]:
+    """The procs' rows a syscall's P can be found stolen by: each steal (a
+    P's Running->Idle by another M than the one its Running before it came
+    with; ingest/csrc/summaries.c's is_steal) and that row before it, each
+    P's pairs in interval order. A steal is a fact of the procs' rows alone,
+    so every bucket's syscalls find the same steals among these as among
+    all the procs' rows (millions on a big trace, concatenated to each
+    bucket's before)."""
+    tr, order = procs.tr, op.order
+    q, prev = order[1:], order[:-1]
+    steal = ~op.last[:-1].astype(bool)
+    steal &= tr.res[q] == PROC
+    steal &= tr.frm[q] == RUNNING
+    steal &= tr.to[q] == IDLE
+    steal &= tr.to[prev] == RUNNING
+    steal &= tr.m[prev] >= 0
+    steal &= tr.m[q] != tr.m[prev]
+    at = np.flatnonzero(steal) + 1  # each steal's place in the interval order
+    # The pairs never overlap: a steal goes to Idle, the row before one to Running.
+    keep = np.empty(2 * len(at), np.int64)
+    keep[0::2], keep[1::2] = at - 1, at
+    rows = order[keep]
+    sub = Transitions(ts=tr.ts[rows], res=tr.res[rows], rid=tr.rid[rows], frm=tr.frm[rows],
+                      to=tr.to[rows], reason=tr.reason[rows], m=tr.m[rows], p=tr.p[rows],
+                      g=tr.g[rows], stack=tr.stack[rows], reasons=tr.reasons)
+    n = len(rows)
+    first = np.ones(n, bool)
+    if n > 1:
+        first[1:] = (sub.res[1:] != sub.res[:-1]) | (sub.rid[1:] != sub.rid[:-1])
+    last = np.ones(n, bool)
+    last[:-1] = first[1:]
+    ordered = Ordered(order=np.arange(n, dtype=order.dtype), first=first.astype(op.first.dtype),
+                      last=last.astype(op.last.dtype),
+                      starts=np.flatnonzero(first).astype(op.starts.dtype), ts=sub.ts,
+                      last_ts=op.last_ts)
+    assert procs.seq is not None
+    return Bucket(sub, procs.seq[rows]), ordered
 
 
 def _concat_transitions(a: Transitions, b: Transitions) -> Transitions:
