@@ -88,14 +88,7 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     lock = threading.Lock()
     done = [0]
 
-    def build() -> None:
-        try:
-            # Its own mapping: what a step maps goes back to the page cache
-            # after it (frames.release), which must not pull pages from under
-            # a step running beside it.
-            frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
-        except TraceNotFound:
-            return  # deleted meanwhile
+    def build(frames: TraceFrames) -> None:
         while True:
             with lock:
                 if not queue:
@@ -117,13 +110,24 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
 
     if progress:
         progress("reports", 0, len(steps))
+    try:
+        frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
+        # Each thread on its own mapping: what a step maps goes back to the
+        # page cache after it (frames.release), which must not pull pages
+        # from under a step running beside it.
+        others = [frames.remapped() for _ in range(1, max(1, threads))]
+    except TraceNotFound:
+        return  # deleted meanwhile
+    except Exception:  # a bug, or the frames unreadable: the pages will say so
+        log.exception("opening the frames of trace %s failed", trace_id)
+        return
     # SQLite: the load's write-ahead log copied into the database meanwhile.
     with checkpoint_meanwhile(engine):
-        helpers = [threading.Thread(target=build, name=f"gmpscope-warm-{trace_id}-{i}")
-                   for i in range(1, max(1, threads))]
+        helpers = [threading.Thread(target=build, args=(f,), name=f"gmpscope-warm-{trace_id}-{i}")
+                   for i, f in enumerate(others, 1)]
         for h in helpers:
             h.start()
-        build()
+        build(frames)
         for h in helpers:
             h.join()
 

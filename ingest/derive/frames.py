@@ -22,6 +22,7 @@ missing set; it never imports this module).
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -127,6 +128,22 @@ class TraceFrames:
         out = np.zeros(max(self.kinds, default=0) + 1, dtype=np.int8)
         for code, k in self.kinds.items():
             out[code] = codes.get(getattr(k, attr), 0)
+        return out
+
+    def remapped(self) -> TraceFrames:
+        """These frames on mappings of their own, sharing what opening them
+        computed (the states, the lanes): a thread whose view hands its
+        pages back (:meth:`release`) then takes none from under another's,
+        without opening the frames again (0.5 s on the 200 MB trace)."""
+        if self.directory is None:
+            return self
+        found = read_tables(self.directory)
+        if found is None:
+            raise OSError(f"the frames in {self.directory} are gone")
+        out = copy.copy(self)
+        vars(out).pop("_derived_cache", None)  # the values kept for these frames
+        out.intervals, out.proc_runs, out.syscalls = (
+            found[1]["intervals"], found[1]["proc_runs"], found[1]["syscalls"])
         return out
 
     def release(self) -> None:

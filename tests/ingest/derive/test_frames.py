@@ -49,6 +49,22 @@ def test_frames_written_at_ingest_equal_the_database(store: FrameStore) -> None:
     assert (frames.resource[: g.off[-1]] == 0).all() and (frames.resource[p.off[0]:] == 1).all()
 
 
+def test_remapped_frames_read_the_same_columns_through_their_own_mappings(
+        store: FrameStore) -> None:
+    res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
+    frames = store.get(res.id)
+    other = frames.remapped()
+    for name, cols in TABLE_COLUMNS.items():
+        for c in cols:
+            mine, theirs = getattr(frames, name)[c], getattr(other, name)[c]
+            np.testing.assert_array_equal(mine, theirs, err_msg=f"{name}.{c}")
+            assert not np.shares_memory(mine, theirs), f"{name}.{c} shares a mapping"
+    # What opening computed is shared, not computed again.
+    assert other.state is frames.state and other.goroutines is frames.goroutines
+    other.release()  # hands back its own pages: the first still reads its columns
+    np.testing.assert_array_equal(frames.intervals["start_ts"], other.intervals["start_ts"])
+
+
 def test_frames_rebuilt_when_missing_and_gone_after_delete(store: FrameStore) -> None:
     res = ingest_trace_file(store.engine, SAMPLE, data_dir=store.data_dir)
     n = len(store.get(res.id).intervals)
