@@ -7,7 +7,8 @@ Prints, as the load goes, a line for each table (or part of one) the load derive
 (`DerivedTables` yields it) and for each main-thread phase of the command (decode
 wait, goroutine table, frames, lanes, each warm report): seconds since the start,
 RSS then, the highest RSS sampled since the line before (anonymous and file-backed
-memory then), and at the end the process's VmHWM. Without --db/--data-dir it
+memory then, and the VmHWM so far: where it jumps is where a spike too short to be
+sampled was), and at the end the process's VmHWM. Without --db/--data-dir it
 ingests into a fresh temporary directory, removed after. The sampling can miss a
 spike shorter than 20 ms: VmHWM is the figure to quote, the lines say where.
 """
@@ -52,8 +53,8 @@ def _sample() -> None:
 
 def _line(what: str) -> None:
     print(f"{time.monotonic() - _START:7.2f} s  rss {_rss():5d} MB  peak since last "
-          f"{_PEAK[0]:5d} MB  (anon {_status('RssAnon')}, file {_status('RssFile')})  "
-          f"{what}", flush=True)
+          f"{_PEAK[0]:5d} MB  (anon {_status('RssAnon')}, file {_status('RssFile')}, "
+          f"VmHWM {_status('VmHWM')})  {what}", flush=True)
     _PEAK[0] = 0
 
 

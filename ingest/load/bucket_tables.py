@@ -213,6 +213,9 @@ class BucketTables:
         with self.timings.phase("order"):
             op = derive.order_intervals(procs.tr, self.last_ts)
 
+        if len(procs.tr) and self.spill.spill_dir is not None:
+            # Before any bucket is in memory: each bucket's syscalls need them.
+            self._steals = steals_only(procs, op)
         # The procs' rows, when kept apart, are the last bucket.
         every = itertools.chain(self.spill.buckets(), [procs] if len(procs.tr) else [])
         gor_parts: list[Columns] = []
@@ -434,6 +437,10 @@ class _Runs:
         return {"p": p, "interval_row": row.astype(small)}
 
 
+#: Rows of the procs' looked at a time for their steals.
+STEAL_SLICE = 1 << 20
+
+
 def steals_only(procs: Bucket, op: Ordered) -> tuple[Bucket, Ordered]:
     """The procs' rows a syscall's P can be found stolen by: each steal (a
     P's Running->Idle by another M than the one its Running before it came
@@ -443,15 +450,22 @@ def steals_only(procs: Bucket, op: Ordered) -> tuple[Bucket, Ordered]:
     all the procs' rows (millions on a big trace, concatenated to each
     bucket's before)."""
     tr, order = procs.tr, op.order
-    q, prev = order[1:], order[:-1]
-    steal = ~op.last[:-1].astype(bool)
-    steal &= tr.res[q] == PROC
-    steal &= tr.frm[q] == RUNNING
-    steal &= tr.to[q] == IDLE
-    steal &= tr.to[prev] == RUNNING
-    steal &= tr.m[prev] >= 0
-    steal &= tr.m[q] != tr.m[prev]
-    at = np.flatnonzero(steal) + 1  # each steal's place in the interval order
+    found: list[Arr] = []
+    # A slice of the rows at a time: the temporaries stay small beside a
+    # big trace's millions of procs' rows.
+    for a in range(1, len(order), STEAL_SLICE):
+        b = min(a + STEAL_SLICE, len(order))
+        q, prev = order[a:b], order[a - 1:b - 1]
+        steal = op.last[a - 1:b - 1] == 0
+        steal &= tr.res[q] == PROC
+        steal &= tr.frm[q] == RUNNING
+        steal &= tr.to[q] == IDLE
+        steal &= tr.to[prev] == RUNNING
+        steal &= tr.m[prev] >= 0
+        steal &= tr.m[q] != tr.m[prev]
+        found.append(np.flatnonzero(steal) + a)
+    # Each steal's place in the interval order.
+    at = np.concatenate(found) if found else np.zeros(0, np.int64)
     # The pairs never overlap: a steal goes to Idle, the row before one to Running.
     keep = np.empty(2 * len(at), np.int64)
     keep[0::2], keep[1::2] = at - 1, at
