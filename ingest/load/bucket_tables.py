@@ -176,7 +176,7 @@ class BucketTables:
         self.edges = _Edges(spill.spill_dir)
         #: The goroutines table's coded columns' books, carried from part to part.
         self._books = {name: CodeBook() for name in CODED["goroutines"].sources}
-        #: The procs' steals (steals_only), made at the first bucket that needs them.
+        #: The procs' steals (steals_only), made before the first bucket.
         self._steals: tuple[Bucket, Ordered] | None = None
 
     def frame_plans(self) -> dict[str, FramePlan]:
@@ -213,7 +213,7 @@ class BucketTables:
         with self.timings.phase("order"):
             op = derive.order_intervals(procs.tr, self.last_ts)
 
-        if len(procs.tr) and self.spill.spill_dir is not None:
+        if len(procs.tr):  # kept apart: a spilled trace
             # Before any bucket is in memory: each bucket's syscalls need them.
             self._steals = steals_only(procs, op)
         # The procs' rows, when kept apart, are the last bucket.
@@ -315,8 +315,7 @@ class BucketTables:
         if bucket is procs or not len(procs.tr):
             # The procs' rows are in this bucket (or there are none).
             return self._offset(derive.syscalls(bucket.tr, o), bucket.seq, base)
-        if self._steals is None:
-            self._steals = steals_only(procs, op)
+        assert self._steals is not None  # made with the procs' rows, before the buckets
         procs, op = self._steals
         tr, ptr = bucket.tr, procs.tr
         n = len(tr)
