@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -92,6 +93,9 @@ class TransitionSpill(TransitionsBuilder):
         self._buffer: list[dict[str, Arr]] = []
         self._buffered = 0
         self._runs: list[_Run] = []
+        # The run being sorted and written by the flusher thread (one at a time).
+        self._writing: Future[_Run] | None = None
+        self._flusher: ThreadPoolExecutor | None = None
         self._procs: list[dict[str, Arr]] = []
         self._kinds: dict[tuple[int, int], int] = {}
         self.bounds: dict[str, tuple[int, int]] = {}
@@ -203,14 +207,30 @@ class TransitionSpill(TransitionsBuilder):
             self._flush()
 
     def _flush(self) -> None:
-        """The buffered goroutine rows to the spill file, sorted by id: a run."""
+        """The buffered goroutine rows to the spill file, sorted by id: a run,
+        sorted and written on the flusher thread while the next rows arrive
+        (numpy's gathers and the write hold no GIL: they run beside the
+        decoder and this thread's copies)."""
         if not self._buffer:
             return
         if self._file is None:
             assert self._dir is not None
             self._dir.mkdir(parents=True, exist_ok=True)
             self._file = tempfile.TemporaryFile(dir=self._dir, prefix="transitions-")
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="gmpscope-spill")
         parts, self._buffer, self._buffered = self._buffer, [], 0
+        self._wait_written()
+        assert self._flusher is not None
+        self._writing = self._flusher.submit(self._write_run, parts)
+
+    def _wait_written(self) -> None:
+        """The run being written, written (its error raised here)."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            self._runs.append(writing.result())
+
+    def _write_run(self, parts: list[dict[str, Arr]]) -> _Run:
+        assert self._file is not None
         rid = _join([p["id"] for p in parts], np.int32)
         by, starts = _by_id(rid)
         goids = rid[by[starts[:-1]]].astype(np.int64)
@@ -221,20 +241,29 @@ class TransitionSpill(TransitionsBuilder):
             col = _join([p[name] for p in parts], _EMPTY[name])[by]
             columns.append((f.seek(0, os.SEEK_END), col.dtype))
             f.write(np.ascontiguousarray(col).data)
-        self._runs.append(_Run(tuple(columns), goids, starts))
+        return _Run(tuple(columns), goids, starts)
 
     def seal(self, expected_rows: int) -> TransitionSpill:
         """Check the rows against meta.json's count; the spill, ready to read."""
         self.check(expected_rows)
         if self._dir is not None:
             self._flush()
+            self._wait_written()
+            self._stop_flusher()
             if self._file is not None:
                 self._file.flush()
         self.sealed = True
         return self
 
+    def _stop_flusher(self) -> None:
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
+
     def close(self) -> None:
         """Drop the spill file and the buffers."""
+        self._stop_flusher()  # a run being written finishes first
+        self._writing = None
         if self._file is not None:
             self._file.close()
             self._file = None
