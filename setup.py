@@ -56,5 +56,8 @@ setup(
         # The timeline's P lane set's rows in one pass
         # (ingest/derive/lanesets.py); optional: numpy sorts them instead.
         _ingest_extension("derive", "lanesets"),
+        # Regions paired per goroutine and name in one pass
+        # (ingest/load/pairing.py); optional: numpy's sorts pair them alike.
+        _ingest_extension("load", "pairing"),
     ],
 )

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from collectors.gotrace.model import NO_TASK
 from ingest.columns import Nullable
 from ingest.load.event_split import OTHER_KINDS, EventParts, EventTable, Texts
-from ingest.load.pairing import pair_nested, pair_nested_in_parts
+from ingest.load.pairing import pair_by_goroutine, pair_nested
 from ingest.load.spill_file import KeptColumns
 from ingest.store.coded_insert import CodeBook, CodedText, coded_text, in_book
 
@@ -142,7 +142,7 @@ def regions(parts: EventParts) -> Iterator[Columns]:
     g = t.num("g").values
     name = t.text("name")
     del t
-    pairs = pair_nested_in_parts(g, [g, _canon(name, "")], begin)
+    pairs = pair_by_goroutine(g, _canon(name, ""), begin)
     del begin
     r, e, begun = pairs.row_event, pairs.end_event, pairs.begun
     del pairs

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ingest.extensions import optional_extension
+
 Arr = npt.NDArray[Any]
 
 
@@ -147,3 +149,23 @@ def pair_nested_in_parts(part_key: Arr, keys: list[Arr], begin: Arr,
     end_event = closed_by[row_event]
     del closed_by
     return Pairs(row_event, end_event, begin[row_event])
+
+
+def pair_by_goroutine(g: Arr, key: Arr, begin: Arr) -> Pairs:
+    """:func:`pair_nested` of the keys ``(g, key)`` (``g`` goroutine ids, 0 or
+    more): in one pass with a stack per goroutine in C (ingest/csrc/pairing.c),
+    else :func:`pair_nested_in_parts`. The same rows either way, as 32-bit
+    positions where they fit."""
+    c = optional_extension("ingest.load._pairing")
+    n = len(begin)
+    if c is not None and n and int(g.min()) >= 0:
+        it = np.int32 if n < 2**31 - 1 else np.int64
+        row_event = np.empty(n, it)
+        end_event = np.empty(n, it)
+        rows = c.pair_by_goroutine(g, key, begin, row_event, end_event)
+        if rows >= 0:
+            # Cut to the rows in place (no view of them exists yet).
+            row_event.resize(rows, refcheck=False)
+            end_event.resize(rows, refcheck=False)
+            return Pairs(row_event, end_event, begin[row_event])
+    return pair_nested_in_parts(g, [g, key], begin)

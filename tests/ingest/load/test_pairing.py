@@ -73,3 +73,70 @@ def test_in_parts_of_goroutines_pairs_as_at_once() -> None:
             assert got.row_event.tolist() == rows
             assert got.end_event.tolist() == ends
             assert got.begun.tolist() == [bool(begin[r]) for r in rows]
+
+
+def check_by_goroutine(g: Any, name: Any, begin: Any) -> None:
+    """pair_by_goroutine (C when built) gives the walk's rows, and the numpy
+    sorts' (GMPSCOPE_PURE's path) alike."""
+    from ingest.load.pairing import pair_by_goroutine
+
+    got = pair_by_goroutine(g, name, begin)
+    rows, ends = walk([g.tolist(), name.tolist()], begin.tolist())
+    assert got.row_event.tolist() == rows, (g, name, begin)
+    assert got.end_event.tolist() == ends, (g, name, begin)
+    assert got.begun.tolist() == [bool(begin[r]) for r in rows]
+
+
+def test_by_goroutine_every_sequence_of_up_to_five_events() -> None:
+    # Every begin/end sequence over two goroutines and two names: an end
+    # looking past open begins of the other name, unmatched ends, rows left
+    # open at the end.
+    for n in range(6):
+        for begin in itertools.product((True, False), repeat=n):
+            for key in itertools.product(range(4), repeat=n):
+                k = np.array(key)
+                check_by_goroutine((k // 2).astype(np.int32), (k % 2).astype(np.int8),
+                                   np.array(begin, bool))
+
+
+def test_by_goroutine_random_and_every_key_width() -> None:
+    rng = np.random.default_rng(5)
+    for gtype, ktype in itertools.product((np.int32, np.int64),
+                                          (np.int8, np.int16, np.int32, np.int64)):
+        for _ in range(30):
+            n = int(rng.integers(0, 300))
+            check_by_goroutine(rng.integers(0, 20, n).astype(gtype),
+                               rng.integers(0, 3, n).astype(ktype), rng.random(n) < 0.55)
+
+
+def test_by_goroutine_c_gives_up_on_sparse_ids_and_numpy_pairs_them() -> None:
+    """Goroutine ids far beyond the events' count (a head each would be too
+    big) or negative: the C pass declines and the sorts pair them."""
+    from ingest.extensions import optional_extension
+
+    g = np.array([5, 2**40, 5, 2**40], np.int64)
+    name = np.zeros(4, np.int8)
+    begin = np.array([True, True, False, False])
+    c = optional_extension("ingest.load._pairing")
+    if c is not None:
+        out = np.empty(4, np.int32), np.empty(4, np.int32)
+        assert c.pair_by_goroutine(g, name, begin, *out) == -1
+    check_by_goroutine(g, name, begin)
+
+
+def test_by_goroutine_c_refuses_bad_arguments() -> None:
+    import pytest
+
+    from ingest.extensions import optional_extension
+
+    c = optional_extension("ingest.load._pairing")
+    if c is None:
+        pytest.skip("the C extension is not built")
+    g, name, begin = np.zeros(3, np.int32), np.zeros(3, np.int8), np.ones(3, bool)
+    with pytest.raises(ValueError, match="negative goroutine"):
+        c.pair_by_goroutine(np.array([0, -1, 0], np.int32), name, begin,
+                            np.empty(3, np.int32), np.empty(3, np.int32))
+    with pytest.raises(ValueError, match="no shorter"):
+        c.pair_by_goroutine(g, name, begin, np.empty(2, np.int32), np.empty(2, np.int32))
+    with pytest.raises(TypeError, match="row_event"):
+        c.pair_by_goroutine(g, name, begin, np.empty(3, np.float64), np.empty(3, np.float64))
