@@ -388,34 +388,16 @@ static PyObject *u128(unsigned __int128 v)
     return out;
 }
 
-static PyObject *state_edges(PyObject *self, PyObject *args)
+/* The two passes state_edges and edge_dwells share: each edge code's count
+ * and measured dwells (pass 1), then the measured dwells grouped by code in
+ * position order into *dwell (pass 2; malloc'd unless `given`, which holds n
+ * items). Returns 0, 1 (no memory) or 2 (a row or state out of range). */
+static int dwell_passes(const int32_t *order, const uint8_t *first, const int64_t *ts,
+                        const int8_t *res, const int8_t *frm, const int8_t *to, Py_ssize_t n,
+                        int64_t *count, int64_t *measured, int64_t **dwell, int64_t *given)
 {
-    PyObject *o[6];
-    if (!PyArg_ParseTuple(args, "OOOOOO:state_edges", &o[0], &o[1], &o[2], &o[3], &o[4],
-                          &o[5]))
-        return NULL;
-    static const char *names[6] = {"order", "first", "ts", "res", "frm", "to"};
-    static const char *formats[6] = {"i", "?", "lq", "b", "b", "b"};
-    static const Py_ssize_t sizes[6] = {4, 1, 8, 1, 1, 1};
-    Buf b[6];
-    if (buf_get_all(o, b, 6, 6, names, formats, sizes) < 0)
-        return NULL;
-    Py_ssize_t n = buf_same_items(b, 6, names, "state_edges");
-    if (n < 0)
-        return NULL;
-    const int32_t *order = b[0].b.buf;
-    const uint8_t *first = b[1].b.buf;
-    const int64_t *ts = b[2].b.buf;
-    const int8_t *res = b[3].b.buf, *frm = b[4].b.buf, *to = b[5].b.buf;
-    int64_t count[NCODES] = {0}, measured[NCODES] = {0}, at[NCODES + 1] = {0};
-    int64_t top[NCODES];
-    unsigned __int128 sum[NCODES];
-    memset(sum, 0, sizeof sum);
-    int64_t *dwell = NULL;
-    int err = 0; /* 1: no memory, 2: out of range */
-    int64_t p50[NCODES], p99[NCODES];
-    Py_BEGIN_ALLOW_THREADS
-    /* Pass 1: counts per code; pass 2: the measured dwells grouped by code. */
+    int64_t at[NCODES + 1] = {0};
+    int err = 0;
     for (int pass = 0; pass < 2 && !err; pass++) {
         int64_t prev = 0;
         for (Py_ssize_t k = 0; k < n; k++) {
@@ -435,7 +417,7 @@ static PyObject *state_edges(PyObject *self, PyObject *args)
                 if (d >= 0)
                     measured[code]++;
             } else if (d >= 0) {
-                dwell[at[code]++] = d;
+                (*dwell)[at[code]++] = d;
             }
         }
         if (pass == 0 && !err) {
@@ -444,11 +426,39 @@ static PyObject *state_edges(PyObject *self, PyObject *args)
                 at[c] = total;
                 total += measured[c];
             }
-            dwell = malloc((size_t)(total ? total : 1) * sizeof *dwell);
-            if (!dwell)
+            *dwell = given ? given : malloc((size_t)(total ? total : 1) * sizeof **dwell);
+            if (!*dwell)
                 err = 1;
         }
     }
+    return err;
+}
+
+static PyObject *state_edges(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO:state_edges", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5]))
+        return NULL;
+    static const char *names[6] = {"order", "first", "ts", "res", "frm", "to"};
+    static const char *formats[6] = {"i", "?", "lq", "b", "b", "b"};
+    static const Py_ssize_t sizes[6] = {4, 1, 8, 1, 1, 1};
+    Buf b[6];
+    if (buf_get_all(o, b, 6, 6, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 6, names, "state_edges");
+    if (n < 0)
+        return NULL;
+    int64_t count[NCODES] = {0}, measured[NCODES] = {0};
+    int64_t top[NCODES];
+    unsigned __int128 sum[NCODES];
+    memset(sum, 0, sizeof sum);
+    int64_t *dwell = NULL;
+    int err;
+    int64_t p50[NCODES], p99[NCODES];
+    Py_BEGIN_ALLOW_THREADS
+    err = dwell_passes(b[0].b.buf, b[1].b.buf, b[2].b.buf, b[3].b.buf, b[4].b.buf, b[5].b.buf,
+                       n, count, measured, &dwell, NULL);
     if (!err) {
         int64_t startc = 0;
         for (int c = 0; c < NCODES; c++) {
@@ -503,6 +513,57 @@ static PyObject *state_edges(PyObject *self, PyObject *args)
         Py_DECREF(row);
     }
     return out;
+}
+
+/* edge_dwells(order, first, ts, res, frm, to, count, measured, dwell): the
+ * passes of state_edges without the statistics, for a bucket of a big trace
+ * whose edges' dwells are gathered across buckets (ingest/load/bucket_tables.py):
+ * count and measured (int64, NCODES each) have each code's transitions and
+ * measured dwells added, dwell (int64, as many items as order) gets the
+ * measured dwells grouped by code, in position order within a code. */
+static PyObject *edge_dwells(PyObject *self, PyObject *args)
+{
+    PyObject *o[9];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:edge_dwells", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8]))
+        return NULL;
+    static const char *names[9] = {"order", "first", "ts", "res", "frm", "to", "count",
+                                   "measured", "dwell"};
+    static const char *formats[9] = {"i", "?", "lq", "b", "b", "b", "lq", "lq", "lq"};
+    static const Py_ssize_t sizes[9] = {4, 1, 8, 1, 1, 1, 8, 8, 8};
+    Buf b[9];
+    if (buf_get_all(o, b, 9, 6, names, formats, sizes) < 0)
+        return NULL;
+    Py_ssize_t n = buf_same_items(b, 6, names, "edge_dwells");
+    if (n < 0) {
+        buf_release(b, 9);
+        return NULL;
+    }
+    if (buf_items(&b[6]) != NCODES || buf_items(&b[7]) != NCODES || buf_items(&b[8]) != n) {
+        PyErr_Format(PyExc_ValueError, "edge_dwells: count and measured hold %d items, dwell "
+                     "as many as order", NCODES);
+        buf_release(b, 9);
+        return NULL;
+    }
+    int64_t count[NCODES] = {0}, measured[NCODES] = {0};
+    int64_t *dwell = b[8].b.buf;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = dwell_passes(b[0].b.buf, b[1].b.buf, b[2].b.buf, b[3].b.buf, b[4].b.buf, b[5].b.buf,
+                       n, count, measured, &dwell, dwell);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        buf_release(b, 9);
+        PyErr_SetString(PyExc_ValueError, "edge_dwells: a row or state out of range");
+        return NULL;
+    }
+    int64_t *c_out = b[6].b.buf, *m_out = b[7].b.buf;
+    for (int c = 0; c < NCODES; c++) {
+        c_out[c] += count[c];
+        m_out[c] += measured[c];
+    }
+    buf_release(b, 9);
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------- syscalls */
@@ -798,6 +859,9 @@ static PyMethodDef methods[] = {
      "Per thread: first/last ts, transitions, Running and Syscall ns, syscalls."},
     {"syscall_rows", syscall_rows, METH_VARARGS,
      "Per goroutine syscall: its row, next state, P, whether the P was lost, the steal."},
+    {"edge_dwells", edge_dwells, METH_VARARGS,
+     "edge_dwells(order, first, ts, res, frm, to, count, measured, dwell): each edge's "
+     "transitions and measured dwells counted, the dwells grouped by edge code."},
     {"state_edges", state_edges, METH_VARARGS,
      "Per edge code: count, dwell count, sum, p50, p99 and max."},
     {"kind_counts", kind_counts, METH_VARARGS,

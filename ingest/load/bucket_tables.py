@@ -72,6 +72,8 @@ class _Edges:
                 raise RuntimeError("state edges of one bucket only when in memory")
             self.whole = derive.state_edges(tr, o)
             return
+        if self._add_c(tr, o):
+            return
         edge = tr.res[order].astype(np.int16) * 8
         edge += tr.frm[order]
         edge *= 8
@@ -92,6 +94,29 @@ class _Edges:
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(edge)], strict=True):
             if b > a:
                 self.parts.setdefault(int(edge[a]), []).append(self.file.keep(dwell[a:b]))
+
+    def _add_c(self, tr: Transitions, o: Ordered) -> bool:
+        """:meth:`add` in one C pass (ingest/csrc/summaries.c's edge_dwells),
+        False where it does not apply (numpy's sorts then do the same)."""
+        c = optional_extension("ingest.derive._summaries")
+        order = o.order
+        if (c is None or order.dtype != np.int32 or o.first.dtype != np.bool_
+                or tr.ts.dtype != np.int64 or len(tr.ts) != len(order)
+                or any(a.dtype != np.int8 for a in (tr.res, tr.frm, tr.to))):
+            return False
+        count = np.zeros(128, np.int64)
+        measured = np.zeros(128, np.int64)
+        dwell = np.empty(len(order), np.int64)
+        c.edge_dwells(order, o.first, tr.ts, tr.res, tr.frm, tr.to, count, measured, dwell)
+        assert self.file is not None
+        at = 0
+        for code in np.flatnonzero(count).tolist():
+            self.count[code] = self.count.get(code, 0) + int(count[code])
+            k = int(measured[code])
+            if k:
+                self.parts.setdefault(code, []).append(self.file.keep(dwell[at:at + k]))
+            at += k
+        return True
 
     def _values(self, code: int) -> Arr:
         parts = self.parts.pop(code, [])
@@ -217,7 +242,9 @@ class BucketTables:
             # Before any bucket is in memory: each bucket's syscalls need them.
             self._steals = steals_only(procs, op)
         # The procs' rows, when kept apart, are the last bucket.
-        every = itertools.chain(self.spill.buckets(), [procs] if len(procs.tr) else [])
+        every = itertools.chain(
+            self.spill.buckets(extra=self._steals[0] if self._steals is not None else None),
+            [procs] if len(procs.tr) else [])
         gor_parts: list[Columns] = []
         prc: Columns = {}
         runs = _Runs(self.spill.spill_dir)
@@ -319,15 +346,18 @@ class BucketTables:
         procs, op = self._steals
         tr, ptr = bucket.tr, procs.tr
         n = len(tr)
-        both = _concat_transitions(tr, ptr)
+        # Read with the steals after its rows (TransitionSpill.buckets' extra),
+        # else joined to them here.
+        both = bucket.joined if bucket.joined is not None else _concat_transitions(tr, ptr)
         ob = Ordered(order=np.concatenate([o.order, (op.order + n).astype(o.order.dtype)]),
                      first=np.concatenate([o.first, op.first]),
                      last=np.concatenate([o.last, op.last]),
                      starts=np.concatenate([o.starts, op.starts + n]), ts=both.ts,
                      last_ts=self.last_ts)
         assert bucket.seq is not None and procs.seq is not None  # kept apart: spilled
-        return self._offset(derive.syscalls(both, ob), np.concatenate([bucket.seq, procs.seq]),
-                            base)
+        seqs = (bucket.joined_seq if bucket.joined_seq is not None
+                else np.concatenate([bucket.seq, procs.seq]))
+        return self._offset(derive.syscalls(both, ob), seqs, base)
 
     @staticmethod
     def _offset(cols: Columns, seqs: Arr | None, base: int) -> Columns:

@@ -73,6 +73,11 @@ class Bucket:
     #: Row i's transition number; None: row i is transition i (a trace in
     #: memory: its one bucket, in Go's order).
     seq: Arr | None
+    #: The bucket's rows followed by the ``extra`` rows :meth:`TransitionSpill.buckets`
+    #: was given, and their transition numbers (``tr`` and ``seq`` are views
+    #: of their first rows); None without extra rows.
+    joined: Transitions | None = None
+    joined_seq: Arr | None = None
 
 
 class TransitionSpill(TransitionsBuilder):
@@ -286,9 +291,13 @@ class TransitionSpill(TransitionsBuilder):
         return dict(self._kinds)
 
 
-    def buckets(self, bucket_rows: int | None = None) -> Iterator[Bucket]:
+    def buckets(self, bucket_rows: int | None = None,
+                extra: Bucket | None = None) -> Iterator[Bucket]:
         """The goroutines' rows, bucket by bucket in goroutine id order (one
-        bucket when the trace is in memory); what is read is forgotten."""
+        bucket when the trace is in memory); what is read is forgotten.
+        ``extra``: rows read after each spilled bucket's into the same
+        columns (:attr:`Bucket.joined`): the procs' steals that each bucket's
+        syscalls are derived beside, with no copy of the bucket joined to them."""
         if self._dir is None:
             # In memory: every row (the procs' too) one bucket, in Go's order.
             if self.rows:
@@ -308,7 +317,7 @@ class TransitionSpill(TransitionsBuilder):
         bucket = before // max(limit, 1)
         cut = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(ids)], strict=True):
-            yield self._bucket(int(ids[a]), int(ids[b - 1]))
+            yield self._bucket(int(ids[a]), int(ids[b - 1]), extra)
         self._runs = []
 
     def procs(self) -> Bucket:
@@ -318,24 +327,60 @@ class TransitionSpill(TransitionsBuilder):
         return self._make(_take_columns(parts) if parts else
                           {n: np.zeros(0, _EMPTY[n]) for n in _NAMES})
 
-    def _bucket(self, lo: int, hi: int) -> Bucket:
-        """Goroutines lo..hi's rows, from every run in turn (Go's order)."""
+    def _bucket(self, lo: int, hi: int, extra: Bucket | None = None) -> Bucket:
+        """Goroutines lo..hi's rows, from every run in turn (Go's order), read
+        straight into their columns, ``extra``'s rows after them."""
         assert self._file is not None
-        parts: list[dict[str, Arr]] = []
+        spans: list[tuple[_Run, int, int]] = []
         for run in self._runs:
             a = int(np.searchsorted(run.goids, lo, side="left"))
             b = int(np.searchsorted(run.goids, hi, side="right"))
             first, last = int(run.starts[a]), int(run.starts[b])
-            if last == first:
-                continue
-            part: dict[str, Arr] = {}
-            for name, (offset, dtype) in zip(_NAMES, run.columns, strict=True):
-                self._file.seek(offset + first * dtype.itemsize)
-                part[name] = np.fromfile(self._file, dtype=dtype, count=last - first)
-                if len(part[name]) != last - first:
-                    raise OSError("the transitions' spill file is shorter than written")
-            parts.append(part)
-        return self._make(_take_columns(parts))
+            if last > first:
+                spans.append((run, first, last))
+        n = sum(last - first for _, first, last in spans)
+        more = _extra_columns(extra) if extra is not None and len(extra.tr) else {}
+        m = len(more["ts"]) if more else 0
+        cols: dict[str, Arr] = {}
+        for i, name in enumerate(_NAMES):
+            types = [run.columns[i][1] for run, _, _ in spans]
+            if name in more:
+                types.append(more[name].dtype)
+            out = np.empty(n + m, np.result_type(*types) if types else _EMPTY[name])
+            at = 0
+            for run, first, last in spans:
+                offset, dtype = run.columns[i]
+                self._read(offset + first * dtype.itemsize, dtype, out[at:at + last - first])
+                at += last - first
+            if m:
+                out[n:] = more[name]
+            cols[name] = out
+        bucket = self._make(cols)
+        if not m:
+            return bucket
+        joined, seq = bucket.tr, bucket.seq
+        assert seq is not None
+        return Bucket(_head(joined, n), seq[:n], joined, seq)
+
+    def _read(self, offset: int, dtype: np.dtype[Any], out: Arr) -> None:
+        """``len(out)`` values of ``dtype`` at ``offset`` of the spill file into ``out``."""
+        assert self._file is not None
+        self._file.seek(offset)
+        if out.dtype == dtype:
+            view = memoryview(out).cast("B")
+            got = 0
+            while got < len(view):
+                k = self._file.readinto(view[got:])
+                if not k:
+                    break
+                got += k
+            if got != len(view):
+                raise OSError("the transitions' spill file is shorter than written")
+            return
+        part = np.fromfile(self._file, dtype=dtype, count=len(out))
+        if len(part) != len(out):
+            raise OSError("the transitions' spill file is shorter than written")
+        out[:] = part
 
     def _make(self, cols: dict[str, Arr]) -> Bucket:
         tr = Transitions(
@@ -344,6 +389,22 @@ class TransitionSpill(TransitionsBuilder):
             m=cols["m"], p=narrow_small(cols["p"]), g=cols["g"],
             stack=narrow_small(cols["stack_id"]), reasons=list(self._reasons))
         return Bucket(tr, cols.get("seq"))
+
+
+def _extra_columns(extra: Bucket) -> dict[str, Arr]:
+    """A bucket's rows by the spill's column names."""
+    tr = extra.tr
+    assert extra.seq is not None
+    return {"ts": tr.ts, "id": tr.rid, "m": tr.m, "p": tr.p, "g": tr.g, "stack_id": tr.stack,
+            "resource": tr.res, "from_state": tr.frm, "to_state": tr.to, "reason": tr.reason,
+            "seq": extra.seq}
+
+
+def _head(tr: Transitions, n: int) -> Transitions:
+    """The first ``n`` rows of ``tr``, as views."""
+    return Transitions(ts=tr.ts[:n], res=tr.res[:n], rid=tr.rid[:n], frm=tr.frm[:n],
+                       to=tr.to[:n], reason=tr.reason[:n], m=tr.m[:n], p=tr.p[:n], g=tr.g[:n],
+                       stack=tr.stack[:n], reasons=tr.reasons)
 
 
 _EMPTY: dict[str, Any] = {**{n: np.int32 for n in _INTS}, "ts": np.int64,

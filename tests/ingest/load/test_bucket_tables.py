@@ -66,9 +66,9 @@ def _count_buckets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = transition_spill.TransitionSpill.buckets
 
-    def buckets(self: transition_spill.TransitionSpill,
-                bucket_rows: int | None = None) -> object:
-        for b in real(self, bucket_rows):
+    def buckets(self: transition_spill.TransitionSpill, bucket_rows: int | None = None,
+                extra: transition_spill.Bucket | None = None) -> object:
+        for b in real(self, bucket_rows, extra):
             seen.append(len(b.tr))
             yield b
 
