@@ -365,18 +365,19 @@ class TransitionSpill(TransitionsBuilder):
     def _read(self, offset: int, dtype: np.dtype[Any], out: Arr) -> None:
         """``len(out)`` values of ``dtype`` at ``offset`` of the spill file into ``out``."""
         assert self._file is not None
-        self._file.seek(offset)
         if out.dtype == dtype:
-            view = memoryview(out).cast("B")
-            got = 0
+            # pread: the file is only read from now on (sealed: flushed).
+            view = out.data.cast("B")
+            fd, got = self._file.fileno(), 0
             while got < len(view):
-                k = self._file.readinto(view[got:])
+                k = os.preadv(fd, [view[got:]], offset + got)
                 if not k:
                     break
                 got += k
             if got != len(view):
                 raise OSError("the transitions' spill file is shorter than written")
             return
+        self._file.seek(offset)
         part = np.fromfile(self._file, dtype=dtype, count=len(out))
         if len(part) != len(out):
             raise OSError("the transitions' spill file is shorter than written")
