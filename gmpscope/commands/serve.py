@@ -115,9 +115,12 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
 
     def factory() -> Any:
+        from app.figures.warm import warm_up
         from app.server import create_app
 
-        return create_app(settings)
+        app = create_app(settings)
+        warm_up()  # in each worker as it starts, not in its first page
+        return app
 
     wsgi.run_gunicorn(factory, label="serve", host=args.host, port=args.port,
                       workers=args.workers, threads=args.threads, access_log=args.access_log,

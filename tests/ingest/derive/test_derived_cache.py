@@ -38,7 +38,9 @@ SAMPLE = REPO / "samples" / "go1.27-httpnet.trace"  # 2 Ps, several Ms, GC range
 KEYS = ("p_lanes", "m_lanes", "goroutines", "ranges")
 #: The other caches the loader stages from the tables it stores
 #: (ingest/load/staged_caches.py): the overview's counters, the annotation index.
-STAGED = {"overview_counters", "annotations_tasks", "annotations_regions", "annotations_logs"}
+STAGED = {"overview_counters", "annotations_tasks", "annotations_regions", "annotations_logs",
+          # what opening the frames keeps (ingest.derive.frames.Opened)
+          "frames_opened"}
 
 
 def lane_dirs(root: Path) -> list[str]:

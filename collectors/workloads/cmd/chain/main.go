@@ -72,9 +72,12 @@ func main() {
 		out := make(chan int)
 		var done sync.WaitGroup
 		done.Add(1)
-		go consumer(out, &done)
-		go feeder(&mu, locked, out, i)
+		// The consumer last: the goroutines it waits on exist before its
+		// wait begins, so its path holds no creation by main (created first,
+		// a feeder could be made after the consumer had started waiting).
 		go holder(&mu, locked, sleepBase*time.Duration(i+1), &sink)
+		go feeder(&mu, locked, out, i)
+		go consumer(out, &done)
 		done.Wait()
 	}
 	_ = sink
