@@ -128,17 +128,18 @@ def test_metric_values_above_2_63_wrap_and_nulls_stay_null() -> None:
 def test_regions_paired_in_parts_as_at_once(decoded: dict[str, Path], name: str,
                                             monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
-    """The regions' table of a real trace when its events are paired a few
-    goroutines at a time (parts of 2 events) and handed over 7 rows at a time
-    from a spill file equals the table paired and handed over at once."""
+    """The regions' table of a real trace when its events are paired by the
+    sorts a few goroutines at a time (parts of 2 events) and handed over 7 rows
+    at a time from a spill file equals the table paired (in one pass in C,
+    where built) and handed over at once."""
     from ingest.load import eventrows, pairing
     from ingest.load.event_split import split_events
 
     events = pq.read_table(decoded[name] / "events.parquet")
     whole = list(eventrows.regions(split_events(events)))
     real = pairing.pair_nested_in_parts
-    monkeypatch.setattr(eventrows, "pair_nested_in_parts",
-                        lambda key, keys, begin: real(key, keys, begin, part_events=2))
+    monkeypatch.setattr(eventrows, "pair_by_goroutine",
+                        lambda g, key, begin: real(g, [g, key], begin, part_events=2))
     monkeypatch.setattr(eventrows, "PART_ROWS", 7)
     parted = list(eventrows.regions(split_events(events, tmp_path)))
     assert len(whole) == 1 and len(whole[0]["id"]) >= 5
