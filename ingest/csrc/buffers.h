@@ -4,6 +4,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -11,10 +12,11 @@ typedef struct {
     int held;
 } Buf;
 
-/* Get a C-contiguous buffer of items of `size_a` or `size_b` bytes whose
- * struct format is one of `formats`; TypeError naming `what` otherwise. */
-static inline int buf_get_sizes(PyObject *o, Buf *buf, int writable, const char *formats,
-                                Py_ssize_t size_a, Py_ssize_t size_b, const char *what)
+/* Get a C-contiguous buffer whose struct format is one of `formats` and whose
+ * items are 1, 2, 4 or 8 bytes wide, as the bits of `widths` allow (the bit of
+ * value k: k bytes); TypeError naming `what` otherwise. */
+static inline int buf_get_widths(PyObject *o, Buf *buf, int writable, const char *formats,
+                                 unsigned widths, const char *what)
 {
     buf->held = 0; /* so that buf_release skips it if the buffer is not got */
     if (PyObject_GetBuffer(o, &buf->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
@@ -24,18 +26,33 @@ static inline int buf_get_sizes(PyObject *o, Buf *buf, int writable, const char 
     const char *f = buf->b.format ? buf->b.format : "B";
     if (*f == '<' || *f == '=' || *f == '@')
         f++;
-    int size_ok = buf->b.itemsize == size_a || buf->b.itemsize == size_b;
+    Py_ssize_t size = buf->b.itemsize;
+    int size_ok = (size == 1 || size == 2 || size == 4 || size == 8) &&
+                  (widths & (unsigned)size);
     if (!size_ok || strlen(f) != 1 || !strchr(formats, *f)) {
-        const char *got = buf->b.format ? buf->b.format : "B";
-        if (size_a == size_b)
-            PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes (%s), got '%s'",
-                         what, size_a, formats, got);
-        else
-            PyErr_Format(PyExc_TypeError, "%s: expected items of %zd or %zd bytes (%s), got "
-                         "'%s'", what, size_a, size_b, formats, got);
+        char sizes[32] = "";
+        int n = 0, count = 0, total = 0;
+        for (unsigned w = 1; w <= 8; w <<= 1)
+            total += (widths & w) != 0;
+        for (unsigned w = 1; w <= 8; w <<= 1) {
+            if (!(widths & w))
+                continue;
+            count++;
+            n += snprintf(sizes + n, sizeof sizes - (size_t)n, "%s%u",
+                          count == 1 ? "" : count == total ? " or " : ", ", w);
+        }
+        PyErr_Format(PyExc_TypeError, "%s: expected items of %s bytes (%s), got '%s'", what,
+                     sizes, formats, buf->b.format ? buf->b.format : "B");
         return -1;
     }
     return 0;
+}
+
+/* buf_get_widths for items of `size_a` or `size_b` bytes (each 1, 2, 4 or 8). */
+static inline int buf_get_sizes(PyObject *o, Buf *buf, int writable, const char *formats,
+                                Py_ssize_t size_a, Py_ssize_t size_b, const char *what)
+{
+    return buf_get_widths(o, buf, writable, formats, (unsigned)(size_a | size_b), what);
 }
 
 /* buf_get_sizes for items of `itemsize` bytes (0: 2 or 4 bytes). */

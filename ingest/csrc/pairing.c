@@ -22,6 +22,10 @@
 #include "buffers.h"
 #include <stdint.h>
 
+/* Signed integers' struct formats (unsigned long: numpy's uint64 on some builds
+ * reads as 'L'; ids here are never that large). */
+#define INTS "bhilqL"
+
 static inline int64_t get_int(const Buf *b, Py_ssize_t i)
 {
     switch (b->b.itemsize) {
@@ -34,29 +38,6 @@ static inline int64_t get_int(const Buf *b, Py_ssize_t i)
     default:
         return ((const int64_t *)b->b.buf)[i];
     }
-}
-
-/* A C-contiguous buffer of signed (or, 4 and 8 bytes wide, unsigned long)
- * integers whose width is one the bits of `widths` allow (1: 1 byte, 2: 2,
- * 4: 4, 8: 8 bytes); TypeError naming `what` otherwise. */
-static int int_buf(PyObject *o, Buf *buf, int writable, const char *what, int widths)
-{
-    buf->held = 0;
-    if (PyObject_GetBuffer(o, &buf->b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
-                                           (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    buf->held = 1;
-    const char *f = buf->b.format ? buf->b.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@')
-        f++;
-    Py_ssize_t size = buf->b.itemsize;
-    int bit = size == 1 ? 1 : size == 2 ? 2 : size == 4 ? 4 : size == 8 ? 8 : 0;
-    if (!(bit & widths) || strlen(f) != 1 || !strchr("bhilqL", *f)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a signed integer array, got '%s'", what,
-                     buf->b.format ? buf->b.format : "B");
-        return -1;
-    }
-    return 0;
 }
 
 /* The pass, on typed outputs (T: int32_t or int64_t). */
@@ -111,10 +92,11 @@ static PyObject *pair_by_goroutine(PyObject *self, PyObject *args)
     Buf b[5];
     memset(b, 0, sizeof b);
     int64_t *head = NULL;
-    if (int_buf(o[0], &b[0], 0, "g", 0xC) < 0 || int_buf(o[1], &b[1], 0, "key", 0xF) < 0 ||
+    if (buf_get_widths(o[0], &b[0], 0, INTS, 4 | 8, "g") < 0 ||
+        buf_get_widths(o[1], &b[1], 0, INTS, 1 | 2 | 4 | 8, "key") < 0 ||
         buf_get(o[2], &b[2], 0, "?", 1, "begin") < 0 ||
-        int_buf(o[3], &b[3], 1, "row_event", 0xC) < 0 ||
-        int_buf(o[4], &b[4], 1, "end_event", 0xC) < 0)
+        buf_get_widths(o[3], &b[3], 1, INTS, 4 | 8, "row_event") < 0 ||
+        buf_get_widths(o[4], &b[4], 1, INTS, 4 | 8, "end_event") < 0)
         goto fail;
     Py_ssize_t n = buf_items(&b[0]);
     if (buf_items(&b[1]) != n || buf_items(&b[2]) != n || buf_items(&b[3]) < n ||

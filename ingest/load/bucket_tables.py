@@ -343,20 +343,18 @@ class BucketTables:
             # The procs' rows are in this bucket (or there are none).
             return self._offset(derive.syscalls(bucket.tr, o), bucket.seq, base)
         assert self._steals is not None  # made with the procs' rows, before the buckets
-        procs, op = self._steals
-        tr, ptr = bucket.tr, procs.tr
-        n = len(tr)
-        # Read with the steals after its rows (TransitionSpill.buckets' extra),
-        # else joined to them here.
-        both = bucket.joined if bucket.joined is not None else _concat_transitions(tr, ptr)
+        steals, op = self._steals
+        if not len(steals.tr):  # no P was stolen: the bucket's rows alone
+            return self._offset(derive.syscalls(bucket.tr, o), bucket.seq, base)
+        # The bucket was read with the steals after its rows (TransitionSpill.buckets' extra).
+        both, seqs = bucket.joined, bucket.joined_seq
+        assert both is not None and seqs is not None
+        n = len(bucket.tr)
         ob = Ordered(order=np.concatenate([o.order, (op.order + n).astype(o.order.dtype)]),
                      first=np.concatenate([o.first, op.first]),
                      last=np.concatenate([o.last, op.last]),
                      starts=np.concatenate([o.starts, op.starts + n]), ts=both.ts,
                      last_ts=self.last_ts)
-        assert bucket.seq is not None and procs.seq is not None  # kept apart: spilled
-        seqs = (bucket.joined_seq if bucket.joined_seq is not None
-                else np.concatenate([bucket.seq, procs.seq]))
         return self._offset(derive.syscalls(both, ob), seqs, base)
 
     @staticmethod
@@ -514,16 +512,6 @@ def steals_only(procs: Bucket, op: Ordered) -> tuple[Bucket, Ordered]:
                       last_ts=op.last_ts)
     assert procs.seq is not None
     return Bucket(sub, procs.seq[rows]), ordered
-
-
-def _concat_transitions(a: Transitions, b: Transitions) -> Transitions:
-    def cat(x: Arr, y: Arr) -> Arr:
-        return np.concatenate([x, y.astype(np.result_type(x, y), copy=False)])
-
-    return Transitions(ts=cat(a.ts, b.ts), res=cat(a.res, b.res), rid=cat(a.rid, b.rid),
-                       frm=cat(a.frm, b.frm), to=cat(a.to, b.to),
-                       reason=cat(a.reason, b.reason), m=cat(a.m, b.m), p=cat(a.p, b.p),
-                       g=cat(a.g, b.g), stack=cat(a.stack, b.stack), reasons=a.reasons)
 
 
 def _concat(parts: list[Columns]) -> Columns:
