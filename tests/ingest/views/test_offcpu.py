@@ -62,7 +62,10 @@ def test_quota_bounds_the_cpu_the_runtime_saw_as_running(db: Stored) -> None:
     s = offcpu.offcpu_summary(db.engine, db.ids["quota"])
     assert s is not None and not s["partial"] and s["method"] == "clock-snapshot"
     window = s["last_ts"] - s["first_ts"]
-    assert s["running_ns"] > window  # more than one P's worth of Running
+    # No floor on Running itself: on a loaded machine the throttled cgroup
+    # starts fewer Ms and timers fire late, so the runtime sees less of it
+    # (0.93 x the window once in CI). The bound needs only enough Running for
+    # the quota to leave most of it off-CPU (bound > 0.3 below).
     bound = 1 - (0.25 * window + 100_000_000) / s["running_ns"]
     assert s["share"] >= bound > 0.3, (s["share"], bound)
     # Off-CPU while Running is waiting for a CPU (throttled), not sleep: a

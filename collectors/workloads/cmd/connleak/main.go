@@ -12,6 +12,7 @@ import (
 	"runtime/trace"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gmpscope/workloads/internal/wl"
@@ -34,12 +35,14 @@ func main() {
 	if err != nil {
 		wl.Fatal(err)
 	}
+	var accepted atomic.Int64
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			accepted.Add(1)
 			// The handler waits for a request that never comes, and
 			// nobody ever closes the connection.
 			go func(c net.Conn) {
@@ -83,6 +86,12 @@ func main() {
 			last = time.Now()
 			trace.Log(ctx, "fds", strconv.Itoa(openFDs()))
 		}
+	}
+	// A dial returns once the kernel has queued the connection: wait for the
+	// server to take every one, or closing the listener drops the rest.
+	for deadline := time.Now().Add(5 * time.Second); accepted.Load() < int64(len(leaked)) &&
+		time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	trace.Log(ctx, "fds", strconv.Itoa(openFDs()))
 	// Stop tracing with everything still parked, as a leaking service
