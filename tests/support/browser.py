@@ -50,10 +50,12 @@ _BUSY_JS = """
 
 
 def wait_for_dash(page: Page, selector: str | None = None,
-                  timeout_ms: int = RENDER_GUARD_MS) -> None:
+                  timeout_ms: int = RENDER_GUARD_MS) -> float:
     """Wait until Dash has rendered the layout, no callback is pending, every
     dcc.Graph has drawn its plot, all of it for SETTLE_MS in a row, and
-    ``selector`` (if given) is visible."""
+    ``selector`` (if given) is visible. Returns how long ago (seconds) the page
+    went idle: the settling wait and the last check, which a paint time leaves
+    out (the page was drawn when it went idle)."""
     page.wait_for_selector("#react-entry-point", state="attached", timeout=timeout_ms)
     if selector:
         page.wait_for_selector(selector, state="visible", timeout=timeout_ms)
@@ -73,3 +75,5 @@ def wait_for_dash(page: Page, selector: str | None = None,
     )
     if selector:
         page.wait_for_selector(selector, state="visible", timeout=timeout_ms)
+    idle_ms: float = page.evaluate("() => performance.now() - window.__gmpscopeIdleSince")
+    return idle_ms / 1000
