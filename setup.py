@@ -56,6 +56,9 @@ setup(
         # The timeline's P lane set's rows in one pass
         # (ingest/derive/lanesets.py); optional: numpy sorts them instead.
         _ingest_extension("derive", "lanesets"),
+        # The overview's per-bin sums of the goroutine intervals in one pass
+        # (ingest/views/overview_series.py); optional: numpy gives the same sums.
+        _ingest_extension("views", "binsums"),
         # Regions paired per goroutine and name in one pass
         # (ingest/load/pairing.py); optional: numpy's sorts pair them alike.
         _ingest_extension("load", "pairing"),

@@ -10,7 +10,8 @@ import pytest
 
 EXTENSIONS = ("collectors.gotrace._v2fast", "ingest.derive._intervalorder",
               "ingest.derive._summaries", "ingest.store._sqlitebulk", "ingest.load._columnappend",
-              "ingest.derive._lanesets")
+              "ingest.derive._lanesets", "ingest.load._pairing", "ingest.views._binsums",
+              "ingest.store._intervalfiles")
 
 
 @pytest.mark.parametrize("name", EXTENSIONS)

@@ -30,6 +30,7 @@ from ingest.derive.overview_counters import (
     counters_of,
     trace_counters,
 )
+from ingest.extensions import PURE_ENV
 from ingest.load.pipeline import IngestResult
 from ingest.views.overview import DEFAULT_BINS, WHOLE_TRACE_KEY, bin_edges, counters_view, overview
 from ingest.views.overview_series import AVG_DECIMALS, STATE_SERIES, state_ns
@@ -177,13 +178,19 @@ def test_views_from_the_caches_on_disk(loaded: Loaded) -> None:
     assert json.loads(want)["bins"]["edges"] == edges.tolist()
 
 
+@pytest.mark.parametrize("form", ["c", "numpy"])
 @pytest.mark.parametrize("name", NAMES[:4])
 def test_series_a_few_rows_at_a_time_equal_the_plain_overlap_sums(
-        loaded: Loaded, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        loaded: Loaded, name: str, form: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Read a few rows at a time (a wait's category carried across every
-    kind of cut), the goroutines' series are still the plain overlap sums."""
+    kind of cut), the goroutines' series are still the plain overlap sums,
+    summed by the C pass (ingest/csrc/binsums.c) or numpy's."""
     from ingest.views import overview_series
 
+    if form == "numpy":
+        monkeypatch.setenv(PURE_ENV, "1")
+    else:
+        pytest.importorskip("ingest.views._binsums")
     engine, data_dir, results = loaded
     tid = results[name].id
     frames = FrameStore(engine, data_dir).get(tid)
@@ -194,3 +201,24 @@ def test_series_a_few_rows_at_a_time_equal_the_plain_overlap_sums(
         goroutines, _ = state_ns(frames, edges)
         for series in STATE_SERIES:
             assert goroutines[series].tolist() == want[series].tolist(), (rows, series)
+
+
+@pytest.mark.parametrize("name", NAMES[:4])
+def test_series_over_uneven_bins_equal_the_plain_overlap_sums(loaded: Loaded, name: str) -> None:
+    """Bins far from even (edges at the quantiles of the intervals' starts,
+    some repeated: empty bins), where the C pass cannot guess a time's bin
+    from its place in the span: still the plain overlap sums."""
+    pytest.importorskip("ingest.views._binsums")
+    engine, data_dir, results = loaded
+    tid = results[name].id
+    frames = FrameStore(engine, data_dir).get(tid)
+    rows = _goroutine_rows(engine, tid)
+    first, last = _window(engine, tid)
+    starts = np.array([s for _, s, _ in rows if first <= s <= last], np.int64)
+    edges = np.concatenate([[first], np.quantile(starts, np.linspace(0, 1, 41)[1:-1],
+                                                 method="lower"), [last]]).astype(np.int64)
+    assert len(np.unique(edges)) < len(edges) or np.ptp(np.diff(edges)) > 0
+    goroutines, _ = state_ns(frames, edges)
+    want = _overlaps(rows, edges)
+    for series in STATE_SERIES:
+        assert goroutines[series].tolist() == want[series].tolist(), series
