@@ -59,6 +59,9 @@ setup(
         # The overview's per-bin sums of the goroutine intervals in one pass
         # (ingest/views/overview_series.py); optional: numpy gives the same sums.
         _ingest_extension("views", "binsums"),
+        # A waiting profile's waits in one pass (ingest/views/pprof.py);
+        # optional: numpy's masks and searches find the same waits.
+        _ingest_extension("views", "waits"),
         # Regions paired per goroutine and name in one pass
         # (ingest/load/pairing.py); optional: numpy's sorts pair them alike.
         _ingest_extension("load", "pairing"),

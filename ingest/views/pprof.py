@@ -40,6 +40,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, select
 
 from ingest.derive.frames import TraceFrames, trim_heap
+from ingest.extensions import optional_extension
 from ingest.store import models
 from ingest.views.histo import dense_codes
 from ingest.views.quantiles import lane_chunks
@@ -201,6 +202,9 @@ def _part_waits(frames: TraceFrames, tables: tuple[npt.NDArray[np.bool_], ...], 
     iv = frames.intervals
     a, b = np.searchsorted(off, [lo, hi])
     loff = off[a:b + 1] - lo  # the part's lanes, rows counted from lo
+    c = optional_extension("ingest.views._waits")
+    if c is not None:
+        return _part_waits_c(c, frames, tables, loff, int(a), lo, hi, t1, t2)
     part = iv.part(("kind", "start_ts"), lo, hi)
     kind, start_ts = part["kind"], part["start_ts"]
     in_state, takes, starts_run, ends_life = (t[kind] for t in tables)
@@ -240,6 +244,30 @@ def _part_waits(frames: TraceFrames, tables: tuple[npt.NDArray[np.bool_], ...], 
             iv.take("stack_id", begin[keep] + lo).astype(np.int64),
             (end - start)[keep].astype(np.int64),
             iv.take("seq", last[keep] + lo + 1).astype(np.int64))
+
+
+def _part_waits_c(c: Any, frames: TraceFrames, tables: tuple[npt.NDArray[np.bool_], ...],
+                  loff: I64, a: int, lo: int, hi: int, t1: int | None, t2: int | None
+                  ) -> tuple[I64, ...]:
+    """:func:`_part_waits` in one pass in C (ingest/csrc/waits.c)."""
+    iv = frames.intervals
+    part = iv.part(("kind", "start_ts", "end_ts"), lo, hi)
+    flags = np.zeros(len(tables[0]), np.uint8)
+    for bit, table in enumerate(tables):
+        flags |= table.astype(np.uint8) << bit
+    m = hi - lo
+    lane, begin, last, value = (np.empty(m, np.int64) for _ in range(4))
+    big = np.iinfo(np.int64)
+    n = c.lane_waits(part["kind"], np.asarray(part["start_ts"], np.int64),
+                     np.asarray(part["end_ts"], np.int64), np.ascontiguousarray(loff, np.int64),
+                     flags, big.min if t1 is None else t1, big.max if t2 is None else t2,
+                     frames.last_ts, lane, begin, last, value)
+    del part
+    lane, begin, last = lane[:n], begin[:n], last[:n]
+    return (frames.goroutines.ids[lane + a].astype(np.int64),
+            iv.take("stack_id", begin + lo).astype(np.int64),
+            value[:n].copy(),
+            iv.take("seq", last + lo + 1).astype(np.int64))
 
 
 def _lane_of(off: I64, rows: Arr) -> I64:

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Engine
 
 from ingest.derive.frames import FrameStore, TraceFrames
+from ingest.extensions import PURE_ENV
 from ingest.load.pipeline import ingest_trace_file
 from ingest.store.db import make_engine
 from ingest.views.pprof import CPU_PERIOD_NS, TYPES, UnknownType, profile, waits
@@ -161,6 +162,32 @@ def test_waits_part_by_part_equal_one_pass(traces: Traces, workload: str,
             for col in ("goid", "stack_id", "value_ns", "seq"):
                 a, b = getattr(whole, col), getattr(small, col)
                 assert a.dtype == b.dtype and a.tolist() == b.tolist(), (kind, t1, t2, col)
+    assert found
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_waits_in_c_equal_numpys(traces: Traces, workload: str,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one C pass over each part (ingest/csrc/waits.c) finds numpy's
+    waits: every profile type, whole trace and windows, whole and in parts."""
+    from ingest.views import pprof
+
+    pytest.importorskip("ingest.views._waits")
+    f = traces.frames(workload_trace(TOOLCHAINS[-1], workload))
+    mid = (f.first_ts + f.last_ts) // 2
+    found = 0
+    for kind in ("net", "sync", "chan", "lock", "syscall", "sched"):
+        for t1, t2 in ((None, None), (mid, None), (None, mid), (mid, mid + 1)):
+            for rows in (1 << 40, 5):
+                monkeypatch.setattr(pprof, "WAIT_ROWS", rows)
+                c = waits(traces.engine, f, kind, t1, t2)
+                monkeypatch.setenv(PURE_ENV, "1")
+                py = waits(traces.engine, f, kind, t1, t2)
+                monkeypatch.delenv(PURE_ENV)
+                found += len(c.goid)
+                for col in ("goid", "stack_id", "value_ns", "seq"):
+                    a, b = getattr(c, col), getattr(py, col)
+                    assert a.dtype == b.dtype and a.tolist() == b.tolist(), (kind, t1, t2, col)
     assert found
 
 
