@@ -62,6 +62,9 @@ setup(
         # A waiting profile's waits in one pass (ingest/views/pprof.py);
         # optional: numpy's masks and searches find the same waits.
         _ingest_extension("views", "waits"),
+        # The state graph's Waiting edges split by category in one pass
+        # (ingest/views/states_frames.py); optional: numpy's masks alike.
+        _ingest_extension("views", "waitedges"),
         # Regions paired per goroutine and name in one pass
         # (ingest/load/pairing.py); optional: numpy's sorts pair them alike.
         _ingest_extension("load", "pairing"),

@@ -42,6 +42,7 @@ from sqlalchemy import Engine
 from ingest.derive.cache import cached_json
 from ingest.derive.frames import FrameStore, Lanes, TraceFrames, release_pages
 from ingest.derive.goroutine_lanes import goroutine_table
+from ingest.extensions import optional_extension
 from ingest.store import models
 from ingest.store.traces import get_trace
 from ingest.views.edge_dwells import EdgeDwells, edges_of
@@ -468,6 +469,11 @@ def _waiting_edges(frames: TraceFrames, n_g: int) -> list[Edge]:
     touch_of = from_w_of | (to_of == WAITING)
     iv = frames.intervals
     acc = EdgeDwells(names)
+    ext = optional_extension("ingest.views._waitedges")
+    if ext is not None:
+        tables = np.concatenate([frm_of, to_of, cat_of.astype(np.int16),
+                                 inherit.astype(np.int16), touch_of.astype(np.int16)])
+        return _waiting_edges_c(ext, frames, n_g, names, base, tables, acc)
     carry = np.int8(-1)  # the (filled) category of the row before the part
     try:
         for a in range(0, n_g, SPLIT_ROWS):
@@ -516,6 +522,34 @@ def _waiting_edges(frames: TraceFrames, n_g: int) -> list[Edge]:
             src_code += dst
             keep = touch[rows]
             acc.add(src_code[keep], dwell[keep])
+    finally:
+        _release(iv, "rid", "start_ts", "kind")
+    return acc.edges()
+
+
+def _waiting_edges_c(c: Any, frames: TraceFrames, n_g: int, names: list[str], base: int,
+                     tables: Arr, acc: EdgeDwells) -> list[Edge]:
+    """:func:`_waiting_edges` with each part's rows read in one C pass
+    (ingest/csrc/waitedges.c)."""
+    iv = frames.intervals
+    carry = -1
+    other = WAIT_CATEGORIES.index("other")
+    try:
+        for a in range(0, n_g, SPLIT_ROWS):
+            b = min(n_g, a + SPLIT_ROWS)
+            lo = max(a - 1, 0)
+            kind = np.array(iv["kind"][lo:b], np.int16)
+            rid = np.array(iv["rid"][lo:b])
+            if rid.dtype not in (np.int32, np.int64):
+                rid = rid.astype(np.int64)
+            ts = np.array(iv["start_ts"][lo:b], np.int64)
+            _release(iv, "rid", "start_ts", "kind")
+            code = np.empty(b - lo, np.int16)
+            dwell = np.empty(b - lo, np.int64)
+            n, carry = c.waiting_edges(kind, rid, ts, a - lo, tables, carry, len(names), base,
+                                       WAITING, other, code, dwell)
+            del kind, rid, ts
+            acc.add(code[:n], dwell[:n])
     finally:
         _release(iv, "rid", "start_ts", "kind")
     return acc.edges()

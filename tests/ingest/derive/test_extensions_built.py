@@ -12,6 +12,7 @@ EXTENSIONS = ("collectors.gotrace._v2fast", "ingest.derive._intervalorder",
               "ingest.derive._summaries", "ingest.store._sqlitebulk", "ingest.load._columnappend",
               "ingest.derive._lanesets", "ingest.load._pairing", "ingest.views._binsums",
               "ingest.views._waits",
+              "ingest.views._waitedges",
               "ingest.store._intervalfiles")
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, text
 
 from ingest.derive.cache import derived_dir
 from ingest.derive.frames import FrameStore
+from ingest.extensions import PURE_ENV
 from ingest.load.pipeline import IngestResult
 from ingest.views import states_frames
 from ingest.views.states import Edge
@@ -155,16 +156,23 @@ def test_split_graph_from_the_waiting_rows_equals_every_row(loaded: Loaded, name
     assert got.edges == want.edges and got.nodes == want.nodes and got.info == want.info
 
 
+@pytest.mark.parametrize("form", ["c", "numpy"])
 @pytest.mark.parametrize("rows", [1, 7, 1000])
-def test_split_graph_part_by_part_equals_every_row(loaded: Loaded, rows: int,
+def test_split_graph_part_by_part_equals_every_row(loaded: Loaded, rows: int, form: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Read a few rows at a time (every part boundary inside a wait's chain
-    somewhere at 1 and 7 rows), the split graph is still the one built from
+    somewhere at 1 and 7 rows), the split graph, its Waiting edges read by the
+    C pass (ingest/csrc/waitedges.c) or numpy's, is still the one built from
     every row at once."""
     engine, data_dir, results = loaded
+    if form == "c":
+        pytest.importorskip("ingest.views._waitedges")
     monkeypatch.setattr(states_frames, "SPLIT_ROWS", rows)
     for t in TRACES[:3]:
         frames = FrameStore(engine, data_dir).get(results[t.name].id)
+        if form == "numpy":
+            monkeypatch.setenv(PURE_ENV, "1")
         got = split_graph(engine, frames)
+        monkeypatch.delenv(PURE_ENV, raising=False)
         want = resource_graph(frames, "goroutine", split_reasons=True)
         assert got.edges == want.edges and got.info == want.info
