@@ -63,30 +63,31 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     give_back_free_memory()  # what a load just freed, before the reports' peaks
     steps: list[tuple[str, Callable[[TraceFrames], object]]] = []
     if reports:
-        # Longest first (seconds on the 200 MB trace: findings 1.4, overview
-        # 1.0, flame 0.6, latency 0.5, the others ~0.4), so that two threads
-        # end together.
+        # Longest first (seconds of each on the 200 MB trace, two at a time:
+        # findings 2.8, flame 0.9, overview 0.9, syscalls 0.8, latency 0.7, the
+        # M and P lane sets 0.7 and 0.5, states 0.35, goroutine groups 0.2), so
+        # that two threads end together.
         steps += [
             ("warm findings", lambda f: diagnose(engine, f, config_from_env(rule_defaults()))),
             ("warm overview", lambda f: overview(engine, f, trace_id)),
             # The flame page's first tab (the other kinds are built when
-            # first asked for: 0.2-1.7 s each on the 200 MB trace).
+            # first asked for: 0.1-0.8 s each on the 200 MB trace).
             ("warm flame", lambda f: flame_tree(engine, f, DEFAULT_KIND)),
-            ("warm latency", lambda f: latency_report(f)),
-            ("warm states", lambda f: whole_trace_graph(engine, f, "goroutine", True)),
             ("warm syscalls", lambda f: (syscall_summary(engine, f),
                                          netpoll_summary(engine, f))),
+            ("warm latency", lambda f: latency_report(f)),
+            ("warm states", lambda f: whole_trace_graph(engine, f, "goroutine", True)),
             ("warm goroutine groups", lambda f: goroutine_groups(engine, f)),
         ]
     if lanes:
         # Each lane set a step (a set staged before the commit is only read
-        # back: its builder finds it kept). Two at a time: after the reports'
-        # longest. One at a time (a big trace): first, before the reports'
-        # values kept with the frames add to the P and M lanes' peak (the 1
-        # GB trace's lane sets and reports in a fresh process: 1198 MiB this
-        # way, 1244 after the longest two).
+        # back: its builder finds it kept). Two at a time: beside the findings,
+        # after the longest three reports. One at a time (a big trace): first,
+        # before the reports' values kept with the frames add to the P and M
+        # lanes' peak (the 1 GB trace's lane sets and reports in a fresh
+        # process: 1198 MiB this way, 1244 after the longest two).
         sets = [("lanes", step) for step in precompute_steps(engine).values()]
-        at = 2 if threads > 1 else 0
+        at = 4 if threads > 1 else 0
         steps[at:at] = sets[:2]
         steps += sets[2:]
     queue = list(reversed(steps))
@@ -115,19 +116,20 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
 
     if progress:
         progress("reports", 0, len(steps))
-    try:
-        frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
-        # Each thread on its own mapping: what a step maps goes back to the
-        # page cache after it (frames.release), which must not pull pages
-        # from under a step running beside it.
-        others = [frames.remapped() for _ in range(1, max(1, threads))]
-    except TraceNotFound:
-        return  # deleted meanwhile
-    except Exception:  # a bug, or the frames unreadable: the pages will say so
-        log.exception("opening the frames of trace %s failed", trace_id)
-        return
-    # SQLite: the load's write-ahead log copied into the database meanwhile.
+    # SQLite: the load's write-ahead log copied into the database meanwhile
+    # (from the start: beside the frames' first opening, one thread's work).
     with checkpoint_meanwhile(engine):
+        try:
+            frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
+            # Each thread on its own mapping: what a step maps goes back to the
+            # page cache after it (frames.release), which must not pull pages
+            # from under a step running beside it.
+            others = [frames.remapped() for _ in range(1, max(1, threads))]
+        except TraceNotFound:
+            return  # deleted meanwhile
+        except Exception:  # a bug, or the frames unreadable: the pages will say so
+            log.exception("opening the frames of trace %s failed", trace_id)
+            return
         helpers = [threading.Thread(target=build, args=(f,), name=f"gmpscope-warm-{trace_id}-{i}")
                    for i, f in enumerate(others, 1)]
         for h in helpers:
