@@ -13,7 +13,8 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
 from ingest.views.states import format_ns, to_json
-from ingest.views.states_frames import WAIT_CATEGORIES, graph_for, node_name
+from ingest.views.states_frames import graph_for
+from ingest.views.wait_reasons import WAIT_CATEGORIES, node_name
 
 #: Fixed node positions (x, y) so graphs of different traces read the same.
 POSITIONS: dict[str, tuple[float, float]] = {

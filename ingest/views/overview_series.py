@@ -32,7 +32,8 @@ import numpy.typing as npt
 from ingest.derive.frames import TraceFrames, release_pages
 from ingest.extensions import optional_extension
 from ingest.store import models
-from ingest.views.states_frames import WAIT_CATEGORIES, node_name, wait_categories
+from ingest.views.states_frames import wait_categories
+from ingest.views.wait_reasons import WAIT_CATEGORIES, node_name
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

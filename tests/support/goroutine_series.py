@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, text
 
-from ingest.views.states_frames import wait_category
+from ingest.views.wait_reasons import wait_category
 
 
 def goroutine_series_rows(engine: Engine, trace_id: int) -> list[tuple[str, int, int]]:

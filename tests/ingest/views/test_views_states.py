@@ -16,7 +16,8 @@ from sqlalchemy import Engine, text
 from ingest.derive.frames import FrameStore
 from ingest.load.pipeline import IngestResult
 from ingest.views import states as stategraph
-from ingest.views.states_frames import graph_for, resource_graph, thread_graph, wait_category
+from ingest.views.states_frames import graph_for, resource_graph, thread_graph
+from ingest.views.wait_reasons import wait_category
 from tests.support.goparsed import go_parsed
 from tests.support.ingest_fixtures import TRACES, loaded
 from tests.support.server import Served

@@ -18,7 +18,7 @@ from ingest.derive.cache import derived_dir
 from ingest.derive.frames import FrameStore
 from ingest.extensions import PURE_ENV
 from ingest.load.pipeline import IngestResult
-from ingest.views import states_frames
+from ingest.views import states_frames, waiting_edges
 from ingest.views.states import Edge
 from ingest.views.states_frames import (
     CACHE_KEYS,
@@ -167,7 +167,7 @@ def test_split_graph_part_by_part_equals_every_row(loaded: Loaded, rows: int, fo
     engine, data_dir, results = loaded
     if form == "c":
         pytest.importorskip("ingest.views._waitedges")
-    monkeypatch.setattr(states_frames, "SPLIT_ROWS", rows)
+    monkeypatch.setattr(waiting_edges, "SPLIT_ROWS", rows)
     for t in TRACES[:3]:
         frames = FrameStore(engine, data_dir).get(results[t.name].id)
         if form == "numpy":
