@@ -18,7 +18,13 @@ reading and the probe); on-CPU plus waiting within 8 ms + 1% (measured: 0.1 to
 6 ms); each alone within 8 ms + 15%: the kernel splits the same time between
 the two at its own points and clocks (it charges runtime on rq_clock_task, which
 leaves out time the hypervisor stole, and waits on rq_clock; on this VM up to
-~10% moved between them while the sum held). Under the quota the recording's
+~10% moved between them while the sum held). On a busy machine it moved more:
+with three dd writers beside it, the kernel charged 19-29 ms of a thread's
+run-queue waits as its runtime (sysmon: ~100 wakeups of ~10 us on a CPU each,
+1-14 ms recorded on-CPU against 21-47 ms of schedstat runtime), and the
+recording's waits exceeded the kernel's by the same amount (within the unknown
+spans): so a thread's on-CPU difference may be made up by what the recording
+saw as the other state. Under the quota the recording's
 waits exceed the kernel's run_delay: Linux 6.18 takes a throttled thread off
 its run queue, so its run_delay stops, while it is still runnable and not running.
 """
@@ -170,13 +176,19 @@ def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) 
         # A missed event leaves its span unknown: it may be either, and the
         # switch-in missed is a timeslice fewer.
         slack = 8_000_000 + unknown + stolen
+        # Time the kernel moved between the two states, seen on both sides: a
+        # wait it charged as runtime that the recording saw as a wait, or the
+        # reverse (see the module's docstring).
+        moved = max(0, min(d_run - on, wait - d_wait)) + max(0, min(on - d_run, d_wait - wait))
         if mode == "none":
             assert abs((on + wait) - (d_run + d_wait)) <= slack + 0.01 * (d_run + d_wait), (
                 tid, on, wait, d_run, d_wait, unknown)
-            assert abs(wait - d_wait) <= slack + 0.15 * d_wait, (tid, wait, d_wait, unknown)
+            assert abs(wait - d_wait) <= slack + 0.15 * d_wait + moved, (
+                tid, wait, d_wait, on, d_run, unknown)
         else:
-            assert wait >= d_wait - slack - 0.15 * d_wait, (tid, wait, d_wait, unknown)
-        assert abs(on - d_run) <= slack + 0.15 * d_run, (tid, on, d_run, unknown)
+            assert wait >= d_wait - slack - 0.15 * d_wait - moved, (tid, wait, d_wait, unknown)
+        assert abs(on - d_run) <= slack + 0.15 * d_run + moved, (
+            tid, on, d_run, wait, d_wait, unknown)
         assert abs(n - d_n) <= 2 + missed, (tid, n, d_n, missed)
         total_on += on
         total_kernel_on += d_run
