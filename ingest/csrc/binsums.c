@@ -11,6 +11,9 @@
  *     (max code + 1) * nb items) are added to. The caller turns the counts'
  *     running sums and the totals into exact ns per bin.
  *
+ * series_codes(...): each row's series code, the waits' categories carried
+ *     along each lane (below).
+ *
  * Why: the numpy form (a searchsorted, a bincount of counts and one of
  * weights per end, the clips and masks) took ~1 s of the 200 MB benchmark
  * trace's ingest, its temporaries each a column of the trace's length; here
@@ -114,10 +117,88 @@ static PyObject *bin_sums(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static inline int64_t int_at(const Buf *b, Py_ssize_t i)
+{
+    return b->b.itemsize == 4 ? ((const int32_t *)b->b.buf)[i] : ((const int64_t *)b->b.buf)[i];
+}
+
+/* series_codes(kind, rid, m, state, skip, tables, waiting, wait0, carry, code) -> carry
+ *     The overview series code (int8) of each row from skip on; row skip - 1
+ *     (skip 0 or 1) is the row before, read for its lane only. tables holds
+ *     four int8 arrays of ntables items, concatenated: by state code the
+ *     series code (-1: in no series) and what a row on no thread (m == -1)
+ *     adds to it; by kind code the wait category (-1: none) and whether the
+ *     row inherits the category of the row before it in its lane (a Waiting
+ *     -> Waiting row without a reason). A Waiting row's code is wait0 plus its
+ *     category. carry: the category of the row before row skip (-1: none);
+ *     returns that of the last row, for the next part. */
+static PyObject *series_codes(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    Py_ssize_t skip;
+    int waiting, wait0, carry;
+    if (!PyArg_ParseTuple(args, "OOOOnOiiiO:series_codes", &o[0], &o[1], &o[2], &o[3], &skip,
+                          &o[4], &waiting, &wait0, &carry, &o[5]))
+        return NULL;
+    static const char *names[6] = {"kind", "rid", "m", "state", "tables", "code"};
+    Buf b[6];
+    memset(b, 0, sizeof b);
+    if (buf_get(o[0], &b[0], 0, "h", 2, names[0]) < 0 ||
+        buf_get_widths(o[1], &b[1], 0, "ilq", 4 | 8, names[1]) < 0 ||
+        buf_get_widths(o[2], &b[2], 0, "ilq", 4 | 8, names[2]) < 0 ||
+        buf_get(o[3], &b[3], 0, "b", 1, names[3]) < 0 ||
+        buf_get(o[4], &b[4], 0, "b", 1, names[4]) < 0 ||
+        buf_get(o[5], &b[5], 1, "b", 1, names[5]) < 0)
+        goto fail;
+    Py_ssize_t n = buf_items(&b[0]), ntables = buf_items(&b[4]) / 4;
+    if (buf_items(&b[1]) != n || buf_items(&b[2]) != n || buf_items(&b[3]) != n ||
+        (skip != 0 && skip != 1) || n < skip || buf_items(&b[4]) != 4 * ntables ||
+        buf_items(&b[5]) < n - skip) {
+        PyErr_SetString(PyExc_ValueError, "series_codes: kind, rid, m and state as long, skip 0 "
+                                          "or 1, four tables alike, code no shorter than the rows");
+        goto fail;
+    }
+    const int16_t *kind = b[0].b.buf;
+    const int8_t *state = b[3].b.buf, *tables = b[4].b.buf;
+    const int8_t *lut = tables, *no_m = tables + ntables, *cat_of = tables + 2 * ntables,
+                 *inherit = tables + 3 * ntables;
+    for (Py_ssize_t i = skip; i < n; i++) {
+        if (kind[i] < 0 || kind[i] >= ntables || state[i] < 0 || state[i] >= ntables) {
+            PyErr_Format(PyExc_ValueError, "series_codes: row %zd's kind %d or state %d has no "
+                         "tables", i, (int)kind[i], (int)state[i]);
+            goto fail;
+        }
+    }
+    int8_t *code = b[5].b.buf;
+    int filled = carry;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = skip; i < n; i++) {
+        int k = kind[i], st = state[i];
+        int first = i == 0 || int_at(&b[1], i) != int_at(&b[1], i - 1);
+        int cat = inherit[k] && !first ? filled : cat_of[k];
+        filled = cat;
+        int c = lut[st];
+        if (c >= 0 && int_at(&b[2], i) == -1)
+            c += no_m[st];
+        if (st == waiting)
+            c = wait0 + cat;
+        code[i - skip] = (int8_t)c;
+    }
+    Py_END_ALLOW_THREADS
+    buf_release(b, 6);
+    return PyLong_FromLong(filled);
+fail:
+    buf_release(b, 6);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"bin_sums", bin_sums, METH_VARARGS,
      "bin_sums(start, end, code, edges, count, total): each coded row's clipped interval "
      "added to its bins' counts and offset totals (its end subtracted)."},
+    {"series_codes", series_codes, METH_VARARGS,
+     "series_codes(kind, rid, m, state, skip, tables, waiting, wait0, carry, code) -> carry: "
+     "each row's overview series code, Waiting rows by their wait category."},
     {NULL, NULL, 0, NULL},
 };
 

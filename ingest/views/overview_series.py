@@ -33,7 +33,7 @@ from ingest.derive.frames import TraceFrames, release_pages
 from ingest.extensions import optional_extension
 from ingest.store import models
 from ingest.views.states_frames import wait_categories
-from ingest.views.wait_reasons import WAIT_CATEGORIES, node_name
+from ingest.views.wait_reasons import WAIT_CATEGORIES, node_name, wait_category
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -101,6 +101,27 @@ def _row_codes(frames: TraceFrames, cats: npt.NDArray[np.int8], a: int, b: int
     return code
 
 
+def _code_tables(frames: TraceFrames) -> npt.NDArray[np.int8]:
+    """ingest/csrc/binsums.c's series_codes tables: by state its series code
+    and what a row on no thread adds; by kind its wait category and whether it
+    inherits the category of the row before it (as :func:`wait_categories`)."""
+    top = max(len(models.STATE_NAMES), max(frames.kinds, default=0) + 1)
+    lut, no_m = np.full(top, -1, np.int8), np.zeros(top, np.int8)
+    lut[:len(_STATE_CODES)] = _STATE_CODES
+    no_m[_RUNNING] = no_m[_SYSCALL] = 1
+    cat_of, inherit = np.full(top, -1, np.int8), np.zeros(top, np.int8)
+    for code, k in frames.kinds.items():
+        if k.to_state == "Waiting":
+            cat_of[code] = WAIT_CATEGORIES.index(wait_category(k.reason))
+            inherit[code] = k.from_state == "Waiting" and not k.reason
+    return np.concatenate([lut, no_m, cat_of, inherit])
+
+
+def _ids(a: Any) -> npt.NDArray[Any]:
+    """An id column as 4- or 8-byte integers (as stored, or widened)."""
+    return np.asarray(a) if np.asarray(a).dtype.itemsize in (4, 8) else np.asarray(a, np.int32)
+
+
 def _release(iv: Any) -> None:
     for col in ("start_ts", "end_ts", "m", "kind", "rid"):
         release_pages(iv[col])
@@ -120,11 +141,19 @@ def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str,
     c = optional_extension("ingest.views._binsums")
     edges = np.ascontiguousarray(edges, np.int64)
     carry = -1  # the wait category of the row before the chunk
+    tables = _code_tables(frames) if c is not None else None
     for a in range(0, n_g, _CHUNK):
         b = min(n_g, a + _CHUNK)
-        cats = wait_categories(frames, a, b, carry)
-        carry = int(cats[-1])
-        code = _row_codes(frames, cats, a, b)
+        if c is not None:
+            r = max(a - 1, 0)  # each lane's first row read with the row before
+            code = np.empty(b - a, np.int8)
+            carry = c.series_codes(np.asarray(iv["kind"][r:b], np.int16), _ids(iv["rid"][r:b]),
+                                   _ids(iv["m"][r:b]), np.asarray(frames.state[r:b], np.int8),
+                                   a - r, tables, _WAITING, _WAIT0, carry, code)
+        else:
+            cats = wait_categories(frames, a, b, carry)
+            carry = int(cats[-1])
+            code = _row_codes(frames, cats, a, b)
         if c is not None:
             c.bin_sums(iv["start_ts"][a:b], iv["end_ts"][a:b], code, edges, count, total)
         else:
