@@ -65,6 +65,9 @@ setup(
         # The state graph's Waiting edges split by category in one pass
         # (ingest/views/states_frames.py); optional: numpy's masks alike.
         _ingest_extension("views", "waitedges"),
+        # Each goroutine's time per category in one pass
+        # (ingest/views/goroutines.py); optional: numpy's weighted counts alike.
+        _ingest_extension("views", "lanesums"),
         # Regions paired per goroutine and name in one pass
         # (ingest/load/pairing.py); optional: numpy's sorts pair them alike.
         _ingest_extension("load", "pairing"),

@@ -13,6 +13,7 @@ EXTENSIONS = ("collectors.gotrace._v2fast", "ingest.derive._intervalorder",
               "ingest.derive._lanesets", "ingest.load._pairing", "ingest.views._binsums",
               "ingest.views._waits",
               "ingest.views._waitedges",
+              "ingest.views._lanesums",
               "ingest.store._intervalfiles")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ingest.extensions import PURE_ENV
 from ingest.views import goroutines as gs
 from ingest.views import histo, quantiles
 from ingest.views import latency as lat_view
@@ -235,6 +236,22 @@ def test_goroutine_times_in_chunks_equal_one_pass(store: Store, name: str,
     for col in ("goid", "times", "first_ts", "end_ts", "final_state"):
         assert np.array_equal(getattr(small, col), getattr(whole, col)), col
     assert len(whole.goid) > 1
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_goroutine_times_in_c_equal_numpys(store: Store, name: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Category times summed by the C pass (ingest/csrc/lanesums.c) = numpy's,
+    whole and a few goroutines at a time."""
+    pytest.importorskip("ingest.views._lanesums")
+    f = store.get(name)
+    for rows in (1 << 30, 97):
+        monkeypatch.setattr(gs, "ROW_CHUNK", rows)
+        c = gs._goroutine_times(store.engine, f)
+        monkeypatch.setenv(PURE_ENV, "1")
+        py = gs._goroutine_times(store.engine, f)
+        monkeypatch.delenv(PURE_ENV)
+        assert np.array_equal(c.times, py.times) and c.times.any(), rows
 
 
 def test_step_parts_equal_the_whole_column() -> None:
