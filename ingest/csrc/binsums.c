@@ -117,11 +117,6 @@ static PyObject *bin_sums(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static inline int64_t int_at(const Buf *b, Py_ssize_t i)
-{
-    return b->b.itemsize == 4 ? ((const int32_t *)b->b.buf)[i] : ((const int64_t *)b->b.buf)[i];
-}
-
 /* series_codes(kind, rid, m, state, skip, tables, waiting, wait0, carry, code) -> carry
  *     The overview series code (int8) of each row from skip on; row skip - 1
  *     (skip 0 or 1) is the row before, read for its lane only. tables holds
@@ -174,11 +169,11 @@ static PyObject *series_codes(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = skip; i < n; i++) {
         int k = kind[i], st = state[i];
-        int first = i == 0 || int_at(&b[1], i) != int_at(&b[1], i - 1);
+        int first = i == 0 || buf_int(&b[1], i) != buf_int(&b[1], i - 1);
         int cat = inherit[k] && !first ? filled : cat_of[k];
         filled = cat;
         int c = lut[st];
-        if (c >= 0 && int_at(&b[2], i) == -1)
+        if (c >= 0 && buf_int(&b[2], i) == -1)
             c += no_m[st];
         if (st == waiting)
             c = wait0 + cat;

@@ -4,6 +4,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,6 +74,20 @@ static inline void buf_release(Buf *bufs, int n)
     }
 }
 
+/* Signed integer item i of a buffer of 1-, 2-, 4- or 8-byte items. */
+static inline int64_t buf_int(const Buf *b, Py_ssize_t i)
+{
+    switch (b->b.itemsize) {
+    case 1:
+        return ((const int8_t *)b->b.buf)[i];
+    case 2:
+        return ((const int16_t *)b->b.buf)[i];
+    case 4:
+        return ((const int32_t *)b->b.buf)[i];
+    default:
+        return ((const int64_t *)b->b.buf)[i];
+    }
+}
 /* Items in a buffer got by buf_get. */
 static inline Py_ssize_t buf_items(const Buf *buf)
 {

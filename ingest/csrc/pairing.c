@@ -26,27 +26,13 @@
  * reads as 'L'; ids here are never that large). */
 #define INTS "bhilqL"
 
-static inline int64_t get_int(const Buf *b, Py_ssize_t i)
-{
-    switch (b->b.itemsize) {
-    case 1:
-        return ((const int8_t *)b->b.buf)[i];
-    case 2:
-        return ((const int16_t *)b->b.buf)[i];
-    case 4:
-        return ((const int32_t *)b->b.buf)[i];
-    default:
-        return ((const int64_t *)b->b.buf)[i];
-    }
-}
-
 /* The pass, on typed outputs (T: int32_t or int64_t). */
 #define PAIR_PASS(T)                                                                        \
     do {                                                                                    \
         T *rows_ev = b[3].b.buf, *ends = b[4].b.buf;                                        \
         const unsigned char *beg = b[2].b.buf;                                              \
         for (Py_ssize_t i = 0; i < n && rows >= 0; i++) {                                   \
-            int64_t gi = get_int(&b[0], i), ki = get_int(&b[1], i);                         \
+            int64_t gi = buf_int(&b[0], i), ki = buf_int(&b[1], i);                         \
             if (beg[i]) {                                                                   \
                 rows_ev[rows] = (T)i;                                                       \
                 ends[rows] = (T)head[gi]; /* the row below, while open */                   \
@@ -54,7 +40,7 @@ static inline int64_t get_int(const Buf *b, Py_ssize_t i)
                 continue;                                                                   \
             }                                                                               \
             int64_t prev = -1, cur = head[gi];                                              \
-            while (cur >= 0 && get_int(&b[1], (Py_ssize_t)rows_ev[cur]) != ki) {            \
+            while (cur >= 0 && buf_int(&b[1], (Py_ssize_t)rows_ev[cur]) != ki) {            \
                 prev = cur;                                                                 \
                 cur = (int64_t)ends[cur];                                                   \
                 if (++steps > max_steps)                                                    \
@@ -111,7 +97,7 @@ static PyObject *pair_by_goroutine(PyObject *self, PyObject *args)
     }
     int64_t top = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t gi = get_int(&b[0], i);
+        int64_t gi = buf_int(&b[0], i);
         if (gi < 0) {
             PyErr_Format(PyExc_ValueError, "pair_by_goroutine: negative goroutine id %lld",
                          (long long)gi);

@@ -65,9 +65,6 @@ static PyObject *waiting_edges(PyObject *self, PyObject *args)
             return NULL;
         }
     }
-    const int32_t *rid32 = b[1].b.buf;
-    const int64_t *rid64 = b[1].b.buf;
-    int wide = b[1].b.itemsize == 8;
     const int64_t *ts = b[2].b.buf;
     int16_t *code = b[4].b.buf;
     int64_t *dwell = b[5].b.buf;
@@ -82,7 +79,7 @@ static PyObject *waiting_edges(PyObject *self, PyObject *args)
         int next_from_w = i + 1 < n && frm[kind[i + 1]] == waiting;
         if (!touch[k] && !next_from_w && i + 1 < n)
             continue;
-        int first = i == 0 || (wide ? rid64[i] != rid64[i - 1] : rid32[i] != rid32[i - 1]);
+        int first = i == 0 || buf_int(&b[1], i) != buf_int(&b[1], i - 1);
         int cat = inherit[k] && !first ? filled : cat_of[k];
         int prev = filled;
         filled = cat;

@@ -14,7 +14,7 @@
  *     of its first row entering Running, to the start of its last row ending
  *     it, else last_ts) and to [t1, t2]; what is left empty is dropped. For
  *     each wait kept, in row order: its lane, its first and last rows and
- *     its clipped ns (outputs int64, as many items as rows).
+ *     its clipped ns (kind int16; outputs int64, as many items as rows).
  *
  * Why: numpy's form (masks, searches and gathers the length of the rows)
  * took ~1 s of the flame page's first profile on the 200 MB benchmark trace,
@@ -24,11 +24,6 @@
 #include <stdint.h>
 
 enum { IN_STATE = 1, TAKES = 2, STARTS_RUN = 4, ENDS_LIFE = 8 };
-
-static inline int64_t kind_at(const Buf *b, Py_ssize_t i)
-{
-    return b->b.itemsize == 1 ? ((const int8_t *)b->b.buf)[i] : ((const int16_t *)b->b.buf)[i];
-}
 
 static PyObject *lane_waits(PyObject *self, PyObject *args)
 {
@@ -41,7 +36,7 @@ static PyObject *lane_waits(PyObject *self, PyObject *args)
     memset(b, 0, sizeof b);
     static const char *names[9] = {"kind",  "start_ts", "end_ts", "loff", "flags",
                                    "lane", "begin",    "last",   "value"};
-    if (buf_get_widths(o[0], &b[0], 0, "bh", 1 | 2, names[0]) < 0)
+    if (buf_get(o[0], &b[0], 0, "h", 2, names[0]) < 0)
         goto fail;
     for (int i = 1; i < 9; i++) {
         if (i == 4 ? buf_get(o[i], &b[i], 0, "Bb?", 1, names[i]) < 0
@@ -69,8 +64,9 @@ static PyObject *lane_waits(PyObject *self, PyObject *args)
             goto fail;
         }
     }
+    const int16_t *kind = b[0].b.buf;
     for (Py_ssize_t r = 0; r < n; r++) {
-        int64_t k = kind_at(&b[0], r);
+        int64_t k = kind[r];
         if (k < 0 || k >= nflags) {
             PyErr_Format(PyExc_ValueError, "lane_waits: kind %lld has no flags", (long long)k);
             goto fail;
@@ -86,7 +82,7 @@ static PyObject *lane_waits(PyObject *self, PyObject *args)
         int64_t life_start = INT64_MIN, life_end = last_ts;
         int started = 0;
         for (Py_ssize_t r = lo; r < hi; r++) {
-            uint8_t f = flags[kind_at(&b[0], r)];
+            uint8_t f = flags[kind[r]];
             if ((f & STARTS_RUN) && !started) {
                 life_start = start[r];
                 started = 1;
@@ -96,14 +92,14 @@ static PyObject *lane_waits(PyObject *self, PyObject *args)
         }
         Py_ssize_t taken = -1; /* the run's first row taken */
         for (Py_ssize_t r = lo; r < hi; r++) {
-            uint8_t f = flags[kind_at(&b[0], r)];
+            uint8_t f = flags[kind[r]];
             if (!(f & IN_STATE))
                 continue;
-            if (r == lo || !(flags[kind_at(&b[0], r - 1)] & IN_STATE))
+            if (r == lo || !(flags[kind[r - 1]] & IN_STATE))
                 taken = -1; /* a run begins */
             if ((f & TAKES) && taken < 0)
                 taken = r;
-            int run_ends = r + 1 == hi || !(flags[kind_at(&b[0], r + 1)] & IN_STATE);
+            int run_ends = r + 1 == hi || !(flags[kind[r + 1]] & IN_STATE);
             if (!run_ends || taken < 0 || r + 1 == hi)
                 continue;
             int64_t s = start[taken] > life_start ? start[taken] : life_start;

@@ -297,6 +297,13 @@ def release_pages(col: Any) -> None:
             pass
 
 
+def release_columns(table: Any, *names: str) -> None:
+    """:func:`release_pages` of the columns ``names`` of ``table`` (a frames
+    table, or any mapping of names to arrays)."""
+    for name in names:
+        release_pages(table[name])
+
+
 def release_cached(frames: TraceFrames) -> None:
     """:func:`release_pages` of every memory-mapped array of the values kept
     for ``frames``."""

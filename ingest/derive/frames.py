@@ -35,6 +35,7 @@ import numpy.typing as npt
 from sqlalchemy import Boolean, Connection, Engine, select
 
 from ingest.derive.cache import cached, release_cached
+from ingest.derive.cache import release_columns as release_columns  # re-exported: the views use it
 from ingest.derive.cache import release_pages as release_pages  # re-exported: the lane sets use it
 from ingest.derive.frame_layout import (
     SYSCALL_OUTCOMES,

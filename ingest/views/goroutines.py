@@ -21,7 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 from sqlalchemy import Engine, select
 
-from ingest.derive.cache import cached, cached_json, release_pages
+from ingest.derive.cache import cached, cached_json, release_columns
 from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.extensions import optional_extension
@@ -233,8 +233,7 @@ def _category_times(engine: Engine, frames: TraceFrames) -> I64:
                         iv["end_ts"][lo:hi], np.asarray(iv["kind"][lo:hi], np.int16), cat_of,
                         part)
             times[a:b] = part
-            for col in ("start_ts", "end_ts", "kind"):
-                release_pages(iv[col])
+            release_columns(iv, "start_ts", "end_ts", "kind")
             continue
         a, b = np.searchsorted(lanes.off, [lo, hi])  # lanes a..b-1
         end = iv["end_ts"][lo:hi]
@@ -248,8 +247,7 @@ def _category_times(engine: Engine, frames: TraceFrames) -> I64:
         # The chunk's pages go back as it is done: read through, the three
         # mapped columns would otherwise all be this process's (1.8 GB of a
         # 1 GB trace's).
-        for col in ("start_ts", "end_ts", "kind"):
-            release_pages(iv[col])
+        release_columns(iv, "start_ts", "end_ts", "kind")
     ranges = assist_ranges(engine, frames)
     if len(ranges.g) and n_lanes:
         rg = np.stack([ranges.g, ranges.start, ranges.end], axis=1)

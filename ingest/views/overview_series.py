@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.frames import TraceFrames, release_pages
+from ingest.derive.frames import TraceFrames, release_columns
 from ingest.extensions import optional_extension
 from ingest.store import models
 from ingest.views.states_frames import wait_categories
@@ -123,8 +123,7 @@ def _ids(a: Any) -> npt.NDArray[Any]:
 
 
 def _release(iv: Any) -> None:
-    for col in ("start_ts", "end_ts", "m", "kind", "rid"):
-        release_pages(iv[col])
+    release_columns(iv, "start_ts", "end_ts", "m", "kind", "rid")
 
 
 def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str, I64]]:

@@ -258,7 +258,7 @@ def _part_waits_c(c: Any, frames: TraceFrames, tables: tuple[npt.NDArray[np.bool
     m = hi - lo
     lane, begin, last, value = (np.empty(m, np.int64) for _ in range(4))
     big = np.iinfo(np.int64)
-    n = c.lane_waits(part["kind"], np.asarray(part["start_ts"], np.int64),
+    n = c.lane_waits(np.asarray(part["kind"], np.int16), np.asarray(part["start_ts"], np.int64),
                      np.asarray(part["end_ts"], np.int64), np.ascontiguousarray(loff, np.int64),
                      flags, big.min if t1 is None else t1, big.max if t2 is None else t2,
                      frames.last_ts, lane, begin, last, value)

@@ -40,7 +40,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine
 
 from ingest.derive.cache import cached_json
-from ingest.derive.frames import FrameStore, Lanes, TraceFrames, release_pages
+from ingest.derive.frames import FrameStore, Lanes, TraceFrames, release_columns
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.store import models
 from ingest.store.traces import get_trace
@@ -103,7 +103,7 @@ def wait_categories(frames: TraceFrames, a: int, b: int, carry: int) -> Arr:
     iv = frames.intervals
     kind = np.array(iv["kind"][a:b])
     rid = np.array(iv["rid"][max(a - 1, 0):b])
-    _release(iv, "rid", "kind")
+    release_columns(iv, "rid", "kind")
     first = np.ones(b - a, bool)
     np.not_equal(rid[1:], rid[:-1], out=first[int(a == 0):])
     cats = cat_of[kind]
@@ -190,7 +190,7 @@ def resource_graph(frames: TraceFrames, resource: str, *, goids: I64 | None = No
         dwell = _dwell(ts, first)
         names, code = _node_codes(frames, iv["kind"][lo:hi], first, split_reasons)
     finally:
-        _release(iv, "rid", "start_ts", "kind")
+        release_columns(iv, "rid", "start_ts", "kind")
     info: dict[str, Any] = {"split_reasons": bool(split_reasons), "t1": t1, "t2": t2}
     if split_reasons:
         info["reasons"] = _reason_table(frames)
@@ -234,13 +234,6 @@ def _node_codes(frames: TraceFrames, kind: Arr, first: Arr,
     return names, src
 
 
-def _release(table: Any, *columns: str) -> None:
-    # Whole mapped columns were read: their pages go back to the page cache
-    # (otherwise they count as this worker's memory until the frames close).
-    for c in columns:
-        release_pages(table[c])
-
-
 def _reason_table(frames: TraceFrames) -> dict[str, list[str]]:
     """Category -> Go's wait reasons in this trace that fall in it."""
     out: dict[str, list[str]] = {}
@@ -274,7 +267,7 @@ def thread_stays(frames: TraceFrames) -> dict[str, Arr]:
         return {"m": m_rows, "start_ts": start, "end_ts": iv["end_ts"][rows],
                 "state": st[rows].astype(np.int64)}
     finally:
-        _release(iv, "m", "seq", "start_ts", "end_ts")
+        release_columns(iv, "m", "seq", "start_ts", "end_ts")
 
 
 def _in_go_order(iv: Any, sel: I64, m: Arr) -> Arr:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.frames import TraceFrames, release_pages
+from ingest.derive.frames import TraceFrames, release_columns
 from ingest.extensions import optional_extension
 from ingest.store import models
 from ingest.views.edge_dwells import EdgeDwells
@@ -20,12 +20,6 @@ from ingest.views.states import Edge
 from ingest.views.wait_reasons import WAIT_CATEGORIES, node_name, wait_category
 
 WAITING = models.STATE_CODE["Waiting"]
-
-
-def _release(table: Any, *columns: str) -> None:
-    # The part's mapped pages go back to the page cache before the next.
-    for c in columns:
-        release_pages(table[c])
 
 
 #: Goroutine rows read at a time by :func:`waiting_edges`: whole-trace
@@ -68,7 +62,7 @@ def waiting_edges(frames: TraceFrames, n_g: int) -> list[Edge]:
             kind = np.array(iv["kind"][a:b])
             rid = np.array(iv["rid"][lo:b])
             ts = np.array(iv["start_ts"][lo:b], dtype=np.int64)
-            _release(iv, "rid", "start_ts", "kind")
+            release_columns(iv, "rid", "start_ts", "kind")
             from_w = from_w_of[kind]
             touch = touch_of[kind]
             need = touch.copy()
@@ -108,7 +102,7 @@ def waiting_edges(frames: TraceFrames, n_g: int) -> list[Edge]:
             keep = touch[rows]
             acc.add(src_code[keep], dwell[keep])
     finally:
-        _release(iv, "rid", "start_ts", "kind")
+        release_columns(iv, "rid", "start_ts", "kind")
     return acc.edges()
 
 
@@ -128,7 +122,7 @@ def _waiting_edges_c(c: Any, frames: TraceFrames, n_g: int, names: list[str], ba
             if rid.dtype not in (np.int32, np.int64):
                 rid = rid.astype(np.int64)
             ts = np.array(iv["start_ts"][lo:b], np.int64)
-            _release(iv, "rid", "start_ts", "kind")
+            release_columns(iv, "rid", "start_ts", "kind")
             code = np.empty(b - lo, np.int16)
             dwell = np.empty(b - lo, np.int64)
             n, carry = c.waiting_edges(kind, rid, ts, a - lo, tables, carry, len(names), base,
@@ -136,5 +130,5 @@ def _waiting_edges_c(c: Any, frames: TraceFrames, n_g: int, names: list[str], ba
             del kind, rid, ts
             acc.add(code[:n], dwell[:n])
     finally:
-        _release(iv, "rid", "start_ts", "kind")
+        release_columns(iv, "rid", "start_ts", "kind")
     return acc.edges()
