@@ -224,26 +224,22 @@ def _category_times(engine: Engine, frames: TraceFrames) -> I64:
     width = GONE + 1
     times = np.zeros((n_lanes, GONE), np.int64)
     # One pass per chunk in C (ingest/csrc/lanesums.c), numpy's counts without it.
-    c = optional_extension("ingest.views._lanesums")
+    ext = optional_extension("ingest.views._lanesums")
     for lo, hi in lane_chunks(lanes.off, n_rows, ROW_CHUNK):
-        if c is not None:
-            a, b = np.searchsorted(lanes.off, [lo, hi])
-            part = np.zeros((b - a, GONE), np.int64)
-            c.lane_sums(np.asarray(lanes.off[a:b + 1], np.int64) - lo, start[lo:hi],
-                        iv["end_ts"][lo:hi], np.asarray(iv["kind"][lo:hi], np.int16), cat_of,
-                        part)
-            times[a:b] = part
-            release_columns(iv, "start_ts", "end_ts", "kind")
-            continue
         a, b = np.searchsorted(lanes.off, [lo, hi])  # lanes a..b-1
-        end = iv["end_ts"][lo:hi]
-        dur = np.subtract(end, start[lo:hi], dtype=np.float64) if exact else \
-            np.subtract(end, start[lo:hi]).astype(np.float64)
-        key = np.repeat(np.arange(0, (b - a) * width, width, dtype=np.int64),
-                        np.diff(lanes.off[a:b + 1]))
-        key += cat_of[iv["kind"][lo:hi]]
-        sums = np.bincount(key, weights=dur, minlength=(b - a) * width)
-        times[a:b] = np.rint(sums).astype(np.int64).reshape(b - a, width)[:, :GONE]
+        if ext is not None:
+            ext.lane_sums(np.asarray(lanes.off[a:b + 1], np.int64) - lo, start[lo:hi],
+                          iv["end_ts"][lo:hi], np.asarray(iv["kind"][lo:hi], np.int16), cat_of,
+                          times[a:b])
+        else:
+            end = iv["end_ts"][lo:hi]
+            dur = np.subtract(end, start[lo:hi], dtype=np.float64) if exact else \
+                np.subtract(end, start[lo:hi]).astype(np.float64)
+            key = np.repeat(np.arange(0, (b - a) * width, width, dtype=np.int64),
+                            np.diff(lanes.off[a:b + 1]))
+            key += cat_of[iv["kind"][lo:hi]]
+            sums = np.bincount(key, weights=dur, minlength=(b - a) * width)
+            times[a:b] = np.rint(sums).astype(np.int64).reshape(b - a, width)[:, :GONE]
         # The chunk's pages go back as it is done: read through, the three
         # mapped columns would otherwise all be this process's (1.8 GB of a
         # 1 GB trace's).

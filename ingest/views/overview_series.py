@@ -137,25 +137,23 @@ def state_ns(frames: TraceFrames, edges: I64) -> tuple[dict[str, I64], dict[str,
     total = np.zeros(_CODES * nb, np.int64)
     iv = frames.intervals
     # One pass per chunk in C (ingest/csrc/binsums.c); numpy's the same sums.
-    c = optional_extension("ingest.views._binsums")
+    ext = optional_extension("ingest.views._binsums")
     edges = np.ascontiguousarray(edges, np.int64)
+    tables = _code_tables(frames) if ext is not None else None
     carry = -1  # the wait category of the row before the chunk
-    tables = _code_tables(frames) if c is not None else None
     for a in range(0, n_g, _CHUNK):
         b = min(n_g, a + _CHUNK)
-        if c is not None:
+        if ext is not None:
             r = max(a - 1, 0)  # each lane's first row read with the row before
             code = np.empty(b - a, np.int8)
-            carry = c.series_codes(np.asarray(iv["kind"][r:b], np.int16), _ids(iv["rid"][r:b]),
-                                   _ids(iv["m"][r:b]), np.asarray(frames.state[r:b], np.int8),
-                                   a - r, tables, _WAITING, _WAIT0, carry, code)
+            carry = ext.series_codes(np.asarray(iv["kind"][r:b], np.int16), _ids(iv["rid"][r:b]),
+                                     _ids(iv["m"][r:b]), np.asarray(frames.state[r:b], np.int8),
+                                     a - r, tables, _WAITING, _WAIT0, carry, code)
+            ext.bin_sums(iv["start_ts"][a:b], iv["end_ts"][a:b], code, edges, count, total)
         else:
             cats = wait_categories(frames, a, b, carry)
             carry = int(cats[-1])
             code = _row_codes(frames, cats, a, b)
-        if c is not None:
-            c.bin_sums(iv["start_ts"][a:b], iv["end_ts"][a:b], code, edges, count, total)
-        else:
             s = np.clip(iv["start_ts"][a:b], lo, hi)
             e = np.clip(iv["end_ts"][a:b], lo, hi)
             keep = (e > s) & (code >= 0)
