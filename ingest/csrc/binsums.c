@@ -76,12 +76,9 @@ static PyObject *bin_sums(PyObject *self, PyObject *args)
     const int8_t *code = b[2].b.buf;
     int64_t *count = b[4].b.buf, *total = b[5].b.buf;
     int64_t first = edges[0], last = edges[nb - 1];
-    for (Py_ssize_t j = 1; j < nb; j++) {
-        if (edges[j] < edges[j - 1]) {
-            PyErr_SetString(PyExc_ValueError, "bin_sums: edges must not decrease");
-            buf_release(b, 6);
-            return NULL;
-        }
+    if (check_ascending(edges, nb, "bin_sums", "edges") < 0) {
+        buf_release(b, 6);
+        return NULL;
     }
     double scale = last > first ? (double)(nb - 1) / (double)(last - first) : 0.0;
     int8_t top = -1;
@@ -157,13 +154,9 @@ static PyObject *series_codes(PyObject *self, PyObject *args)
     const int8_t *state = b[3].b.buf, *tables = b[4].b.buf;
     const int8_t *lut = tables, *no_m = tables + ntables, *cat_of = tables + 2 * ntables,
                  *inherit = tables + 3 * ntables;
-    for (Py_ssize_t i = skip; i < n; i++) {
-        if (kind[i] < 0 || kind[i] >= ntables || state[i] < 0 || state[i] >= ntables) {
-            PyErr_Format(PyExc_ValueError, "series_codes: row %zd's kind %d or state %d has no "
-                         "tables", i, (int)kind[i], (int)state[i]);
-            goto fail;
-        }
-    }
+    if (buf_check_codes(&b[0], skip, ntables, "series_codes", "kind") < 0 ||
+        buf_check_codes(&b[3], skip, ntables, "series_codes", "state") < 0)
+        goto fail;
     int8_t *code = b[5].b.buf;
     int filled = carry;
     Py_BEGIN_ALLOW_THREADS

@@ -88,6 +88,36 @@ static inline int64_t buf_int(const Buf *b, Py_ssize_t i)
         return ((const int64_t *)b->b.buf)[i];
     }
 }
+/* ValueError "fn: what <value> is not a code below top" (and -1) unless every
+ * item of the integer buffer from `from` on lies in 0 .. top - 1 (codes that
+ * index a table); 0 otherwise. */
+static inline int buf_check_codes(const Buf *b, Py_ssize_t from, int64_t top, const char *fn,
+                                  const char *what)
+{
+    Py_ssize_t n = b->b.len / b->b.itemsize;
+    for (Py_ssize_t i = from; i < n; i++) {
+        int64_t v = buf_int(b, i);
+        if (v < 0 || v >= top) {
+            PyErr_Format(PyExc_ValueError, "%s: %s %lld is not a code below %lld", fn, what,
+                         (long long)v, (long long)top);
+            return -1;
+        }
+    }
+    return 0;
+}
+/* ValueError "fn: what must not decrease" (and -1) unless the n int64
+ * values do not decrease; 0 otherwise. */
+static inline int check_ascending(const int64_t *v, Py_ssize_t n, const char *fn,
+                                  const char *what)
+{
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (v[i] < v[i - 1]) {
+            PyErr_Format(PyExc_ValueError, "%s: %s must not decrease", fn, what);
+            return -1;
+        }
+    }
+    return 0;
+}
 /* Items in a buffer got by buf_get. */
 static inline Py_ssize_t buf_items(const Buf *buf)
 {

@@ -38,19 +38,10 @@ static PyObject *lane_sums(PyObject *self, PyObject *args)
         buf_release(b, 6);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < lanes; i++) {
-        if (off[i + 1] < off[i]) {
-            PyErr_SetString(PyExc_ValueError, "lane_sums: off must not decrease");
-            buf_release(b, 6);
-            return NULL;
-        }
-    }
-    for (Py_ssize_t r = 0; r < n; r++) {
-        if (kind[r] < 0 || kind[r] >= ncat_of) {
-            PyErr_Format(PyExc_ValueError, "lane_sums: kind %d has no category", (int)kind[r]);
-            buf_release(b, 6);
-            return NULL;
-        }
+    if (check_ascending(off, lanes + 1, "lane_sums", "off") < 0 ||
+        buf_check_codes(&b[3], 0, ncat_of, "lane_sums", "kind") < 0) {
+        buf_release(b, 6);
+        return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < lanes; i++) {

@@ -58,12 +58,9 @@ static PyObject *waiting_edges(PyObject *self, PyObject *args)
     const int16_t *kind = b[0].b.buf, *tables = b[3].b.buf;
     const int16_t *frm = tables, *to = tables + ntables, *cat_of = tables + 2 * ntables,
                   *inherit = tables + 3 * ntables, *touch = tables + 4 * ntables;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (kind[i] < 0 || kind[i] >= ntables) {
-            PyErr_Format(PyExc_ValueError, "waiting_edges: kind %d has no tables", (int)kind[i]);
-            buf_release(b, 6);
-            return NULL;
-        }
+    if (buf_check_codes(&b[0], 0, ntables, "waiting_edges", "kind") < 0) {
+        buf_release(b, 6);
+        return NULL;
     }
     const int64_t *ts = b[2].b.buf;
     int16_t *code = b[4].b.buf;

@@ -58,20 +58,10 @@ static PyObject *lane_waits(PyObject *self, PyObject *args)
             goto fail;
         }
     }
-    for (Py_ssize_t i = 0; i < nlanes; i++) {
-        if (loff[i + 1] < loff[i]) {
-            PyErr_SetString(PyExc_ValueError, "lane_waits: loff must not decrease");
-            goto fail;
-        }
-    }
+    if (check_ascending(loff, nlanes + 1, "lane_waits", "loff") < 0 ||
+        buf_check_codes(&b[0], 0, nflags, "lane_waits", "kind") < 0)
+        goto fail;
     const int16_t *kind = b[0].b.buf;
-    for (Py_ssize_t r = 0; r < n; r++) {
-        int64_t k = kind[r];
-        if (k < 0 || k >= nflags) {
-            PyErr_Format(PyExc_ValueError, "lane_waits: kind %lld has no flags", (long long)k);
-            goto fail;
-        }
-    }
     const uint8_t *flags = b[4].b.buf;
     const int64_t *start = b[1].b.buf, *end = b[2].b.buf;
     int64_t *lane = b[5].b.buf, *begin = b[6].b.buf, *last = b[7].b.buf, *value = b[8].b.buf;
