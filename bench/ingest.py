@@ -7,7 +7,10 @@ Uses the same trace as bench/decode.py (generated once and cached when --trace i
 not given) and the same way of measuring `go tool trace` (wall time until its
 viewer is ready, peak RSS then). gmpscope is measured as a user runs it: the whole
 `python -m gmpscope ingest TRACE` process (decode, load, derived intervals,
-the views' lane sets), wall time until exit and peak RSS from wait4. The database
+the views' lane sets), wall time until exit and its peak memory: the larger of
+the peak RSS from wait4 (the process's, or its forked warm worker's) and the
+most the process and its children held together (the sum of their
+proportional set sizes, sampled every 50 ms while it runs). The database
 is a fresh SQLite file unless --db names another (it must be empty).
 
 With --repeat N (SQLite only), the two tools run N times each, alternately, each
@@ -30,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,8 +55,11 @@ def run_gmpscope_ingest(trace: Path, db_url: str, data_dir: Path,
         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None and proc.stderr is not None
+    tree = TreeMemory(proc.pid)
     out, err = proc.stdout.read(), proc.stderr.read()
-    # wait4 reaps this child alone and reports its own peak RSS.
+    tree.stop()
+    # wait4 reaps this child alone and reports the largest peak RSS of it
+    # and the children it waited for (not their sum: the sampler's).
     _, status, rusage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -60,8 +67,54 @@ def run_gmpscope_ingest(trace: Path, db_url: str, data_dir: Path,
     res = json.loads(out.splitlines()[-1])
     if not res["created"]:
         raise SystemExit("the database already held this trace: use an empty one")
-    return {"seconds": elapsed, "peak_mb": rusage.ru_maxrss / 1024,
+    peak_kb = max(rusage.ru_maxrss, tree.peak_kb)
+    return {"seconds": elapsed, "peak_mb": peak_kb / 1024,
             "user_s": rusage.ru_utime, "system_s": rusage.ru_stime, **res}
+
+
+class TreeMemory:
+    """Samples, on a thread, the summed proportional set size (Pss: a page
+    shared by n processes counts 1/n in each) of process ``pid`` and its
+    descendants; ``peak_kb`` is the most seen."""
+
+    def __init__(self, pid: int, every_s: float = 0.05) -> None:
+        self.pid = pid
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.peak_kb = max(self.peak_kb, sum(_pss_kb(p) for p in _tree(self.pid)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux: /proc/PID/task/TID/children)."""
+    out = [pid]
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                for child in fh.read().split():
+                    out += _tree(int(child))
+    except OSError:
+        pass  # ended meanwhile
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _time(fn: Callable[[], object], n: int) -> tuple[float, float]:

@@ -111,9 +111,11 @@ def ingest_path(engine: Any, path: Path, name: str, data_dir: Path,
 
         reports = warm and res.events >= WARM_MIN_EVENTS
         timings = Timings()
+        # The second worker a forked process (the command's only thread by
+        # now): the two share no GIL.
         warm_reports(engine, data_dir, res.id, timings, progress if reports else None,
                      threads=2 if reports and res.events <= WARM_PAIRED_MAX_EVENTS else 1,
-                     lanes=True, reports=reports)
+                     lanes=True, reports=reports, fork=True)
         res.timings.update(timings.as_dict())
     return res
 

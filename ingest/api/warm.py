@@ -34,7 +34,8 @@ Progress = Callable[[str, int, int], None]
 
 def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
                  timings: Timings | None = None, progress: Progress | None = None,
-                 threads: int = 1, lanes: bool = False, reports: bool = True) -> None:
+                 threads: int = 1, lanes: bool = False, reports: bool = True,
+                 fork: bool = False) -> None:
     """Build and keep every whole-trace report of ``trace_id`` (a cache: a
     failure is logged and the pages build them on first view); ``progress``
     hears of each step done (stage "reports").
@@ -42,11 +43,14 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     ``threads``: how many steps run at once, each thread on its own mapping
     of the frames (the reports are numpy between short stretches of Python:
     two threads nearly halve the time on two cores, and add one report's
-    memory to the peak). ``lanes``: the timeline's lane sets too, for a load
-    told to leave them to its caller (ingest.load.pipeline's ``lanes``), so
-    that they are built beside the reports; ``reports=False``: only those.
+    memory to the peak); with ``fork``, one of them a forked process where
+    that is safe (ingest.api.warm_workers: no GIL shared with it).
+    ``lanes``: the timeline's lane sets too, for a load told to leave them to
+    its caller (ingest.load.pipeline's ``lanes``), so that they are built
+    beside the reports; ``reports=False``: only those.
     """
-    from ingest.derive.frames import FrameStore, TraceNotFound
+    from ingest.api.warm_workers import run_steps
+    from ingest.derive.frames import FrameStore
     from ingest.derive.precompute import precompute_steps
     from ingest.diagnose.config import config_from_env
     from ingest.diagnose.runner import diagnose, rule_defaults
@@ -63,10 +67,10 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     give_back_free_memory()  # what a load just freed, before the reports' peaks
     steps: list[tuple[str, Callable[[TraceFrames], object]]] = []
     if reports:
-        # Longest first (seconds of each on the 200 MB trace, two at a time:
-        # findings 2.8, flame 0.9, overview 0.9, syscalls 0.8, latency 0.7, the
-        # M and P lane sets 0.7 and 0.5, states 0.35, goroutine groups 0.2), so
-        # that two threads end together.
+        # Longest first (seconds of each on the 200 MB trace, two at a time,
+        # one worker forked: findings 2.1, the M and P lane sets 0.6 and 0.5,
+        # syscalls 0.6, flame 0.5, latency 0.5, overview 0.45, states 0.3,
+        # goroutine groups 0.1), so that the two workers end together.
         steps += [
             ("warm findings", lambda f: diagnose(engine, f, config_from_env(rule_defaults()))),
             ("warm overview", lambda f: overview(engine, f, trace_id)),
@@ -90,53 +94,22 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
         at = 4 if threads > 1 else 0
         steps[at:at] = sets[:2]
         steps += sets[2:]
-    queue = list(reversed(steps))
-    lock = threading.Lock()
-    done = [0]
+    count = [0]
 
-    def build(frames: TraceFrames) -> None:
-        while True:
-            with lock:
-                if not queue:
-                    return
-                name, step = queue.pop()
-            try:
-                with t.phase(name):
-                    step(frames)
-            except TraceNotFound:
-                return
-            except Exception:  # a bug: the pages will say so; keep the traceback in the log
-                log.exception("%s of trace %s failed", name, trace_id)
-            frames.release()
-            give_back_free_memory()
-            with lock:
-                done[0] += 1
-                if progress:
-                    progress("reports", done[0], len(steps))
+    def done(i: int, seconds: float) -> None:
+        t.add(steps[i][0], seconds)
+        count[0] += 1
+        if progress:
+            progress("reports", count[0], len(steps))
 
     if progress:
         progress("reports", 0, len(steps))
     # SQLite: the load's write-ahead log copied into the database meanwhile
     # (from the start: beside the frames' first opening, one thread's work).
-    with checkpoint_meanwhile(engine):
-        try:
-            frames = FrameStore(engine, data_dir, capacity=1).get(trace_id)
-            # Each thread on its own mapping: what a step maps goes back to the
-            # page cache after it (frames.release), which must not pull pages
-            # from under a step running beside it.
-            others = [frames.remapped() for _ in range(1, max(1, threads))]
-        except TraceNotFound:
-            return  # deleted meanwhile
-        except Exception:  # a bug, or the frames unreadable: the pages will say so
-            log.exception("opening the frames of trace %s failed", trace_id)
-            return
-        helpers = [threading.Thread(target=build, args=(f,), name=f"gmpscope-warm-{trace_id}-{i}")
-                   for i, f in enumerate(others, 1)]
-        for h in helpers:
-            h.start()
-        build(frames)
-        for h in helpers:
-            h.join()
+    run_steps(steps, lambda: FrameStore(engine, data_dir, capacity=1).get(trace_id),
+              workers=max(1, threads), fork=fork, done=done,
+              after_fork=lambda: engine.dispose(close=False),
+              beside=lambda: checkpoint_meanwhile(engine))
 
 
 def warm_in_background(engine: Engine, data_dir: Path, trace_id: int) -> threading.Thread:
