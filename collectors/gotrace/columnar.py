@@ -24,7 +24,7 @@ import mmap
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,8 @@ def _write_schema(name: str, schema: pa.Schema) -> pa.Schema:
 
 
 _Column = tuple[Any, Any, Any]  # buffer-protocol objects (data, offsets, validity)
+#: [(kinds, events columns), ...]: ChunkDecoder's groups of events.
+EventGroups = Sequence[tuple[Sequence[str], Sequence[str]]]
 
 
 def available() -> bool:
@@ -99,14 +101,19 @@ class ChunkDecoder:
     ``chunks()`` yields (name, table) with name ``transitions``, ``events``
     or ``transition_stacks``; each table is one row group of that file, with
     the schema ``write_schemas[name]`` (dictionary arrays for the
-    low-cardinality string columns).
+    low-cardinality string columns). With ``event_groups`` ([(kinds,
+    columns), ...]) the events come instead as ``events/<g>``: the events
+    of group g's kinds with its columns only (``group_schemas[g]``), those
+    of a kind in no group left out: a reader that splits the events by kind
+    gets them apart, without the other kinds' rows and columns.
     ``result()`` and ``stacks_tables()`` are complete once it is exhausted.
     """
 
     SCHEMAS = (TRANSITIONS_SCHEMA, EVENTS_SCHEMA, TRANSITION_STACKS_SCHEMA)
     NAMES = ("transitions", "events", "transition_stacks")
 
-    def __init__(self, data: bytes | memoryview | mmap.mmap) -> None:
+    def __init__(self, data: bytes | memoryview | mmap.mmap,
+                 event_groups: EventGroups | None = None) -> None:
         if _v2fast is None:
             raise RuntimeError("the C decoder (collectors.gotrace._v2fast) is not built")
         version, family = read_header(data[:16])
@@ -114,15 +121,31 @@ class ChunkDecoder:
             raise ValueError(f"the fast decoder reads Go 1.22+ traces, not {version}")
         self.version = version
         self.size = len(data)
-        self._dec = _v2fast.Decoder(data, int(version.split(".")[1]))
         self.write_schemas = {n: _write_schema(n, s) for n, s in zip(self.NAMES, self.SCHEMAS,
                                                                      strict=True)}
+        #: With event_groups: each group's table schema (the events columns it
+        #: names, in the events table's order).
+        self.group_schemas: list[pa.Schema] = []
+        masks = None
+        if event_groups is not None:
+            wide = self.write_schemas["events"]
+            masks = []
+            for kinds, columns in event_groups:
+                unknown = sorted({*kinds} - {*KINDS}) + sorted({*columns} - {*wide.names})
+                if unknown:
+                    raise ValueError(f"event groups: no kind or events column {unknown}")
+                masks.append((sum(1 << KINDS.index(k) for k in set(kinds)),
+                              sum(1 << wide.names.index(c) for c in set(columns))))
+                self.group_schemas.append(pa.schema([f for f in wide if f.name in columns],
+                                                    metadata=wide.metadata))
+        self._dec = _v2fast.Decoder(data, int(version.split(".")[1]), masks)
         self._fixed = {k: pa.array(v, pa.string()) for k, v in _DICTIONARIES.items()
                        if v is not None}
         self._reasons = pa.array([], pa.string())
 
-    def _table(self, name: str, rows: int, cols: list[_Column]) -> pa.Table:
-        schema = self.write_schemas[name]
+    def _table(self, name: str, rows: int, cols: list[_Column],
+               schema: pa.Schema | None = None) -> pa.Table:
+        schema = schema if schema is not None else self.write_schemas[name]
         if name == "transitions":
             reasons, bad = self._dec.dictionaries()
             if len(reasons) != len(self._reasons):  # the dictionary only grows
@@ -149,6 +172,10 @@ class ChunkDecoder:
             if got is None:
                 return
             for which, rows, cols in got:
+                if which >= len(self.NAMES):  # a group's events
+                    g = which - len(self.NAMES)
+                    yield f"events/{g}", self._table("events", rows, cols, self.group_schemas[g])
+                    continue
                 name = self.NAMES[which]
                 yield name, self._table(name, rows, cols)
 
@@ -297,6 +324,7 @@ def decode_in_memory(
     source: dict[str, Any] | None = None,
     events: Callable[[pa.Table], None] | None = None,
     release: Callable[[int], None] | None = None,
+    grouped: tuple[EventGroups, Callable[[int, pa.Table], None]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """Decode a Go 1.22+ trace with the C decoder without writing files.
 
@@ -307,20 +335,28 @@ def decode_in_memory(
     transition_stacks and stacks tables with the types their Parquet files
     read back with. Raises TraceFormatError as write_parquet_fast does.
     ``release``: as :meth:`ChunkDecoder.chunks` (a mapped file gives back
-    what the decoder has passed: collectors.gotrace.mapped).
+    what the decoder has passed: collectors.gotrace.mapped). ``grouped``:
+    (event groups, callback): each group's row groups go to the callback
+    with the group's number (:class:`ChunkDecoder`'s ``event_groups``), and
+    no events table is returned.
     """
-    dec = ChunkDecoder(data)
+    dec = ChunkDecoder(data, grouped[0] if grouped is not None else None)
+    if grouped is not None:
+        events = None
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_SCHEMAS}
     for name, table in dec.chunks(release):
         if name == "transitions":
             transitions(table)
+        elif grouped is not None and name.startswith("events/"):
+            grouped[1](int(name.split("/")[1]), table)
         elif name == "events" and events is not None:
             events(table)
         else:
             parts[name].append(table.cast(READ_SCHEMAS[name]))
     meta = _finish(dec, source)
     tables = {name: pa.concat_tables(ts) if ts else READ_SCHEMAS[name].empty_table()
-              for name, ts in parts.items() if not (name == "events" and events is not None)}
+              for name, ts in parts.items()
+              if not (name == "events" and (events is not None or grouped is not None))}
     stacks = dec.stacks_tables()
     tables["stacks"] = pa.concat_tables(stacks) if stacks else STACKS_SCHEMA.empty_table()
     return meta, tables

@@ -143,20 +143,33 @@ class EventParts:
             rows = np.flatnonzero(lut[codes])
             if not len(rows):
                 continue
-            sub = chunk.select(list(target.columns)).take(pa.array(rows))
-            target.rows += len(rows)
-            for cname in target.columns:
-                col = sub.column(cname).combine_chunks()
-                if cname in TEXT_COLUMNS:
-                    arr, null = self._codes(tname, cname, col), None
-                else:
-                    null = col.is_null().to_numpy(zero_copy_only=False) if col.null_count \
-                        else None
-                    arr = _narrow(col.fill_null(0).to_numpy() if col.null_count
-                                  else col.to_numpy())
-                target.parts.setdefault(cname, []).append(self._keep(arr))
-                target.nulls.setdefault(cname, []).append(
-                    None if null is None else self._keep(null))
+            self._take(tname, target, chunk.select(list(target.columns)).take(pa.array(rows)))
+
+    def add_group(self, index: int, table: pa.Table) -> None:
+        """Take in one row group of the events of one target alone: target
+        ``index`` in :data:`TARGETS`' order, decoded apart (:func:`groups`)."""
+        if not table.num_rows:
+            return
+        self.rows += table.num_rows
+        self._fold_threads(table)
+        tname = list(TARGETS)[index]
+        self._take(tname, self._targets[tname], table)
+
+    def _take(self, tname: str, target: _Target, sub: pa.Table) -> None:
+        """The target's columns of ``sub`` (its rows only), kept."""
+        target.rows += sub.num_rows
+        for cname in target.columns:
+            col = sub.column(cname).combine_chunks()
+            if cname in TEXT_COLUMNS:
+                arr, null = self._codes(tname, cname, col), None
+            else:
+                null = col.is_null().to_numpy(zero_copy_only=False) if col.null_count \
+                    else None
+                arr = _narrow(col.fill_null(0).to_numpy() if col.null_count
+                              else col.to_numpy())
+            target.parts.setdefault(cname, []).append(self._keep(arr))
+            target.nulls.setdefault(cname, []).append(
+                None if null is None else self._keep(null))
 
     @property
     def spill_dir(self) -> Path | None:
@@ -284,6 +297,15 @@ class EventParts:
         ts = np.array(list(self._m_first.values()) + list(self._m_last.values()),
                       dtype=np.int64)
         return ms, ts
+
+
+def groups() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """What a decoder that splits events by kind writes for each target, in
+    :data:`TARGETS`' order (:meth:`EventParts.add_group` takes its row
+    groups): the target's kinds, and its columns with ``m`` and ``ts`` (each
+    M's first and last event time are folded in from every event)."""
+    return [(kinds, tuple(dict.fromkeys((*columns, "m", "ts"))))
+            for kinds, columns in TARGETS.values()]
 
 
 def _code_type(n: int) -> Any:

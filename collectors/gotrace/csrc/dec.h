@@ -190,6 +190,9 @@ enum { K_SYNC, K_METRIC, K_LABEL, K_STACK_SAMPLE, K_RANGE_BEGIN, K_RANGE_ACTIVE,
        K_RANGE_END, K_TASK_BEGIN, K_TASK_END, K_REGION_BEGIN, K_REGION_END, K_LOG,
        K_STATE_TRANSITION, K_EXPERIMENTAL, NKINDS };
 
+/* Events split into groups (Decoder(groups=...)), at most this many. */
+#define MAX_GROUPS 8
+
 /* ------------------------------------------------------------ decoder */
 
 typedef struct Dec {
@@ -252,6 +255,14 @@ typedef struct Dec {
 
     /* output */
     Table tt, et, st;
+    /* With groups, each event goes to its kind's group table instead of et
+     * (a kind in no group is counted, not written): group g's table holds
+     * the events columns whose bit is set in its mask, in their order;
+     * group_at[g][w] is events column w's index in it, or -1. */
+    int ngroups;
+    int8_t kind_group[NKINDS];
+    int8_t group_at[MAX_GROUPS][E_COLS];
+    Table gt[MAX_GROUPS];
     /* Dictionary of transitions.reason: distinct reasons as valid UTF-8,
      * entry 0 the empty reason. rmap: global string id -> index + 1;
      * rcache: recent (trace bytes, length) -> index, to skip the hashing. */

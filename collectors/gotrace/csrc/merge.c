@@ -365,6 +365,9 @@ int run_until(Dec *d, int64_t limit)
     while (!d->finished) {
         if (d->tt.rows >= limit || d->et.rows >= limit || d->st.rows >= limit)
             return 1;
+        for (int g = 0; g < d->ngroups; g++)
+            if (d->gt[g].rows >= limit)
+                return 1;
         if (d->qlen) {
             if (emit_next_queued(d))
                 return -1;

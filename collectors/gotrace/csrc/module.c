@@ -1,13 +1,16 @@
 /* Python binding: collectors.gotrace._v2fast.Decoder.
  *
- *   dec = Decoder(data, minor)      # data: bytes-like holding the whole trace
+ *   dec = Decoder(data, minor, groups=None)  # data: bytes-like holding the whole trace
  *   dec.next_chunk(limit)           # [(table, rows, columns), ...] or None at the end
  *   dec.result()                    # dict of facts known at the end (loss, counts, ...)
  *   dec.stacks()                    # (rows, columns, row-group boundaries) of stacks.parquet
  *
  *   dec.dictionaries()              # (reason dictionary so far: list of str, "Bad" state used)
  *
- * Tables: 0 transitions, 1 events, 2 transition_stacks. A column is
+ * Tables: 0 transitions, 1 events, 2 transition_stacks; with groups, a
+ * list of (kinds, columns) bit masks (kinds as model.KINDS numbers them,
+ * columns as events.parquet orders them), each event goes instead to table
+ * 3 + its kind's group, with that group's columns only. A column is
  * (data, offsets or None, validity bitmap or None) as bytes, laid out as
  * Arrow buffers (int64 values or int32 dictionary indices, int32 string
  * offsets, LSB-first bitmaps). Which columns are dictionary indices, and
@@ -63,11 +66,37 @@ static void Decoder_dealloc(DecoderObject *self)
 
 static int Decoder_init(DecoderObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"data", "minor", NULL};
-    PyObject *data;
+    static char *kwlist[] = {"data", "minor", "groups", NULL};
+    PyObject *data, *groups = Py_None;
     int minor;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi", kwlist, &data, &minor))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|O", kwlist, &data, &minor, &groups))
         return -1;
+    /* groups: [(kinds bit mask, events columns bit mask), ...] */
+    unsigned long long kmask[MAX_GROUPS], cmask[MAX_GROUPS];
+    Py_ssize_t ngroups = 0;
+    if (groups != Py_None) {
+        PyObject *seq = PySequence_Fast(groups, "groups: a sequence of (kinds, columns) masks");
+        if (!seq)
+            return -1;
+        ngroups = PySequence_Fast_GET_SIZE(seq);
+        int bad = ngroups > MAX_GROUPS;
+        for (Py_ssize_t g = 0; g < ngroups && !bad; g++) {
+            PyObject *it = PySequence_Fast_GET_ITEM(seq, g);
+            bad = !PyArg_ParseTuple(it, "KK", &kmask[g], &cmask[g]) ||
+                  kmask[g] >> NKINDS || cmask[g] >> E_COLS || !cmask[g];
+            for (Py_ssize_t h = 0; h < g && !bad; h++)
+                bad = (kmask[g] & kmask[h]) != 0;
+        }
+        Py_DECREF(seq);
+        if (bad) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError,
+                         "groups: at most %d (kinds, columns) pairs of bit masks, kinds "
+                         "below %d and in one group each, columns below %d, at least one",
+                         MAX_GROUPS, NKINDS, E_COLS);
+            return -1;
+        }
+    }
     if (minor != 22 && minor != 23 && minor != 25 && minor != 26) {
         PyErr_Format(PyExc_ValueError, "unsupported new-family version 1.%d", minor);
         return -1;
@@ -92,6 +121,15 @@ static int Decoder_init(DecoderObject *self, PyObject *args, PyObject *kw)
     d->minor = minor;
     d->pos = 16;
     d->lost_from = 16;
+    d->ngroups = (int)ngroups;
+    memset(d->kind_group, -1, sizeof d->kind_group);
+    for (int g = 0; g < d->ngroups; g++) {
+        for (int k = 0; k < NKINDS; k++)
+            if (kmask[g] >> k & 1)
+                d->kind_group[k] = (int8_t)g;
+        for (int w = 0, at = 0; w < E_COLS; w++)
+            d->group_at[g][w] = (int8_t)(cmask[g] >> w & 1 ? at++ : -1);
+    }
     tables_init(d);
     if (d->nomem) {
         PyErr_NoMemory();
@@ -252,11 +290,13 @@ static PyObject *Decoder_next_chunk(DecoderObject *self, PyObject *args)
     self->busy = 0;
     if (r < 0 || d->nomem)
         return PyErr_NoMemory();
-    Table *ts[3] = {&d->tt, &d->et, &d->st};
+    Table *ts[3 + MAX_GROUPS] = {&d->tt, &d->et, &d->st};
+    for (int g = 0; g < d->ngroups; g++)
+        ts[3 + g] = &d->gt[g];
     PyObject *out = PyList_New(0);
     if (!out)
         return NULL;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 + d->ngroups; k++) {
         /* Full tables now; every non-empty one at the end. */
         if (ts[k]->rows >= limit || (d->finished && ts[k]->rows > 0)) {
             PyObject *t = take_table(ts[k], k);

@@ -62,21 +62,45 @@ static int table_init(Table *t, int ncols, const char *types, const char *nullab
     return 0;
 }
 
+/* Column types: i = int64-sized, s = string, d = dictionary index; n = nullable. */
+static const char E_TYPES[] = "idiiiiisisdisiissiiii", E_NULLABLE[] = "-------nnnnnnnnnnnnnn";
+
+/* Group g's table: the events columns group_at[g] keeps, in their order. */
+static int group_init(Dec *d, int g)
+{
+    Table *t = &d->gt[g];
+    t->ncols = 0;
+    t->rows = 0;
+    for (int w = 0; w < E_COLS; w++) {
+        if (d->group_at[g][w] < 0)
+            continue;
+        Col *c = &t->cols[t->ncols++];
+        if (col_init(c, E_TYPES[w] == 's' ? COL_STR : E_TYPES[w] == 'd' ? COL_DICT : COL_I64,
+                     E_NULLABLE[w] == 'n'))
+            return -1;
+    }
+    return 0;
+}
+
 void tables_init(Dec *d)
 {
-    /* Column types: i = int64-sized, s = string, d = dictionary index; n = nullable. */
     int32_t zero = 0;
     if (table_init(&d->tt, T_COLS, "ididddiiii", "----------") ||
-        table_init(&d->et, E_COLS, "idiiiiisisdisiissiiii", "-------nnnnnnnnnnnnnn") ||
+        table_init(&d->et, E_COLS, E_TYPES, E_NULLABLE) ||
         table_init(&d->st, S_COLS, "ii", "--") ||
         buf_put(&d->rdoff, &zero, 4) || buf_put(&d->rdoff, &zero, 4))
         d->nomem = 1;
+    for (int g = 0; g < d->ngroups; g++)
+        if (group_init(d, g))
+            d->nomem = 1;
 }
 
 void tables_free(Dec *d)
 {
-    Table *ts[3] = {&d->tt, &d->et, &d->st};
-    for (int k = 0; k < 3; k++)
+    Table *ts[3 + MAX_GROUPS] = {&d->tt, &d->et, &d->st};
+    for (int g = 0; g < d->ngroups; g++)
+        ts[3 + g] = &d->gt[g];
+    for (int k = 0; k < 3 + d->ngroups; k++)
         for (int i = 0; i < E_COLS; i++) {
             buf_free(&ts[k]->cols[i].data);
             buf_free(&ts[k]->cols[i].offsets);
@@ -186,37 +210,68 @@ static void note_event(Dec *d, int kind, int64_t ts)
     d->seq++;
 }
 
+/* Events column w at index at[w] of table t, where at[w] >= 0. */
+#define E_AT(w) ((k = at[w]) >= 0)
+
 static int e_row(Dec *d, const ERow *r)
 {
+    static const int8_t WIDE[E_COLS] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                        11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
     Table *t = &d->et;
+    const int8_t *at = WIDE;
+    if (d->ngroups) {
+        int g = d->kind_group[r->kind];
+        if (g < 0)
+            goto counted; /* a kind no group asked for */
+        t = &d->gt[g];
+        at = d->group_at[g];
+    }
     Col *c = t->cols;
     int64_t i = t->rows;
-    put_i64(&c[0], i, d->seq);
-    put_idx(&c[1], i, 1, r->kind);
-    put_i64(&c[2], i, r->ts);
-    put_i64(&c[3], i, r->m);
-    put_i64(&c[4], i, r->p);
-    put_i64(&c[5], i, r->g);
-    put_i64(&c[6], i, r->stack);
-    if (put_str(&c[7], i, r->name, r->name_len))
+    int k;
+    if (E_AT(0))
+        put_i64(&c[k], i, d->seq);
+    if (E_AT(1))
+        put_idx(&c[k], i, 1, r->kind);
+    if (E_AT(2))
+        put_i64(&c[k], i, r->ts);
+    if (E_AT(3))
+        put_i64(&c[k], i, r->m);
+    if (E_AT(4))
+        put_i64(&c[k], i, r->p);
+    if (E_AT(5))
+        put_i64(&c[k], i, r->g);
+    if (E_AT(6))
+        put_i64(&c[k], i, r->stack);
+    if (E_AT(7) && put_str(&c[k], i, r->name, r->name_len))
         return -1;
-    put_opt(&c[8], i, r->has_value, (int64_t)r->value);
-    if (put_str(&c[9], i, "", 0))
+    if (E_AT(8))
+        put_opt(&c[k], i, r->has_value, (int64_t)r->value);
+    if (E_AT(9) && put_str(&c[k], i, "", 0))
         return -1;
     /* scope dictionary: goroutine, global, proc */
     const char *scope = r->scope ? r->scope : "";
-    put_idx(&c[10], i, scope[0] != 0, scope[0] == 'p' ? 2 : scope[1] == 'l' ? 1 : 0);
-    put_opt(&c[11], i, scope[0] != 0, r->scope_id);
-    if (put_str(&c[12], i, r->attrs, r->attrs_len))
+    if (E_AT(10))
+        put_idx(&c[k], i, scope[0] != 0, scope[0] == 'p' ? 2 : scope[1] == 'l' ? 1 : 0);
+    if (E_AT(11))
+        put_opt(&c[k], i, scope[0] != 0, r->scope_id);
+    if (E_AT(12) && put_str(&c[k], i, r->attrs, r->attrs_len))
         return -1;
-    put_opt(&c[13], i, r->has_task, (int64_t)r->task);
-    put_opt(&c[14], i, r->has_parent, (int64_t)r->parent);
-    if (put_str(&c[15], i, r->cat, r->cat_len) || put_str(&c[16], i, r->msg, r->msg_len))
+    if (E_AT(13))
+        put_opt(&c[k], i, r->has_task, (int64_t)r->task);
+    if (E_AT(14))
+        put_opt(&c[k], i, r->has_parent, (int64_t)r->parent);
+    if (E_AT(15) && put_str(&c[k], i, r->cat, r->cat_len))
         return -1;
-    put_opt(&c[17], i, r->has_sync, r->sync_n);
-    for (int k = 0; k < 3; k++)
-        put_opt(&c[18 + k], i, r->has_clock, r->clock[k]);
+    if (E_AT(16) && put_str(&c[k], i, r->msg, r->msg_len))
+        return -1;
+    if (E_AT(17))
+        put_opt(&c[k], i, r->has_sync, r->sync_n);
+    for (int j = 0; j < 3; j++)
+        if (E_AT(18 + j))
+            put_opt(&c[k], i, r->has_clock, r->clock[j]);
     t->rows++;
+counted:
     if (r->has_clock && !d->have_clock) {
         d->have_clock = 1;
         memcpy(d->clock, r->clock, sizeof d->clock);
@@ -224,6 +279,8 @@ static int e_row(Dec *d, const ERow *r)
     note_event(d, r->kind, r->ts);
     return 0;
 }
+
+#undef E_AT
 
 static int t_row(Dec *d, int64_t ts, int proc, int64_t id, int from, int to,
                  const uint8_t *reason, size_t reason_len, int64_t m, int64_t p, int64_t g,
