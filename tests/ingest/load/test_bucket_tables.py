@@ -96,6 +96,15 @@ def test_many_spilled_buckets_store_what_one_does(trace: Path, tmp_path: Path,
 
 
 @pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+def test_buckets_not_read_ahead_store_what_one_does(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace with more transitions than READ_AHEAD_MAX_ROWS: each bucket
+    read when its turn comes (the path above reads the next one meanwhile)."""
+    monkeypatch.setattr(bucket_tables, "READ_AHEAD_MAX_ROWS", -1)
+    test_many_spilled_buckets_store_what_one_does(SAMPLES[0], tmp_path, monkeypatch)
+
+
+@pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
 def test_a_decoded_directory_spilled_stores_what_the_raw_trace_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace = SAMPLES[0]
