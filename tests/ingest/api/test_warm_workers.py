@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from gmpscope.commands import ingest as cli_ingest
 from ingest.config import sqlite_url
@@ -21,7 +22,8 @@ REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "samples" / "go1.27-httpnet-2MB.trace"
 
 #: Loads the sample into argv[1] and runs six steps on two workers (fork
-#: asked for); argv[2] "thread": a thread is alive meanwhile. Each step
+#: asked for); argv[2] "thread": a thread is alive meanwhile, "child dies":
+#: the forked worker is killed in its first step. Each step
 #: records the process it ran in; the first two wait (up to 60 s) until
 #: both have started, so that both workers take part; step 3 raises.
 PROBE = r"""
@@ -42,10 +44,14 @@ stop = threading.Event()
 if mode == "thread":
     threading.Thread(target=stop.wait).start()
 
+parent = os.getpid()
+
 def step(k):
     def run(frames):
         assert frames.intervals is not None
         (marks / f"{k}-{os.getpid()}").touch()
+        if mode == "child dies" and os.getpid() != parent:
+            os.kill(os.getpid(), 9)
         if k < 2:
             deadline = time.monotonic() + 60
             while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
@@ -69,11 +75,11 @@ print(json.dumps({"pid": os.getpid(), "done": done, "ran": ran}))
 """
 
 
-def _probe(tmp_path: Path, mode: str) -> dict[str, object]:
+def _probe(tmp_path: Path, mode: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path), mode, str(SAMPLE)],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    got: dict[str, object] = json.loads(out.stdout.splitlines()[-1])
+    got: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
     got["log"] = out.stderr
     return got
 
@@ -86,8 +92,21 @@ def test_a_forked_worker_and_this_process_take_each_step_once(tmp_path: Path) ->
     assert all(len(pids) == 1 for pids in ran.values())  # once each
     pids = {p for pids in ran.values() for p in pids}
     assert len(pids) == 2 and got["pid"] in pids  # this process and its child
-    assert sorted(got["done"]) == list(range(6))  # type: ignore[arg-type]
+    assert sorted(got["done"]) == list(range(6))
     assert "step 3 failed" in str(got["log"]) and "step 3 fails" in str(got["log"])
+
+
+def test_a_killed_forked_worker_loses_only_its_step(tmp_path: Path) -> None:
+    got = _probe(tmp_path, "child dies")
+    ran = got["ran"]
+    assert isinstance(ran, dict)
+    child = {p for pids in ran.values() for p in pids} - {got["pid"]}
+    assert len(child) == 1  # it started one step, and died in it
+    lost = [int(k) for k, pids in ran.items() if pids == list(child)]
+    assert len(lost) == 1
+    # This process ran every other step, and heard of each; the warm ended.
+    assert sorted(got["done"]) == sorted(set(range(6)) - set(lost))
+    assert "ended with status" in str(got["log"])
 
 
 def test_no_fork_beside_another_thread(tmp_path: Path) -> None:
@@ -97,7 +116,7 @@ def test_no_fork_beside_another_thread(tmp_path: Path) -> None:
     assert sorted(ran) == [str(k) for k in range(6)]
     # Two threads of this one process.
     assert {p for pids in ran.values() for p in pids} == {got["pid"]}
-    assert sorted(got["done"]) == list(range(6))  # type: ignore[arg-type]
+    assert sorted(got["done"]) == list(range(6))
 
 
 #: ``gmpscope ingest``'s warm in a fresh process: two workers, one forked.
