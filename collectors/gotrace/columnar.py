@@ -322,7 +322,6 @@ def decode_in_memory(
     data: bytes | memoryview | mmap.mmap,
     transitions: Callable[[pa.Table], None],
     source: dict[str, Any] | None = None,
-    events: Callable[[pa.Table], None] | None = None,
     release: Callable[[int], None] | None = None,
     grouped: tuple[EventGroups, Callable[[int, pa.Table], None]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
@@ -330,8 +329,7 @@ def decode_in_memory(
 
     Each row group of transitions goes to ``transitions`` as it is decoded
     (its string columns as dictionary arrays; the caller keeps what it needs
-    of it); so does each row group of events to ``events`` when given (then
-    no events table is returned). Returns meta.json's content and the events,
+    of it). Returns meta.json's content and the events,
     transition_stacks and stacks tables with the types their Parquet files
     read back with. Raises TraceFormatError as write_parquet_fast does.
     ``release``: as :meth:`ChunkDecoder.chunks` (a mapped file gives back
@@ -341,22 +339,17 @@ def decode_in_memory(
     no events table is returned.
     """
     dec = ChunkDecoder(data, grouped[0] if grouped is not None else None)
-    if grouped is not None:
-        events = None
     parts: dict[str, list[pa.Table]] = {name: [] for name in READ_SCHEMAS}
     for name, table in dec.chunks(release):
         if name == "transitions":
             transitions(table)
         elif grouped is not None and name.startswith("events/"):
             grouped[1](int(name.split("/")[1]), table)
-        elif name == "events" and events is not None:
-            events(table)
         else:
             parts[name].append(table.cast(READ_SCHEMAS[name]))
     meta = _finish(dec, source)
     tables = {name: pa.concat_tables(ts) if ts else READ_SCHEMAS[name].empty_table()
-              for name, ts in parts.items()
-              if not (name == "events" and (events is not None or grouped is not None))}
+              for name, ts in parts.items() if not (name == "events" and grouped is not None)}
     stacks = dec.stacks_tables()
     tables["stacks"] = pa.concat_tables(stacks) if stacks else STACKS_SCHEMA.empty_table()
     return meta, tables

@@ -109,7 +109,7 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     run_steps(steps, lambda: FrameStore(engine, data_dir, capacity=1).get(trace_id),
               workers=max(1, threads), fork=fork, done=done,
               after_fork=lambda: engine.dispose(close=False),
-              beside=lambda: checkpoint_meanwhile(engine))
+              beside=lambda: checkpoint_meanwhile(engine), what=f"trace {trace_id}")
 
 
 def warm_in_background(engine: Engine, data_dir: Path, trace_id: int) -> threading.Thread:

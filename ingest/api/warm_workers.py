@@ -82,18 +82,19 @@ def can_fork() -> bool:
 def run_steps(steps: Sequence[Step], open_frames: Callable[[], TraceFrames], *,
               workers: int, fork: bool, done: Done,
               after_fork: Callable[[], None],
-              beside: Callable[[], AbstractContextManager[None]]) -> None:
+              beside: Callable[[], AbstractContextManager[None]], what: str) -> None:
     """Run ``steps`` on ``workers`` workers, each on its own frames; with
     ``fork`` (and :func:`can_fork`), one of them a forked process.
 
     ``open_frames`` opens the frames (may raise TraceNotFound, which ends
     the warm quietly); ``beside()`` is a context this process's workers run
-    in (started after the fork); ``after_fork`` runs first in the child."""
+    in (started after the fork); ``after_fork`` runs first in the child;
+    ``what`` (``trace 3``) names the steps' subject in the log."""
     from ingest.derive.frames import TraceNotFound
 
     queue = StepQueue(len(steps))
     try:
-        child = _Child.start(queue, steps, open_frames, after_fork) \
+        child = _Child.start(queue, steps, open_frames, after_fork, what) \
             if fork and workers > 1 and can_fork() else None
         try:
             threads = workers - (1 if child is not None else 0)
@@ -107,7 +108,7 @@ def run_steps(steps: Sequence[Step], open_frames: Callable[[], TraceFrames], *,
                 except TraceNotFound:
                     return  # deleted meanwhile
                 except Exception:  # a bug, or the frames unreadable: the pages will say so
-                    log.exception("opening the frames failed")
+                    log.exception("opening the frames of %s failed", what)
                     return
                 lock = threading.Lock()
 
@@ -117,12 +118,12 @@ def run_steps(steps: Sequence[Step], open_frames: Callable[[], TraceFrames], *,
                         if child is not None:
                             child.heard(done)
 
-                helpers = [threading.Thread(target=_work, args=(queue, steps, f, heard),
+                helpers = [threading.Thread(target=_work, args=(queue, steps, f, heard, what),
                                             name=f"gmpscope-warm-{i}")
                            for i, f in enumerate(others, 1)]
                 for h in helpers:
                     h.start()
-                _work(queue, steps, frames, heard)
+                _work(queue, steps, frames, heard, what)
                 for h in helpers:
                     h.join()
             if child is not None:
@@ -136,7 +137,8 @@ def run_steps(steps: Sequence[Step], open_frames: Callable[[], TraceFrames], *,
         queue.close()
 
 
-def _work(queue: StepQueue, steps: Sequence[Step], frames: TraceFrames, done: Done) -> bool:
+def _work(queue: StepQueue, steps: Sequence[Step], frames: TraceFrames, done: Done,
+          what: str) -> bool:
     """Take and run steps until none is left; False if the trace is gone."""
     from ingest.derive.frames import TraceNotFound
     from ingest.memory import give_back_free_memory
@@ -149,7 +151,7 @@ def _work(queue: StepQueue, steps: Sequence[Step], frames: TraceFrames, done: Do
         except TraceNotFound:
             return False
         except Exception:  # a bug: the pages will say so; keep the traceback in the log
-            log.exception("%s failed", name)
+            log.exception("%s of %s failed", name, what)
         frames.release()
         give_back_free_memory()
         done(i, time.perf_counter() - started)
@@ -159,23 +161,25 @@ def _work(queue: StepQueue, steps: Sequence[Step], frames: TraceFrames, done: Do
 class _Child:
     """A forked worker: its pid, and the pipe it reports finished steps on."""
 
-    def __init__(self, pid: int, records: int) -> None:
+    def __init__(self, pid: int, records: int, what: str) -> None:
         self.pid = pid
+        self.what = what
         self._records = records
         self._buf = b""
 
     @classmethod
     def start(cls, queue: StepQueue, steps: Sequence[Step],
-              open_frames: Callable[[], TraceFrames], after_fork: Callable[[], None]) -> _Child:
+              open_frames: Callable[[], TraceFrames], after_fork: Callable[[], None],
+              what: str) -> _Child:
         r, w = os.pipe()
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(r)
-            _child_main(parent, queue, steps, open_frames, after_fork, w)
+            _child_main(parent, queue, steps, open_frames, after_fork, w, what)
         os.close(w)
         os.set_blocking(r, False)
-        return cls(pid, r)
+        return cls(pid, r, what)
 
     def heard(self, done: Done) -> None:
         """Pass on the steps the child has finished so far."""
@@ -193,7 +197,7 @@ class _Child:
         os.close(self._records)
         _, status = os.waitpid(self.pid, 0)
         if status:
-            log.warning("the warm's forked worker ended with status %#x", status)
+            log.warning("the forked worker warming %s ended with status %#x", self.what, status)
 
     def stop(self) -> None:
         """End the child (this process is failing or being interrupted)."""
@@ -212,7 +216,7 @@ class _Child:
 
 def _child_main(parent: int, queue: StepQueue, steps: Sequence[Step],
                 open_frames: Callable[[], TraceFrames], after_fork: Callable[[], None],
-                records: int) -> None:
+                records: int, what: str) -> None:
     code = 1
     try:
         _die_with_parent()
@@ -226,11 +230,11 @@ def _child_main(parent: int, queue: StepQueue, steps: Sequence[Step],
         def report(i: int, seconds: float) -> None:
             os.write(records, _RECORD.pack(i, seconds))
 
-        _work(queue, steps, frames, report)
+        _work(queue, steps, frames, report, what)
         code = 0
     except BaseException:  # noqa: BLE001 - anything, logged; the steps left are built on demand
         with contextlib.suppress(BaseException):
-            log.exception("the warm's forked worker failed")
+            log.exception("the forked worker warming %s failed", what)
     finally:
         with contextlib.suppress(BaseException):
             logging.shutdown()  # flush the inherited handlers: os._exit does not

@@ -65,7 +65,7 @@ done = []
 run_steps(steps, lambda: FrameStore(engine, data, capacity=1).get(res.id), workers=2,
           fork=True, done=lambda i, s: done.append(i),
           after_fork=lambda: engine.dispose(close=False),
-          beside=lambda: checkpoint_meanwhile(engine))
+          beside=lambda: checkpoint_meanwhile(engine), what="the sample")
 stop.set()
 ran = {}
 for p in marks.iterdir():
@@ -93,7 +93,7 @@ def test_a_forked_worker_and_this_process_take_each_step_once(tmp_path: Path) ->
     pids = {p for pids in ran.values() for p in pids}
     assert len(pids) == 2 and got["pid"] in pids  # this process and its child
     assert sorted(got["done"]) == list(range(6))
-    assert "step 3 failed" in str(got["log"]) and "step 3 fails" in str(got["log"])
+    assert "step 3 of the sample failed" in got["log"] and "step 3 fails" in got["log"]
 
 
 def test_a_killed_forked_worker_loses_only_its_step(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_a_killed_forked_worker_loses_only_its_step(tmp_path: Path) -> None:
     assert len(lost) == 1
     # This process ran every other step, and heard of each; the warm ended.
     assert sorted(got["done"]) == sorted(set(range(6)) - set(lost))
-    assert "ended with status" in str(got["log"])
+    assert "the forked worker warming the sample ended with status" in got["log"]
 
 
 def test_no_fork_beside_another_thread(tmp_path: Path) -> None:
