@@ -51,10 +51,14 @@ def make_large_trace(size_mb: float) -> Path:
 
 
 def make_workload_trace(workload: str, size_mb: float, args: tuple[str, ...] = (),
-                        first_s: float = 2.0, accept: float = 1.0) -> Path:
+                        first_s: float = 2.0, accept: float = 1.0,
+                        most: float | None = None) -> Path:
     """A real trace of ``collectors/workloads/cmd/<workload>`` (with the CPU
-    profiler on and ``args``) of at least ``accept`` x size_mb MB, cached by
-    name; the run is lengthened until the trace is that big."""
+    profiler on and ``args``) of at least ``accept`` x size_mb MB (and, with
+    ``most``, at most ``most`` x size_mb MB), cached by name; the run is
+    lengthened (shortened) until the trace is that big. A machine writes the
+    same workload's trace at rates that differ by half: a bound on both sides
+    keeps a benchmark's trace the size its targets are set for."""
     out_dir = cache_dir() / "bench"
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{workload}-go{ORACLE_GO}-{size_mb:g}MB.trace"
@@ -64,6 +68,7 @@ def make_workload_trace(workload: str, size_mb: float, args: tuple[str, ...] = (
     subprocess.run([str(go_binary(ORACLE_GO)), "build", "-o", str(exe), f"./cmd/{workload}"],
                    cwd=ROOT / "collectors" / "workloads", env=go_env(), check=True)
     duration = first_s
+    short, long = 0.0, float("inf")  # durations seen too short, too long
     while True:
         tmp = target.with_suffix(".tmp")
         subprocess.run([str(exe), "-trace", str(tmp), "-duration", f"{duration:.1f}s",
@@ -71,10 +76,18 @@ def make_workload_trace(workload: str, size_mb: float, args: tuple[str, ...] = (
                        env=go_env(), check=True, stdout=subprocess.DEVNULL)
         size = tmp.stat().st_size / 1e6
         print(f"  generated {size:.1f} MB with -duration {duration:.1f}s", file=sys.stderr)
-        if size >= accept * size_mb:
+        if size >= accept * size_mb and (most is None or size <= most * size_mb):
             os.replace(tmp, target)
             return target
-        duration *= min(4.0, size_mb / max(size, 0.1) * 1.2)
+        if size < accept * size_mb:
+            short = duration
+            duration *= min(4.0, size_mb / max(size, 0.1) * 1.2)
+        else:
+            long = duration
+            duration *= size_mb / size
+        if short < duration < long:
+            continue
+        duration = (short + long) / 2  # both sides seen: halve the gap
 
 
 def run_gmpscope(trace: Path) -> dict[str, float]:

@@ -77,7 +77,7 @@ def make_busyservice_trace(size_mb: float) -> Path:
     """A real trace of the busyservice workload of about size_mb MB (cached): it
     writes ~5-10 MB/s on 2 cores, less on a busy machine."""
     return make_workload_trace("busyservice", size_mb, first_s=max(2.0, size_mb / 8.0),
-                               accept=0.9)
+                               accept=0.9, most=1.15)
 
 
 # --- disk and memory -----------------------------------------------------------
