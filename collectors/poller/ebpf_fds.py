@@ -155,6 +155,18 @@ def _addr_end(addr: str) -> str | None:
     return f"[{m.group(2)}]:{m.group(1)}" if ":" in m.group(2) else f"{m.group(2)}:{m.group(1)}"
 
 
+def _with_kind(seen: str | None, created: str | None) -> str | None:
+    """A new descriptor's description: what a snapshot saw of it, else what the
+    call that made it says. A socket not yet bound or connected is in no socket
+    table, so a snapshot sees only ``socket:[739688]``; strace -yy names it by
+    its protocol, ``TCP:[739688]``, which the creating socket() call knows."""
+    if seen is None:
+        return created
+    if seen.startswith("socket:[") and created and not created.startswith("socket:"):
+        return created.split(":[", 1)[0] + seen[len("socket"):]
+    return seen
+
+
 class Describer:
     """Fills ``fd_path``/``new_fd_path`` of rows taken in entry-time order."""
 
@@ -220,9 +232,7 @@ class Describer:
             row.fd_path = self._known(fd, row.ts_ns)
         if row.new_fd is not None:
             born = row.ts_ns + (row.duration_ns or 0)
-            desc = self._from_snapshot(row.new_fd, born)
-            if desc is None:
-                desc = self._created(row)
+            desc = _with_kind(self._from_snapshot(row.new_fd, born), self._created(row))
             if row.new_fd in self._cur:
                 self._before[row.new_fd] = self._cur[row.new_fd]
             self._cur[row.new_fd] = desc
@@ -243,6 +253,8 @@ class Describer:
             return
         proto, rest = cur.split(":[", 1)
         local, _, remote = rest[:-1].partition("->")
+        if local.isdigit():  # an inode (TCP:[739688]): no end known yet
+            local = ""
         if row.name in ("bind", "getsockname") and row.extra.get("local"):
             local = row.extra["local"]
         elif row.name == "connect" and row.addr:

@@ -232,3 +232,29 @@ def test_descriptor_reused_while_its_creator_ran() -> None:
     for row in rows:
         describer.feed(row)
     assert [(r.fd_path, r.new_fd_path) for r in rows] == [(p, q) for *_, p, q in lines]
+
+
+def test_socket_seen_before_its_connect_is_named_by_its_kind() -> None:
+    """A snapshot taken between a socket() and its connect sees a socket in no
+    socket table: /proc and sock_diag give only ``socket:[inode]`` (as they did
+    for an unconnected TCP socket of this test's author's Python, which strace
+    -yy printed as ``TCP:[739688]``). The rows are strace -yy's of that program:
+    the connect must be described by the socket's kind, as strace did, not as a
+    bare socket (a recording under load, whose snapshots came between its
+    calls, once left a connect undescribed)."""
+    from collectors.poller.ebpf_fds import Describer, Snapshot
+    from collectors.poller.records import KIND_SYSCALL, Row
+
+    addr = '{sa_family=AF_INET, sin_port=htons(33923), sin_addr=inet_addr("127.0.0.1")}'
+    at = 1796479488722426964
+    sock = Row(ts_ns=at, tid=1, kind=KIND_SYSCALL, name="socket", duration_ns=20_000,
+               result=4, new_fd=4, extra={"socket": "TCP"})
+    conn = Row(ts_ns=at + 500_000, tid=1, kind=KIND_SYSCALL, name="connect",
+               duration_ns=60_000, result=0, fd=4, addr=addr)
+    # (strace: socket(...) = 4<TCP:[739688]>; connect(4<TCP:[739688]>, ...) = 0)
+    snaps = [Snapshot(at + 250_000, {4: "socket:[739688]"})]
+    describer = Describer([sock, conn], snaps)
+    for row in (sock, conn):
+        describer.feed(row)
+    assert sock.new_fd_path == "TCP:[739688]"
+    assert conn.fd_path == "TCP:[739688]"
