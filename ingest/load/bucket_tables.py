@@ -458,16 +458,21 @@ class _Runs:
     def columns(self) -> Columns:
         """proc_runs' columns: every run by (P, start), runs of one start in
         interval order (as ingest.derive.intervals.proc_runs orders them)."""
-        ps: list[Arr] = []
-        rows: list[Arr] = []
-        for pv in sorted(self.parts):
-            assert self.file is not None
-            segments = self.parts.pop(pv)
-            ts = np.concatenate([self.file.back(t) for t, _ in segments])
-            row = np.concatenate([self.file.back(r) for _, r in segments])
-            del segments
-            rows.append(row[np.argsort(ts, kind="stable")])
-            ps.append(np.full(len(row), pv, self.p_type))
+        file = self.file
+
+        def by_start(segments: list[tuple[Spilled, Spilled]]) -> Arr:
+            assert file is not None
+            ts = np.concatenate([file.back(t) for t, _ in segments])
+            row = np.concatenate([file.back(r) for _, r in segments])
+            return row[np.argsort(ts, kind="stable")]
+
+        # Two Ps at a time: the reads, the sorts and the gathers give up the
+        # GIL, and this runs alone after the last bucket (the 200 MB trace's
+        # 7.9 M runs: 0.3-0.6 s on one core).
+        pvs = sorted(self.parts)
+        with ThreadPoolExecutor(2, thread_name_prefix="gmpscope-runs") as pool:
+            rows = list(pool.map(by_start, [self.parts.pop(pv) for pv in pvs]))
+        ps = [np.full(len(r), pv, self.p_type) for pv, r in zip(pvs, rows, strict=True)]
         if self.file is not None:
             self.file.close()
         p = np.concatenate(ps) if ps else np.zeros(0, np.int32)

@@ -48,16 +48,24 @@ class SpillFile:
         return Spilled(offset, a.dtype, len(a))
 
     def back(self, part: Spilled, first: int = 0, last: int | None = None) -> Arr:
-        """The array written at ``part`` (its rows ``first`` to ``last``)."""
+        """The array written at ``part`` (its rows ``first`` to ``last``); safe
+        beside other threads' calls of it once nothing is being kept."""
         if self._file is None:
             raise OSError(f"{self.prefix}: nothing was spilled")
         last = part.rows if last is None else min(last, part.rows)
         count = max(last - first, 0)
         self._file.flush()
-        self._file.seek(part.offset + first * part.dtype.itemsize)
-        out = np.fromfile(self._file, dtype=part.dtype, count=count)
-        if len(out) != count:
-            raise OSError(f"{self.prefix}: the spill file is shorter than written")
+        # pread at the offset, not a seek and a read: threads may read back
+        # parts of one file at once.
+        out = np.empty(count, part.dtype)
+        view = out.data.cast("B")
+        at, fd = part.offset + first * part.dtype.itemsize, self._file.fileno()
+        done = 0
+        while done < len(view):
+            n = os.preadv(fd, [view[done:]], at + done)
+            if n <= 0:
+                raise OSError(f"{self.prefix}: the spill file is shorter than written")
+            done += n
         return out
 
     def close(self) -> None:
