@@ -104,10 +104,10 @@ def decode_bytes(path: Path, content: list[bytes | MappedTrace], sha256: str,
             raise DecodeCancelled(str(path))
         handoff.put((builder.add, table))
 
-    def add_events(target: int, table: Any) -> None:
+    def add_events(target: int, table: Any, strings: list[str]) -> None:
         if cancelled():
             raise DecodeCancelled(str(path))
-        handoff.put((functools.partial(events.add_group, target), table))
+        handoff.put((functools.partial(events.add_group, target, strings=strings), table))
 
     source = {"name": path.name, "size": len(data), "sha256": sha256}
     try:

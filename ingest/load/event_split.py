@@ -12,7 +12,7 @@ and last event time, which is folded in per row group.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,8 @@ class EventParts:
         self._targets = {name: _Target(kinds, cols) for name, (kinds, cols) in TARGETS.items()}
         # Per string column (target, column): distinct value -> code (0: NULL).
         self._dicts: dict[tuple[str, str], dict[str | None, int]] = {}
+        # Per index column of the C decoder's groups: index -> code (-1: not met).
+        self._luts: dict[tuple[str, str], Arr] = {}
         self._m_first: dict[int, int] = {}
         self._m_last: dict[int, int] = {}
         self.rows = 0
@@ -145,23 +147,28 @@ class EventParts:
                 continue
             self._take(tname, target, chunk.select(list(target.columns)).take(pa.array(rows)))
 
-    def add_group(self, index: int, table: pa.Table) -> None:
+    def add_group(self, index: int, table: pa.Table, strings: Sequence[str]) -> None:
         """Take in one row group of the events of one target alone: target
-        ``index`` in :data:`TARGETS`' order, decoded apart (:func:`groups`)."""
+        ``index`` in :data:`TARGETS`' order, decoded apart (:func:`groups`);
+        its int32 text columns index ``strings`` (the C decoder's
+        ``event_strings``)."""
         if not table.num_rows:
             return
         self.rows += table.num_rows
         self._fold_threads(table)
         tname = list(TARGETS)[index]
-        self._take(tname, self._targets[tname], table)
+        self._take(tname, self._targets[tname], table, strings)
 
-    def _take(self, tname: str, target: _Target, sub: pa.Table) -> None:
+    def _take(self, tname: str, target: _Target, sub: pa.Table,
+              strings: Sequence[str] = ()) -> None:
         """The target's columns of ``sub`` (its rows only), kept."""
         target.rows += sub.num_rows
         for cname in target.columns:
             col = sub.column(cname).combine_chunks()
             if cname in TEXT_COLUMNS:
-                arr, null = self._codes(tname, cname, col), None
+                arr, null = (self._id_codes(tname, cname, col, strings)
+                             if pa.types.is_integer(col.type)
+                             else self._codes(tname, cname, col)), None
             else:
                 null = col.is_null().to_numpy(zero_copy_only=False) if col.null_count \
                     else None
@@ -208,6 +215,30 @@ class EventParts:
             out[null] = 0
             return out
         return local[idx.to_numpy()] if len(local) else np.zeros(len(idx), np.int8)
+
+    def _id_codes(self, tname: str, cname: str, col: pa.Array,
+                  strings: Sequence[str]) -> Arr:
+        """As :meth:`_codes`, for a column of indices into ``strings`` (null:
+        NULL): each index met for the first time is looked up once, in the
+        order of its first row, so the codes are those :meth:`_codes` gives."""
+        known = self._dicts.setdefault((tname, cname), {None: 0})
+        lut = self._luts.get((tname, cname))
+        if lut is None or len(lut) < len(strings):
+            grown = np.full(max(len(strings), 1), -1, np.int32)
+            if lut is not None:
+                grown[:len(lut)] = lut
+            self._luts[(tname, cname)] = lut = grown
+        ids = (col.fill_null(-1) if col.null_count else col).to_numpy().astype(np.intp)
+        valid = ids >= 0
+        at = np.where(valid, ids, 0)
+        new = valid & (lut[at] < 0)
+        if new.any():
+            first, rows = np.unique(ids[new], return_index=True)
+            for i in first[np.argsort(rows, kind="stable")].tolist():
+                lut[i] = known.setdefault(strings[i], len(known))
+        out = lut[at].astype(_code_type(len(known)))
+        out[~valid] = 0
+        return out
 
     def _fold_threads(self, chunk: pa.Table) -> None:
         m = chunk.column("m")

@@ -3,6 +3,9 @@ each group's tables hold exactly the rows of the whole events table whose
 kind is in the group, in the same order, with the group's columns; kinds in
 no group are left out; everything else the decoder says is unchanged.
 
+Their name, category and message come as indices into the decoder's
+strings (``ChunkDecoder.event_strings``), each string once.
+
 Inputs: the committed real traces (Go 1.22/1.23/1.25/1.27), whole and cut in
 half (a decode that stops at a torn generation)."""
 
@@ -47,7 +50,20 @@ def _decode(data: bytes, groups: columnar.EventGroups | None
         if name.startswith("events"):
             parts.setdefault(name, []).append(table)
     meta = columnar._finish(dec, None)
-    return meta, {name: _as_read(pa.concat_tables(ts)) for name, ts in parts.items()}
+    # A group's text columns are indices into the decoder's strings, each
+    # string there once.
+    strings = pa.array(dec.event_strings, pa.string())
+    assert len(set(dec.event_strings)) == len(strings)
+    return meta, {name: _as_read(_strings_of(pa.concat_tables(ts), strings))
+                  for name, ts in parts.items()}
+
+
+def _strings_of(t: pa.Table, strings: pa.Array) -> pa.Table:
+    """A group table's index columns as the strings they index."""
+    for i, f in enumerate(t.schema):
+        if f.name in columnar.STRING_ID_COLUMNS and pa.types.is_integer(f.type):
+            t = t.set_column(i, f.name, strings.take(t.column(i)))
+    return t
 
 
 def _as_read(t: pa.Table) -> pa.Table:

@@ -193,6 +193,18 @@ enum { K_SYNC, K_METRIC, K_LABEL, K_STACK_SAMPLE, K_RANGE_BEGIN, K_RANGE_ACTIVE,
 /* Events split into groups (Decoder(groups=...)), at most this many. */
 #define MAX_GROUPS 8
 
+/* A dictionary the decoder builds of the strings it writes as indices:
+ * each distinct string once, as valid UTF-8. map: global string id
+ * (intern.c) -> index + 1; cache: recent (bytes, length) -> index, to skip
+ * the hashing, checked against the entry's bytes (a name may be made in a
+ * buffer that is reused). */
+typedef struct {
+    Buf bytes; /* utf-8 */
+    Buf off;   /* int32 offsets, entries + 1 */
+    Buf map;   /* uint32 */
+    struct { const uint8_t *p; size_t n; int32_t idx; } cache[256];
+} StrDict;
+
 /* ------------------------------------------------------------ decoder */
 
 typedef struct Dec {
@@ -263,14 +275,13 @@ typedef struct Dec {
     int8_t kind_group[NKINDS];
     int8_t group_at[MAX_GROUPS][E_COLS];
     Table gt[MAX_GROUPS];
-    /* Dictionary of transitions.reason: distinct reasons as valid UTF-8,
-     * entry 0 the empty reason. rmap: global string id -> index + 1;
-     * rcache: recent (trace bytes, length) -> index, to skip the hashing. */
-    Buf rdict;      /* bytes */
-    Buf rdoff;      /* int32 offsets, entries + 1 */
-    Buf rmap;       /* uint32 */
+    /* Dictionary of transitions.reason, entry 0 the empty reason. */
+    StrDict reasons;
+    /* With groups: the events' names, log categories and messages, which
+     * the group tables hold as indices into it (entries from 0; an empty
+     * string is a null). */
+    StrDict estrings;
     int bad_state;  /* a proc transition came from a bad status (state "Bad") */
-    struct { const uint8_t *p; size_t n; int32_t idx; } rcache[256];
     int64_t seq, ntrans;
     int64_t kinds[NKINDS];
     int64_t first_ts, last_out_ts;

@@ -387,6 +387,28 @@ static PyObject *Decoder_consumed(DecoderObject *self, PyObject *unused)
     return PyLong_FromLongLong(done > 16 ? done : 0);
 }
 
+/* Entries start.. of a decoder-built dictionary, as a list of str. */
+static PyObject *dict_strings(const StrDict *t, Py_ssize_t start)
+{
+    Py_ssize_t n = (Py_ssize_t)VEC_LEN(&t->off, int32_t) - 1;
+    if (start > n)
+        start = n;
+    const int32_t *off = (const int32_t *)t->off.p;
+    PyObject *out = PyList_New(n - start);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = start; i < n; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8(t->bytes.p ? (const char *)t->bytes.p + off[i] : "",
+                                           off[i + 1] - off[i], "strict");
+        if (!s) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i - start, s);
+    }
+    return out;
+}
+
 /* The decoder-built dictionaries: every reason index a transitions chunk
  * taken so far uses, and whether any from_state was "Bad". */
 static PyObject *Decoder_dictionaries(DecoderObject *self, PyObject *unused)
@@ -394,21 +416,27 @@ static PyObject *Decoder_dictionaries(DecoderObject *self, PyObject *unused)
     Dec *d = ready(self);
     if (!d)
         return NULL;
-    Py_ssize_t n = (Py_ssize_t)VEC_LEN(&d->rdoff, int32_t) - 1;
-    const int32_t *off = (const int32_t *)d->rdoff.p;
-    PyObject *out = PyList_New(n);
+    PyObject *out = dict_strings(&d->reasons, 0);
     if (!out)
         return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *s = PyUnicode_DecodeUTF8(d->rdict.p ? (const char *)d->rdict.p + off[i] : "",
-                                            off[i + 1] - off[i], "strict");
-        if (!s) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, s);
-    }
     return Py_BuildValue("(NO)", out, d->bad_state ? Py_True : Py_False);
+}
+
+/* With groups: the entries of the events' string dictionary from index
+ * start on, which the group tables' name, category and message columns
+ * index (taken as they come: it only grows). */
+static PyObject *Decoder_event_strings(DecoderObject *self, PyObject *arg)
+{
+    Dec *d = ready(self);
+    if (!d)
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(arg);
+    if (start < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "event_strings: start must be >= 0");
+        return NULL;
+    }
+    return dict_strings(&d->estrings, start);
 }
 
 /* stacks.parquet columns: stack_id, depth (int32), function, file, line, pc. */
@@ -501,6 +529,9 @@ static PyMethodDef Decoder_methods[] = {
      "Leading bytes of the data not read again (those before the generation being decoded)."},
     {"dictionaries", (PyCFunction)Decoder_dictionaries, METH_NOARGS,
      "(reason dictionary so far, index 0 the empty reason; whether the Bad state occurred)."},
+    {"event_strings", (PyCFunction)Decoder_event_strings, METH_O,
+     "event_strings(start): the events' string dictionary from index start on (groups' "
+     "name, category and message columns are indices into it)."},
     {NULL, NULL, 0, NULL},
 };
 

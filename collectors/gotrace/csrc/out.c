@@ -37,40 +37,60 @@ static inline void put_idx(Col *c, int64_t row, int valid, int32_t v)
         c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
 }
 
-/* Index of the reason s[:n] in the reason dictionary, adding it if new;
- * -1 out of memory. Reasons are pointers into the trace, so equal pointer
- * and length mean equal bytes: the cache needs no comparison of contents. */
-static int32_t reason_index(Dec *d, const uint8_t *s, size_t n)
+/* Index of s[:n] (n > 0) in dictionary t, adding it if new; -1 out of
+ * memory. */
+static int32_t dict_index(Dec *d, StrDict *t, const uint8_t *s, size_t n)
 {
-    if (n == 0)
-        return 0;
     size_t slot = (size_t)(((uintptr_t)s * 0x9E3779B97F4A7C15ull) >> 56);
-    if (d->rcache[slot].p == s && d->rcache[slot].n == n)
-        return d->rcache[slot].idx;
+    if (t->cache[slot].p == s && t->cache[slot].n == n) {
+        int32_t idx = t->cache[slot].idx;
+        const int32_t *off = (const int32_t *)t->off.p;
+        if ((size_t)(off[idx + 1] - off[idx]) == n && !memcmp(t->bytes.p + off[idx], s, n))
+            return idx;
+    }
     int64_t gid = intern_string(d, s, n);
     if (gid < 0)
         return -1;
-    size_t have = VEC_LEN(&d->rmap, uint32_t);
+    size_t have = VEC_LEN(&t->map, uint32_t);
     if ((size_t)gid >= have) {
         size_t add = ((size_t)gid + 1 - have) * 4;
-        if (buf_grow(&d->rmap, add))
+        if (buf_grow(&t->map, add))
             return -1;
-        memset(d->rmap.p + d->rmap.n, 0, add);
-        d->rmap.n += add;
+        memset(t->map.p + t->map.n, 0, add);
+        t->map.n += add;
     }
-    uint32_t *m = &VEC_AT(&d->rmap, uint32_t, gid);
+    uint32_t *m = &VEC_AT(&t->map, uint32_t, gid);
     if (!*m) {
-        if (buf_put_utf8(&d->rdict, s, n) || d->rdict.n > INT32_MAX)
+        if (buf_put_utf8(&t->bytes, s, n) || t->bytes.n > INT32_MAX)
             return -1;
-        int32_t end = (int32_t)d->rdict.n;
-        if (buf_put(&d->rdoff, &end, 4))
+        int32_t end = (int32_t)t->bytes.n;
+        if (buf_put(&t->off, &end, 4))
             return -1;
-        *m = (uint32_t)(VEC_LEN(&d->rdoff, int32_t) - 1); /* new index + 1 */
+        *m = (uint32_t)(VEC_LEN(&t->off, int32_t) - 1); /* new index + 1 */
     }
-    d->rcache[slot].p = s;
-    d->rcache[slot].n = n;
-    d->rcache[slot].idx = (int32_t)(*m - 1);
-    return d->rcache[slot].idx;
+    t->cache[slot].p = s;
+    t->cache[slot].n = n;
+    t->cache[slot].idx = (int32_t)(*m - 1);
+    return t->cache[slot].idx;
+}
+
+/* Index of the reason s[:n] in the reason dictionary (0: none). */
+static int32_t reason_index(Dec *d, const uint8_t *s, size_t n)
+{
+    return n ? dict_index(d, &d->reasons, s, n) : 0;
+}
+
+/* A string of a group table: its index in the events' string dictionary;
+ * an empty one is a null. */
+static inline int put_sid(Dec *d, Col *c, int64_t row, const uint8_t *s, size_t n)
+{
+    int32_t v = n ? dict_index(d, &d->estrings, s, n) : 0;
+    if (v < 0)
+        return -1;
+    ((int32_t *)c->data.p)[row] = v;
+    if (n)
+        c->valid.p[row >> 3] |= (uint8_t)(1u << (row & 7));
+    return 0;
 }
 
 /* Append a string; for nullable columns an empty string is a null. */
@@ -153,7 +173,8 @@ static int e_row(Dec *d, const ERow *r)
         put_i64(&c[k], i, r->g);
     if (E_AT(6))
         put_i64(&c[k], i, r->stack);
-    if (E_AT(7) && put_str(&c[k], i, r->name, r->name_len))
+    if (E_AT(7) && (c[k].type == COL_DICT ? put_sid(d, &c[k], i, r->name, r->name_len)
+                                          : put_str(&c[k], i, r->name, r->name_len)))
         return -1;
     if (E_AT(8))
         put_opt(&c[k], i, r->has_value, (int64_t)r->value);
@@ -171,9 +192,11 @@ static int e_row(Dec *d, const ERow *r)
         put_opt(&c[k], i, r->has_task, (int64_t)r->task);
     if (E_AT(14))
         put_opt(&c[k], i, r->has_parent, (int64_t)r->parent);
-    if (E_AT(15) && put_str(&c[k], i, r->cat, r->cat_len))
+    if (E_AT(15) && (c[k].type == COL_DICT ? put_sid(d, &c[k], i, r->cat, r->cat_len)
+                                           : put_str(&c[k], i, r->cat, r->cat_len)))
         return -1;
-    if (E_AT(16) && put_str(&c[k], i, r->msg, r->msg_len))
+    if (E_AT(16) && (c[k].type == COL_DICT ? put_sid(d, &c[k], i, r->msg, r->msg_len)
+                                           : put_str(&c[k], i, r->msg, r->msg_len)))
         return -1;
     if (E_AT(17))
         put_opt(&c[k], i, r->has_sync, r->sync_n);

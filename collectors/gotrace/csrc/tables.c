@@ -57,7 +57,9 @@ static int group_init(Dec *d, int g)
         if (d->group_at[g][w] < 0)
             continue;
         Col *c = &t->cols[t->ncols++];
-        if (col_init(c, E_TYPES[w] == 's' ? COL_STR : E_TYPES[w] == 'd' ? COL_DICT : COL_I64,
+        /* name, category, message: indices into d->estrings */
+        int sid = w == 7 || w == 15 || w == 16;
+        if (col_init(c, sid || E_TYPES[w] == 'd' ? COL_DICT : E_TYPES[w] == 's' ? COL_STR : COL_I64,
                      E_NULLABLE[w] == 'n'))
             return -1;
     }
@@ -70,7 +72,8 @@ void tables_init(Dec *d)
     if (table_init(&d->tt, T_COLS, "ididddiiii", "----------") ||
         table_init(&d->et, E_COLS, E_TYPES, E_NULLABLE) ||
         table_init(&d->st, S_COLS, "ii", "--") ||
-        buf_put(&d->rdoff, &zero, 4) || buf_put(&d->rdoff, &zero, 4))
+        buf_put(&d->reasons.off, &zero, 4) || buf_put(&d->reasons.off, &zero, 4) ||
+        buf_put(&d->estrings.off, &zero, 4))
         d->nomem = 1;
     for (int g = 0; g < d->ngroups; g++)
         if (group_init(d, g))
@@ -88,7 +91,10 @@ void tables_free(Dec *d)
             buf_free(&ts[k]->cols[i].offsets);
             buf_free(&ts[k]->cols[i].valid);
         }
-    buf_free(&d->rdict);
-    buf_free(&d->rdoff);
-    buf_free(&d->rmap);
+    StrDict *ds[2] = {&d->reasons, &d->estrings};
+    for (int k = 0; k < 2; k++) {
+        buf_free(&ds[k]->bytes);
+        buf_free(&ds[k]->off);
+        buf_free(&ds[k]->map);
+    }
 }

@@ -32,7 +32,7 @@ def _parts(data: bytes, grouped: bool, spill: Path | None) -> EventParts:
         if name == "events":
             parts.add(table)
         elif name.startswith("events/"):
-            parts.add_group(int(name.split("/")[1]), table)
+            parts.add_group(int(name.split("/")[1]), table, dec.event_strings)
     return parts
 
 
