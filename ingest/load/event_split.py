@@ -224,20 +224,26 @@ class EventParts:
         known = self._dicts.setdefault((tname, cname), {None: 0})
         lut = self._luts.get((tname, cname))
         if lut is None or len(lut) < len(strings):
-            grown = np.full(max(len(strings), 1), -1, np.int32)
+            # Grown by half at least: the strings grow a little at a time.
+            grown = np.full(max(len(strings), 3 * len(lut) // 2 if lut is not None else 1024),
+                            -1, np.int32)
             if lut is not None:
                 grown[:len(lut)] = lut
             self._luts[(tname, cname)] = lut = grown
-        ids = (col.fill_null(-1) if col.null_count else col).to_numpy().astype(np.intp)
-        valid = ids >= 0
-        at = np.where(valid, ids, 0)
-        new = valid & (lut[at] < 0)
+        null = col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None
+        at = (col.fill_null(0) if null is not None else col).to_numpy()
+        codes = lut[at]
+        new = codes < 0
+        if null is not None:
+            new &= ~null
         if new.any():
-            first, rows = np.unique(ids[new], return_index=True)
+            first, rows = np.unique(at[new], return_index=True)
             for i in first[np.argsort(rows, kind="stable")].tolist():
                 lut[i] = known.setdefault(strings[i], len(known))
-        out = lut[at].astype(_code_type(len(known)))
-        out[~valid] = 0
+            codes = lut[at]
+        out = codes.astype(_code_type(len(known)))
+        if null is not None:
+            out[null] = 0
         return out
 
     def _fold_threads(self, chunk: pa.Table) -> None:

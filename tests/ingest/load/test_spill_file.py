@@ -1,0 +1,98 @@
+"""The loader's spill file (``ingest.load.spill_file.SpillFile``): arrays kept
+are written by the file's own thread and read back whole, from any thread;
+a full disk is raised to the loader, and closing ends the writer.
+
+The arrays are a real trace's columns (the committed Go 1.27 sample, decoded
+by the C decoder); the full disk is a real 1 MB tmpfs (root, as `make test`
+runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ingest.load import spill_file
+from ingest.load.spill_file import SpillFile
+
+REPO = Path(__file__).resolve().parents[3]
+TRACE = REPO / "samples" / "go1.27-httpnet-2MB.trace"
+
+
+@pytest.fixture(scope="module")
+def columns() -> list[np.ndarray]:
+    """Every transitions row group's columns of the sample, in decode order."""
+    from collectors.gotrace import columnar
+
+    if not columnar.available():
+        pytest.skip("C decoder not built")
+    out: list[np.ndarray] = []
+    for name, table in columnar.ChunkDecoder(TRACE.read_bytes()).chunks():
+        if name == "transitions":
+            for c in ("ts", "g", "m", "p"):
+                out.append(table.column(c).to_numpy())
+            out.append(table.column("ts").to_numpy() > 0)  # a bool column too
+    assert len(out) > 10
+    return out
+
+
+def test_kept_arrays_come_back_whole(columns: list[np.ndarray], tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small bound, so that keep() waits for the writer many times.
+    monkeypatch.setattr(spill_file, "MAX_PENDING", 1 << 16)
+    f = SpillFile(tmp_path, "test-")
+    try:
+        parts = [f.keep(c) for c in columns]
+        # Read back from two threads at once, the last ones first.
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(f.back, parts[::-1]))[::-1]
+        for want, back in zip(columns, got, strict=True):
+            assert back.dtype == want.dtype
+            assert np.array_equal(back, want)
+        # A range of rows of one part, and a part kept after reads.
+        assert np.array_equal(f.back(parts[0], 5, 17), columns[0][5:17])
+        late = f.keep(columns[1][::-1])
+        assert np.array_equal(f.back(late), columns[1][::-1])
+    finally:
+        f.close()
+    assert not [t for t in threading.enumerate() if t.name == "gmpscope-test-"]
+
+
+def test_empty_arrays_and_no_thread_without_writes(tmp_path: Path) -> None:
+    f = SpillFile(tmp_path, "empty-")
+    part = f.keep(np.zeros(0, np.int64))
+    assert f.back(part).shape == (0,)
+    assert not [t for t in threading.enumerate() if t.name == "gmpscope-empty-"]
+    f.close()
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.fail("this test mounts a tmpfs and needs root (make test runs as root)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_full_disk_is_raised_to_the_loader(columns: list[np.ndarray],
+                                             tiny_disk: Path) -> None:
+    f = SpillFile(tiny_disk, "full-")
+    try:
+        with pytest.raises(OSError, match="spill write failed"):
+            # 2 MB of columns into 1 MB: a keep or the read back says so.
+            parts = [f.keep(np.concatenate(columns[:4])) for _ in range(4)]
+            f.back(parts[-1])
+    finally:
+        f.close()
+    assert not [t for t in threading.enumerate() if t.name == "gmpscope-full-"]
