@@ -241,7 +241,7 @@ class EventParts:
             for i in first[np.argsort(rows, kind="stable")].tolist():
                 lut[i] = known.setdefault(strings[i], len(known))
             codes = lut[at]
-        out = codes.astype(_code_type(len(known)))
+        out: Arr = codes.astype(_code_type(len(known)))
         if null is not None:
             out[null] = 0
         return out
