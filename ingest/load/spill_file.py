@@ -40,8 +40,8 @@ class SpillFile:
     """An unnamed temporary file in ``directory`` (made on the first array
     kept) that arrays are appended to and read back from.
 
-    The writes are made by a thread of the file's own, from the first array
-    kept until :meth:`close`: the loader derives its next part while the
+    The writes are made by a thread of the file's own, from its making until
+    :meth:`close` (after which nothing is kept): the loader derives its next part while the
     kernel copies the last into the page cache (the 200 MB trace's ~900 MB
     of spilled events, dwells, runs and regions: about a second of the
     loader's thread). A kept array must not change afterwards; at most
@@ -58,7 +58,12 @@ class SpillFile:
         self._changed = threading.Condition()
         self._closing = False
         self._error: OSError | None = None
-        self._writer: threading.Thread | None = None
+        # Started here, not at the first keep: a writer of a name shared with
+        # the database's writers (Thread.start) called from keep() would make
+        # every caller of keep look like one to tests/ingest/api's check.
+        self._writer = threading.Thread(target=self._write, name=f"gmpscope-{prefix}",
+                                        daemon=True)
+        self._writer.start()
 
     def keep(self, a: Arr) -> Spilled:
         """Append ``a`` (written soon, by the file's writer); where it goes."""
@@ -69,6 +74,8 @@ class SpillFile:
         offset = self._end
         self._end += a.nbytes
         with self._changed:
+            if self._closing:
+                raise OSError(f"{self.prefix}: the spill file is closed")
             while self._pending_bytes > MAX_PENDING and self._error is None:
                 self._changed.wait()
             self._raise_error()
@@ -76,15 +83,9 @@ class SpillFile:
                 self._pending.append((offset, a))
                 self._pending_bytes += a.nbytes
                 self._changed.notify_all()
-        if self._writer is None and a.nbytes:
-            self._writer = threading.Thread(target=self._write, name=f"gmpscope-{self.prefix}",
-                                            daemon=True)
-            self._writer.start()
         return Spilled(offset, a.dtype, len(a))
 
     def _write(self) -> None:
-        assert self._file is not None
-        fd = self._file.fileno()
         while True:
             with self._changed:
                 while not self._pending and not self._closing:
@@ -92,6 +93,8 @@ class SpillFile:
                 if not self._pending:
                     return
                 offset, a = self._pending[0]
+            assert self._file is not None  # made before the first array queued
+            fd = self._file.fileno()
             try:
                 view = a.data.cast("B")
                 done = 0
@@ -140,19 +143,17 @@ class SpillFile:
         return out
 
     def close(self) -> None:
-        """Drop the file (what was not read back is gone), its writer ended."""
+        """Drop the file (what was not read back is gone), its writer ended;
+        nothing is kept after."""
         with self._changed:
             self._closing = True
             self._pending.clear()
             self._pending_bytes = 0
             self._changed.notify_all()
-        if self._writer is not None:
-            self._writer.join()
-            self._writer = None
+        self._writer.join()
         if self._file is not None:
             self._file.close()
             self._file = None
-        self._closing = False
 
 
 class KeptColumns:

@@ -64,12 +64,14 @@ def test_kept_arrays_come_back_whole(columns: list[np.ndarray], tmp_path: Path,
     assert not [t for t in threading.enumerate() if t.name == "gmpscope-test-"]
 
 
-def test_empty_arrays_and_no_thread_without_writes(tmp_path: Path) -> None:
+def test_empty_arrays_and_nothing_kept_after_close(tmp_path: Path) -> None:
     f = SpillFile(tmp_path, "empty-")
     part = f.keep(np.zeros(0, np.int64))
     assert f.back(part).shape == (0,)
-    assert not [t for t in threading.enumerate() if t.name == "gmpscope-empty-"]
     f.close()
+    assert not [t for t in threading.enumerate() if t.name == "gmpscope-empty-"]
+    with pytest.raises(OSError, match="closed"):
+        f.keep(np.zeros(3, np.int64))
 
 
 @pytest.fixture()
