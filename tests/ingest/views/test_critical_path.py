@@ -115,9 +115,15 @@ def test_window_and_unknowns(store: Loaded) -> None:
     f = store.get("chain-1.27")
     consumer, feeder, holder = _rounds(store, "chain-1.27")[0]
     sleep = _wait(store, "chain-1.27", holder, "sleep", 0)
-    # A window that ends inside the holder's sleep: the wait has not ended,
-    # nobody is blamed for it yet.
-    d = critical_path(store.engine, f, holder, sleep.start_ts - 1000,
+    # A window from the holder's run into its sleep, ending inside the sleep:
+    # the wait has not ended, nobody is blamed for it yet. (Not a fixed time
+    # before the sleep: the holder's channel send before it can end, woken
+    # by the feeder, less than a microsecond before the sleep begins.)
+    ran = store.rows("SELECT start_ts FROM interval_view WHERE trace_id = :t AND "
+                     "resource = 'goroutine' AND rid = :g AND state = 'Running' AND "
+                     "end_ts = :e", t=store.ids["chain-1.27"], g=holder, e=sleep.start_ts)
+    assert len(ran) == 1
+    d = critical_path(store.engine, f, holder, ran[0].start_ts,
                       (sleep.start_ts + sleep.end_ts) // 2)
     assert d["chain"] == [holder] and d["links"][-1]["state"] == "Waiting"
     assert sum(x["duration_ns"] for x in d["links"]) == d["total_ns"]
