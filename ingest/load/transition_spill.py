@@ -95,7 +95,7 @@ class TransitionSpill(TransitionsBuilder):
         super().__init__(capacity=0 if spill_dir is not None else capacity)
         self._dir = spill_dir
         self._file: IO[bytes] | None = None
-        self._buffer: list[dict[str, Arr]] = []
+        self._buffer: list[tuple[dict[str, Arr], Arr | None]] = []
         self._buffered = 0
         self._runs: list[_Run] = []
         # The run being sorted and written by the flusher thread (one at a time).
@@ -153,8 +153,9 @@ class TransitionSpill(TransitionsBuilder):
             if bool((~pmask & (res != GOROUTINE)).any()):
                 raise ParquetDirError("transitions: a resource neither goroutine nor proc")
             self._procs.append({k: v[pmask] for k, v in cols.items()})
-            gmask = ~pmask
-            cols = {k: v[gmask] for k, v in cols.items()}
+            # The goroutines' rows are taken out on the flusher's thread.
+            self._partition(cols, ~pmask)
+            return
         self._partition(cols)
 
     def _note(self, cols: dict[str, Arr]) -> None:
@@ -203,11 +204,14 @@ class TransitionSpill(TransitionsBuilder):
             self.thread_first.setdefault(i, f)
             self.thread_last[i] = la
 
-    def _partition(self, cols: dict[str, Arr]) -> None:
-        if not len(cols["ts"]):
+    def _partition(self, cols: dict[str, Arr], keep: Arr | None = None) -> None:
+        """Buffer a row group's goroutine rows (with ``keep``: its rows where
+        it is true) for the next run."""
+        n = len(cols["ts"]) if keep is None else int(np.count_nonzero(keep))
+        if not n:
             return
-        self._buffer.append(cols)
-        self._buffered += len(cols["ts"])
+        self._buffer.append((cols, keep))
+        self._buffered += n
         if self._dir is not None and self._buffered >= FLUSH_ROWS:
             self._flush()
 
@@ -234,16 +238,20 @@ class TransitionSpill(TransitionsBuilder):
             writing, self._writing = self._writing, None
             self._runs.append(writing.result())
 
-    def _write_run(self, parts: list[dict[str, Arr]]) -> _Run:
+    def _write_run(self, parts: list[tuple[dict[str, Arr], Arr | None]]) -> _Run:
         assert self._file is not None
-        rid = _join([p["id"] for p in parts], np.int32)
+
+        def column(name: str) -> list[Arr]:
+            return [p[name] if keep is None else p[name][keep] for p, keep in parts]
+
+        rid = _join(column("id"), np.int32)
         by, starts = _by_id(rid)
         goids = rid[by[starts[:-1]]].astype(np.int64)
         del rid
         f = self._file
         columns = []
         for name in _NAMES:
-            col = _join([p[name] for p in parts], _EMPTY[name])[by]
+            col = _join(column(name), _EMPTY[name])[by]
             columns.append((f.seek(0, os.SEEK_END), col.dtype))
             f.write(np.ascontiguousarray(col).data)
         return _Run(tuple(columns), goids, starts)
