@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -31,104 +29,32 @@ class Spilled:
     rows: int
 
 
-#: Bytes of kept arrays waiting to be written before :meth:`SpillFile.keep`
-#: waits for the writer.
-MAX_PENDING = 64 << 20
-
-
 class SpillFile:
     """An unnamed temporary file in ``directory`` (made on the first array
-    kept) that arrays are appended to and read back from.
-
-    The writes are made by a thread of the file's own, from its making until
-    :meth:`close` (after which nothing is kept): the loader derives its next part while the
-    kernel copies the last into the page cache (the 200 MB trace's ~900 MB
-    of spilled events, dwells, runs and regions: about a second of the
-    loader's thread). A kept array must not change afterwards; at most
-    :data:`MAX_PENDING` bytes wait to be written. A failed write (a full
-    disk) is raised by the next :meth:`keep` or :meth:`back`."""
+    kept) that arrays are appended to and read back from."""
 
     def __init__(self, directory: Path, prefix: str) -> None:
         self.directory = directory
         self.prefix = prefix
         self._file: IO[bytes] | None = None
-        self._end = 0
-        self._pending: deque[tuple[int, Arr]] = deque()
-        self._pending_bytes = 0
-        self._changed = threading.Condition()
-        self._closing = False
-        self._error: OSError | None = None
-        # Started here, not at the first keep: a writer of a name shared with
-        # the database's writers (Thread.start) called from keep() would make
-        # every caller of keep look like one to tests/ingest/api's check.
-        self._writer = threading.Thread(target=self._write, name=f"gmpscope-{prefix}",
-                                        daemon=True)
-        self._writer.start()
 
     def keep(self, a: Arr) -> Spilled:
-        """Append ``a`` (written soon, by the file's writer); where it goes."""
+        """Append ``a``; where it went."""
         if self._file is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._file = tempfile.TemporaryFile(dir=self.directory, prefix=self.prefix)
-        a = np.ascontiguousarray(a)
-        offset = self._end
-        self._end += a.nbytes
-        with self._changed:
-            if self._closing:
-                raise OSError(f"{self.prefix}: the spill file is closed")
-            while self._pending_bytes > MAX_PENDING and self._error is None:
-                self._changed.wait()
-            self._raise_error()
-            if a.nbytes:
-                self._pending.append((offset, a))
-                self._pending_bytes += a.nbytes
-                self._changed.notify_all()
+        offset = self._file.seek(0, os.SEEK_END)
+        self._file.write(np.ascontiguousarray(a).data)
         return Spilled(offset, a.dtype, len(a))
 
-    def _write(self) -> None:
-        while True:
-            with self._changed:
-                while not self._pending and not self._closing:
-                    self._changed.wait()
-                if not self._pending:
-                    return
-                offset, a = self._pending[0]
-            assert self._file is not None  # made before the first array queued
-            fd = self._file.fileno()
-            try:
-                view = a.data.cast("B")
-                done = 0
-                while done < len(view):
-                    done += os.pwrite(fd, view[done:], offset + done)
-            except OSError as e:
-                with self._changed:
-                    self._error = e
-                    self._pending.clear()
-                    self._pending_bytes = 0
-                    self._changed.notify_all()
-                return
-            with self._changed:
-                self._pending.popleft()
-                self._pending_bytes -= a.nbytes
-                self._changed.notify_all()
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            raise OSError(f"{self.prefix}: a spill write failed: {self._error}") \
-                from self._error
-
     def back(self, part: Spilled, first: int = 0, last: int | None = None) -> Arr:
-        """The array written at ``part`` (its rows ``first`` to ``last``),
-        once the writer has written what was kept; safe beside other
-        threads' calls of it once nothing is being kept."""
+        """The array written at ``part`` (its rows ``first`` to ``last``); safe
+        beside other threads' calls of it once nothing is being kept."""
         if self._file is None:
             raise OSError(f"{self.prefix}: nothing was spilled")
-        with self._changed:
-            while self._pending and self._error is None:
-                self._changed.wait()
-            self._raise_error()
         last = part.rows if last is None else min(last, part.rows)
         count = max(last - first, 0)
+        self._file.flush()
         # pread at the offset, not a seek and a read: threads may read back
         # parts of one file at once.
         out = np.empty(count, part.dtype)
@@ -143,14 +69,7 @@ class SpillFile:
         return out
 
     def close(self) -> None:
-        """Drop the file (what was not read back is gone), its writer ended;
-        nothing is kept after."""
-        with self._changed:
-            self._closing = True
-            self._pending.clear()
-            self._pending_bytes = 0
-            self._changed.notify_all()
-        self._writer.join()
+        """Drop the file (what was not read back is gone)."""
         if self._file is not None:
             self._file.close()
             self._file = None
