@@ -8,7 +8,6 @@ root, which `make test` has (it installs Debian packages too).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.server import Served
+from tests.support.tmpfs import small_tmpfs
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL = REPO / "samples" / "go1.27-syscallblock.trace"
@@ -25,15 +25,8 @@ BIG = REPO / "samples" / "go1.27-httpnet-2MB.trace"
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.fail("this test mounts a tmpfs and needs root (make test runs as root)")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], check=True)
-    try:
+    with small_tmpfs(tmp_path, "12m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_disk_full_during_ingest(small_disk: Path) -> None:

@@ -8,8 +8,6 @@ runs)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 
 from ingest.load.spill_file import SpillFile
+from tests.support.tmpfs import small_tmpfs
 
 REPO = Path(__file__).resolve().parents[3]
 TRACE = REPO / "samples" / "go1.27-httpnet-2MB.trace"
@@ -67,15 +66,8 @@ def test_empty_arrays(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.fail("this test mounts a tmpfs and needs root (make test runs as root)")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
-    try:
+    with small_tmpfs(tmp_path, "1m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_full_disk_is_raised_to_the_loader(columns: list[np.ndarray],
