@@ -80,9 +80,12 @@ unit: setup
 	$(BIN)/pytest -q tests -m "not slow"
 
 # The ingest tests run on SQLite and, through GMPSCOPE_TEST_PG_URL, on the
-# private PostgreSQL cluster that test-setup started.
+# private PostgreSQL cluster that test-setup started. Tests marked `alone`
+# disturb the machine on purpose (a BPF program spinning on every system call)
+# and run after the others, by themselves.
 test: test-setup lint typecheck
-	GMPSCOPE_TEST_PG_URL="$$($(BIN)/python -m tools.postgres url)" $(BIN)/pytest -q -n 3 --dist loadfile --durations=30 tests
+	GMPSCOPE_TEST_PG_URL="$$($(BIN)/python -m tools.postgres url)" $(BIN)/pytest -q -n 3 --dist loadfile --durations=30 -m "not alone" tests
+	$(BIN)/pytest -q -m alone tests
 
 bench: test-setup
 	$(BIN)/python bench/decode.py

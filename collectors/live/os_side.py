@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.live.os_target import OsSideError, registered
-from collectors.poller import sched_parse, sched_probes
+from collectors.poller import bpf_misses, sched_parse, sched_probes
 from collectors.poller.backend import ebpf_missing, tracefs_path, uring_submit_tracepoint
 from collectors.poller.ebpf_fds import Describer, Snapshot, snapshot
 from collectors.poller.ebpf_parse import EbpfParser
@@ -159,6 +159,7 @@ class OsSession:
         self._snaps: list[Snapshot] = []
         self._tracer_cpu = 0.0
         self._parser_cpu = 0.0  # CPU the reader thread spent parsing
+        self._skipped = 0  # the probes' skipped runs counted at the last cut
 
     def start(self) -> None:
         """Start bpftrace; return once its probes are attached (OsSideError if they cannot be)."""
@@ -317,12 +318,17 @@ class OsSession:
             describer.feed(r)
         cpu = _cpu_s(self._proc.pid) if self._proc is not None else 0.0
         tracer, self._tracer_cpu = cpu - self._tracer_cpu, cpu
+        # The kernel's count of the probes' runs it skipped, since the last cut.
+        total = bpf_misses.skipped_runs(self._proc.pid) if self._proc is not None else None
+        skipped = None if total is None else total - self._skipped
+        self._skipped = total if total is not None else self._skipped
         parser_cpu, self._parser_cpu = self._parser_cpu, 0.0
         waits = sum(1 for r in rows if r.kind == KIND_SYSCALL and r.name.startswith("epoll_")
                     and r.name != "epoll_ctl" and r.name != "epoll_create1")
         out_dir.mkdir(parents=True, exist_ok=True)
         wall = (end_ns - start_ns) / 1e9
         meta = self._meta(rows, start_ns, end_ns, lost, dropped, tracer, parser_cpu, wall)
+        meta["ebpf"]["skipped_runs"] = skipped
         # A window that began before the probes were attached (the first after a restart).
         late = start_ns < self.started_ns
         meta["partial"] = bool(meta["partial"] or late)
@@ -337,7 +343,8 @@ class OsSession:
             "clock": sched_parse.Clock(self.clock["monotonic_ns"], d0).as_dict(),
             "started_ns": start_ns, "ended_ns": end_ns,
             "partial": lost > 0 or dropped > 0 or late,
-            "stopped_by": "live window", "lost_events": lost, "bad_lines": parsed.bad_lines,
+            "stopped_by": "live window", "lost_events": lost, "skipped_runs": skipped,
+            "bad_lines": parsed.bad_lines,
             "new_threads": parsed.new_threads}
         sched_parse.write_table(sched_parse.to_table(
             parsed, sched_parse.Clock(self.clock["monotonic_ns"], d0), sched_meta), out_dir)

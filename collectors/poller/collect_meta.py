@@ -81,6 +81,8 @@ def ebpf_meta(notes: dict[str, Any], run: EbpfRun | None, summary: Summary,
             "clock_method": clock_method,
             "io_uring_tracepoint": notes.get("io_uring"),
             "lost_events": stats.lost,
+            # The probes' runs the kernel skipped (collectors/poller/bpf_misses.py).
+            "skipped_runs": run.extra.get("skipped_runs") if run is not None else None,
             "complete": stats.ended,
             "not_filled": ["args (a short name=value list instead of strace's text)",
                            "fd_path/new_fd_path of descriptors neither a snapshot nor the "

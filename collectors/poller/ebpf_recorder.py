@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.poller import ebpf_build
+from collectors.poller import bpf_misses, ebpf_build
 from collectors.poller.backend import tracefs_path, uring_submit_tracepoint
 from collectors.poller.ebpf_fds import SNAPSHOT_EVERY_S, snapshot
 from collectors.poller.ebpf_program import ALL_CALLS, CANARY_PAD, program
@@ -290,6 +290,7 @@ class EbpfRecorder:
             _interrupt(child)
         if proc.poll() is None and child is None:
             self._snapshot(target)
+        skipped = bpf_misses.skipped_runs(proc.pid) if proc.poll() is None else None
         status = _stop(proc)
         clock_end = clock_pair()
         stderr = _stderr(err)
@@ -300,8 +301,8 @@ class EbpfRecorder:
                        exit_status=child.returncode if child is not None and stopped_by == "exit"
                        else None, bpftrace_status=status, stopped_by=stopped_by, cpu_s=cpu,
                        stderr=stderr, clock=clock, clock_end=clock_end, io_uring=uring,
-                       extra={"target_done_ns": target_done}, transport=self.transport,
-                       transport_note=self.transport_note)
+                       extra={"target_done_ns": target_done, "skipped_runs": skipped},
+                       transport=self.transport, transport_note=self.transport_note)
 
     def _wait(self, proc: subprocess.Popen[bytes], child: subprocess.Popen[bytes] | None,
               target: int, duration: float | None) -> tuple[str, float]:

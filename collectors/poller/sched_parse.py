@@ -76,8 +76,10 @@ ASLEEP = "asleep"
 #: Between two events that cannot follow each other (a switch-out while not on
 #: a CPU, a switch-in while on one, or while asleep without a wakeup): an event
 #: in between was not recorded
-#: (measured: about 1 in 2,500 switches, with another BPF tracer running), so
-#: the time is neither on-CPU nor off.
+#: (measured: about 1 in 2,500 switches, with another BPF tracer running: the
+#: kernel skips a probe whose event comes while a BPF program runs on that CPU,
+#: counted in the recording's ``skipped_runs``), so the time is neither on-CPU
+#: nor off.
 UNKNOWN = "unknown"
 KINDS = (ON_CPU, WAITING, ASLEEP, UNKNOWN)
 

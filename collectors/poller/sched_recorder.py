@@ -18,6 +18,9 @@ bpftrace is started with a parent-death signal (SIGINT), so it stops, flushing
 its output, when the recorder dies. A bpftrace killed mid-way, or one that
 exits on its own, gives a recording marked partial too. A target that exits
 early is no error: the recording ends with its last thread (``target_exited``).
+The summary's ``skipped_runs`` is the kernel's count of the probes' runs it
+skipped (:mod:`.bpf_misses`): at most that many events are missing besides
+``lost_events``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from collectors.poller import ebpf_build, sched_parse, sched_probes
+from collectors.poller import bpf_misses, ebpf_build, sched_parse, sched_probes
 from collectors.poller.recorder import clock_pair, stop_tracer
 
 #: Where bpftrace needs tracefs (Debian does not mount it by default).
@@ -284,6 +287,9 @@ class SchedRecorder:
         if not died_early and self.transport == "bpftrace":
             # (The ring-buffer loader drains its buffer itself when stopped.)
             self._drain()
+        # Read while the programs are loaded: the kernel's count of their runs it
+        # skipped, for events that came while another BPF program ran on that CPU.
+        skipped = None if died_early else bpf_misses.skipped_runs(self._proc.pid)
         status = self._terminate()
         clock_end = clock_pair()
         stderr = self._stderr_text()
@@ -309,7 +315,8 @@ class SchedRecorder:
             last = sched_parse.Clock.of(meta["clock"]).wall(
                 np.asarray([max(parsed.mono)], np.int64))[0]
             meta["ended_ns"] = int(min(asked["realtime_ns"], last))
-        meta.update(lost_events=parsed.lost_events, bad_lines=parsed.bad_lines,
+        meta.update(lost_events=parsed.lost_events, skipped_runs=skipped,
+                    bad_lines=parsed.bad_lines,
                     new_threads=parsed.new_threads, target_exited=target_exited,
                     bpftrace_status=status)
         table = sched_parse.to_table(parsed, sched_parse.Clock.of(meta["clock"]), meta)
@@ -319,6 +326,7 @@ class SchedRecorder:
         self._cleanup()
         self.summary = {"path": str(path), "rows": int(table.num_rows),
                         "threads": len(set(parsed.tid)), "lost_events": parsed.lost_events,
+                        "skipped_runs": skipped,
                         "bad_lines": parsed.bad_lines, "partial": partial,
                         "stopped_by": stopped_by, "target_exited": target_exited,
                         "started_ns": meta["started_ns"], "ended_ns": meta["ended_ns"],

@@ -8,7 +8,8 @@ and socket call; uring_rw: io_uring requests), whose calls do not depend on the
 tracer's speed, so the tolerance is none: the rows are equal column by column
 once what differs between any two runs is set aside (times, durations, thread
 ids, ephemeral ports, stack addresses). The scheduling recorder's two transports
-each see every one of 40 sleeps of a process (off asleep, woken, on again). Recording
+each see every one of 40 sleeps of a process (off asleep, woken, on again), short
+of the probe runs the kernel counts as skipped. Recording
 needs root, bpftrace and tracefs (skipped otherwise); the build checks need only the
 kernel's BTF.
 """
@@ -140,6 +141,7 @@ def test_both_transports_record_the_same_rows(c_bin: Path, tmp_path: Path) -> No
         assert meta["ebpf"]["transport"] == transport and meta["ebpf"]["transport_note"] is None
         assert meta["exit_status"] == 0 and not meta["partial"]
         assert meta["parse"]["lost"] == 0 and meta["parse"]["unknown"] == 0
+        assert isinstance(meta["ebpf"]["skipped_runs"], int)  # read from the tracer
         rows[transport] = read_rows(out / "poller.parquet")
     ring, bt = _comparable(rows["ringbuf"]), _comparable(rows["bpftrace"])
     names = {dict(r)["name"] for r in ring}
@@ -213,7 +215,9 @@ def test_scheduling_transports_see_every_sleep(transport: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A process sleeping 40 times 5 ms, held stopped until the scheduling probes are
     attached: under either transport its thread leaves the CPU asleep, is woken and
-    comes back at least 40 times, and nothing is lost."""
+    comes back at least 40 times, and nothing is lost, short of the probe runs the
+    kernel says it skipped (an event that came while another BPF program, ours or a
+    parallel test's, ran on that CPU)."""
     import signal
     import time
 
@@ -242,7 +246,9 @@ def test_scheduling_transports_see_every_sleep(transport: str, tmp_path: Path,
     asleep = sum(1 for r in rows if r["event"] == "off" and r["state"] == "sleep")
     woken = sum(1 for r in rows if r["event"] == "wakeup")
     on = sum(1 for r in rows if r["event"] == "on")
-    assert asleep >= 40 and woken >= 40 and on >= 40, (asleep, woken, on)
+    skipped = summary["skipped_runs"]
+    assert skipped is not None and skipped >= 0
+    assert min(asleep, woken, on) + skipped >= 40, (asleep, woken, on, skipped)
 
 
 @needs_root
