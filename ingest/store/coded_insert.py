@@ -17,6 +17,7 @@ import numpy.typing as npt
 from sqlalchemy import Connection
 
 from ingest.columns import Nullable
+from ingest.store import pg_coded
 from ingest.store.bulk import Advance, Col, column_length, insert_columns
 from ingest.store.coded_models import CODED, Coded, strings
 
@@ -175,5 +176,10 @@ def store_coded(conn: Connection, trace_id: int, view: str, cols: dict[str, Any]
                 "source": np.full(len(values), source, np.int64),
                 "code": np.arange(first, first + len(values), dtype=np.int64),
                 "value": values}, {"trace_id": trace_id})
+    if conn.dialect.name == "postgresql" and view in pg_coded.CHUNKED:
+        # There the biggest coded tables are chunk rows (ingest.store.pg_coded).
+        n = max(lengths)
+        pg_coded.write_chunks(conn, view, trace_id, table_cols, n, advance)
+        return n
     return insert_columns(conn, coded.table, table_cols, {"trace_id": trace_id}, advance)
 

@@ -57,6 +57,7 @@ from ingest.store import (
     live_models,  # noqa: F401 - its tables are part of the schema
     os_sched_models,  # noqa: F401 - issue 26's tables, in the schema too
     pg_chunks,
+    pg_coded,
 )
 
 # The tables kept coded behind views of their old columns (re-exported: the
@@ -540,11 +541,14 @@ def dialect_views(dialect: str) -> dict[str, str]:
     return {**VIEWS, **pg_chunks.pg_views()}
 
 
-def _pg_delete_rows() -> tuple[str, str]:
+def pg_delete_rows(coded_chunks: bool = True) -> tuple[str, str]:
+    """The delete function and trigger of PG_DELETE_ROWS (``coded_chunks``:
+    with the coded tables of ingest.store.pg_coded in chunks, from 0017)."""
     # The rows of the three ranged tables live in chunks there
     # (ingest.store.pg_chunks), deleted by their trace's index.
-    big = RANGE_NAME  # table -> its row_ranges name
-    chunks = "\n".join(f"    {s}" for s in pg_chunks.delete_trace_rows("OLD.id"))
+    big = {*RANGE_NAME, *(pg_coded.BY_TABLE if coded_chunks else ())}
+    chunks = "\n".join(f"    {s}" for s in [*pg_chunks.delete_trace_rows("OLD.id"), *(
+        pg_coded.delete_trace_rows("OLD.id") if coded_chunks else [])])
     rest = "\n".join(f"    DELETE FROM {t.name} WHERE trace_id = OLD.id;"
                       for t in TRACE_TABLES if t.name not in big)
     function = f"""CREATE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger
@@ -564,23 +568,26 @@ $$"""
 #: foreign key there, see _traces_fk): deleting a traces row first deletes
 #: the trace's rows of every table, the big three's chunks by their trace_id
 #: index, the others by their primary key's leading trace_id. Statements, in
-#: order; revision 0015 makes the same.
-PG_DELETE_ROWS = _pg_delete_rows()
+#: order; revisions 0015 and 0017 make the same.
+PG_DELETE_ROWS = pg_delete_rows()
 
 
 def pg_chunk_schema() -> list[str]:
-    """PostgreSQL: what turns the tables ``interval_rows``, ``proc_run_index``
-    and ``syscall_outcomes`` just made from the models into views over chunk
-    tables (ingest.store.pg_chunks): statements, in order. Revision 0015
-    makes the same from the former tables."""
-    drops = [f"DROP TABLE {c.view}" for c in pg_chunks.CHUNKED.values()]
-    return [*pg_chunks.create_tables(), *drops, *pg_chunks.create_row_views(),
+    """PostgreSQL: what turns the tables ``interval_rows``, ``proc_run_index``,
+    ``syscall_outcomes`` (ingest.store.pg_chunks), ``metric_rows``, ``log_rows``
+    and ``region_rows`` (ingest.store.pg_coded) just made from the models into
+    views over chunk tables: statements, in order. Revisions 0015 and 0017
+    make the same from the former tables."""
+    drops = [f"DROP TABLE {t}" for t in [*(c.view for c in pg_chunks.CHUNKED.values()),
+                                         *pg_coded.BY_TABLE]]
+    return [*pg_chunks.create_tables(), *pg_coded.create_tables(), *drops,
+            *pg_chunks.create_row_views(), *pg_coded.create_row_views(),
             *pg_chunks.create_functions()]
 
 
 def _after_create(target: MetaData, connection: Connection, **_kw: Any) -> None:
     # create_all (ingest.store.schema_new) makes every model table; on
-    # PostgreSQL the big three are chunk tables behind views instead.
+    # PostgreSQL the biggest are chunk tables behind views instead.
     if connection.dialect.name == "postgresql":
         for statement in pg_chunk_schema():
             connection.exec_driver_sql(statement)

@@ -1,0 +1,285 @@
+"""PostgreSQL: the biggest coded event tables kept as chunk rows of arrays.
+
+``metric_rows``, ``log_rows`` and ``region_rows`` (ingest.store.coded_models)
+hold millions of rows of a big trace (3.8 M, 1.4 M and 3.1 M of the 200 MB
+benchmark trace): as heap rows with a primary-key entry each they took 910 MB
+of its 1.7 GB database and 14 s of its load's COPY. On PostgreSQL each is
+kept, as the intervals are (ingest.store.pg_chunks), as chunk rows: up to
+:data:`CHUNK` consecutive rows of one trace in one row, every column an array
+(``bigint[]``, ``integer[]``, ``text[]``), compressed with lz4 where the
+server has it. A chunk is keyed by its trace and the key of its first row
+(``first_seq``, or ``first_id`` for regions); its rows are the rows as the
+loader gave them, in order, cut every CHUNK rows of the trace's table (the same
+chunks however the loader cut it into parts). The tables keep their names as views with their
+columns (a row per array position), so the coded views (``metrics``, ``logs``,
+``regions``), :class:`~ingest.store.coded_models.CodedQuery` and users' SQL
+read them as before.
+
+Inside an integer array, a NULL is :data:`NULL_VALUE` (the view turns it back);
+a column that is NULL on every row of a chunk is a NULL array (a metric's
+``value_str`` on Go's new traces). SQLite keeps these tables as rows.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import BigInteger, Connection, Integer, Table, Text
+
+from ingest.columns import Nullable
+from ingest.store.coded_models import CODED
+
+Arr = npt.NDArray[Any]
+
+#: Rows per chunk (at most).
+CHUNK = 1024
+#: A NULL inside an integer array.
+NULL_VALUE = -(2**63)
+#: The coded views whose tables are chunked, by view name.
+VIEWS = ("metrics", "logs", "regions")
+
+
+@dataclass(frozen=True)
+class ArrayCol:
+    """One column of a chunked table, kept as an array."""
+
+    name: str
+    sql: str  # the element's SQL type
+    dtype: str  # big-endian numpy type in COPY's binary format ("" for text)
+    oid: int  # the element type's oid
+    nullable: bool
+
+
+@dataclass(frozen=True)
+class CodedChunks:
+    """A coded table kept in chunks: the table (now a view of the same name),
+    its chunk table, the key column and its arrays."""
+
+    table: Table
+    chunks: str
+    key: str
+    arrays: tuple[ArrayCol, ...]
+
+    @property
+    def first(self) -> str:
+        """The chunk table's key column: the key of the chunk's first row."""
+        return f"first_{self.key}"
+
+
+def _array_col(c: Any) -> ArrayCol:
+    if isinstance(c.type, BigInteger):
+        return ArrayCol(c.name, "bigint", ">i8", 20, bool(c.nullable))
+    if isinstance(c.type, Integer):
+        return ArrayCol(c.name, "integer", ">i4", 23, bool(c.nullable))
+    if isinstance(c.type, Text):
+        return ArrayCol(c.name, "text", "", 25, bool(c.nullable))
+    raise TypeError(f"{c.name}: no array form for {c.type}")
+
+
+def _chunked(view: str) -> CodedChunks:
+    table = CODED[view].table
+    key = next(c.name for c in table.primary_key.columns if c.name != "trace_id")
+    arrays = tuple(_array_col(c) for c in table.columns if c.name != "trace_id")
+    return CodedChunks(table, table.name.replace("_rows", "_chunks"), key, arrays)
+
+
+#: By coded view name.
+CHUNKED: dict[str, CodedChunks] = {v: _chunked(v) for v in VIEWS}
+#: By the name of the table they replace (metric_rows, ...).
+BY_TABLE: dict[str, CodedChunks] = {c.table.name: c for c in CHUNKED.values()}
+
+
+# --------------------------------------------------------------------------
+# schema
+
+
+def _table_sql(c: CodedChunks) -> str:
+    arrays = ", ".join(f"{a.name} {a.sql}[]" + ("" if a.sql == "text" else " NOT NULL")
+                       for a in c.arrays)
+    return (f"CREATE TABLE {c.chunks} (trace_id INTEGER NOT NULL, {c.first} BIGINT NOT NULL, "
+            f"{arrays}, CONSTRAINT {c.chunks}_pkey PRIMARY KEY (trace_id, {c.first}))")
+
+
+def _lz4_sql(c: CodedChunks) -> str:
+    # As pg_chunks does: lz4 where the server is built with it, else the default.
+    sets = ", ".join(f"ALTER COLUMN {a.name} SET COMPRESSION lz4" for a in c.arrays)
+    return (f"DO $$ BEGIN EXECUTE 'ALTER TABLE {c.chunks} {sets}'; "
+            "EXCEPTION WHEN OTHERS THEN NULL; END $$")
+
+
+def view_sql(c: CodedChunks) -> str:
+    """The SELECT of the view in place of the table: a row per array position,
+    the table's columns in its order. Each array is detoasted once a chunk
+    (``a || '{}'``, as ingest.store.pg_chunks does), and only those a query
+    reads (OFFSET 0 keeps the subquery whole for the planner to prune)."""
+    flat = ", ".join(f"c.{a.name} || '{{}}'::{a.sql}[] AS {a.name}" for a in c.arrays)
+    cols = []
+    for a in c.arrays:
+        v = f"cd.{a.name}[o]"
+        if a.nullable and a.sql != "text":
+            v = f"NULLIF({v}, {NULL_VALUE})"
+        cols.append(f"{v} AS {a.name}")
+    return (f"SELECT c.trace_id, {', '.join(cols)} FROM {c.chunks} c "
+            f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd "
+            f"CROSS JOIN LATERAL generate_series(1, cardinality(c.{c.key})) o")
+
+
+def create_tables() -> list[str]:
+    """The chunk tables' DDL."""
+    return [s for c in CHUNKED.values() for s in (_table_sql(c), _lz4_sql(c))]
+
+
+def create_row_views() -> list[str]:
+    """The views in place of the tables, each with a rule that makes a DELETE
+    from it do nothing (a trace's chunks go with its ``traces`` row, by the
+    delete trigger: models.PG_DELETE_ROWS)."""
+    return [s for c in CHUNKED.values() for s in (
+        f"CREATE VIEW {c.table.name} AS {view_sql(c)}",
+        f"CREATE RULE {c.table.name}_delete AS ON DELETE TO {c.table.name} DO INSTEAD NOTHING")]
+
+
+def delete_trace_rows(trace: str) -> list[str]:
+    """SQL: delete trace ``trace``'s chunks of every chunk table."""
+    return [f"DELETE FROM {c.chunks} WHERE trace_id = {trace};" for c in CHUNKED.values()]
+
+
+def aggregate_sql(c: CodedChunks, source: str) -> str:
+    """INSERT of the chunks of every row of ``source`` (a table with the
+    columns of ``c``'s), CHUNK rows a chunk in key order."""
+    aggs = []
+    for a in c.arrays:
+        v = f"COALESCE({a.name}, {NULL_VALUE})" if a.nullable and a.sql != "text" else a.name
+        aggs.append(f"array_agg({v} ORDER BY {c.key})")
+    names = ", ".join(a.name for a in c.arrays)
+    return (f"INSERT INTO {c.chunks} (trace_id, {c.first}, {names}) "
+            f"SELECT trace_id, min({c.key}), {', '.join(aggs)} FROM (SELECT *, "
+            f"(row_number() OVER (PARTITION BY trace_id ORDER BY {c.key}) - 1) / {CHUNK} "
+            f"AS cell FROM {source}) r GROUP BY trace_id, cell")
+
+
+def count_rows(conn: Connection, table: str, trace_id: int) -> int:
+    """Trace ``trace_id``'s rows of chunked table ``table`` (metric_rows, ...),
+    from the chunks' key arrays (a count(*) of the view makes every row)."""
+    c = BY_TABLE[table]
+    return int(conn.exec_driver_sql(
+        f"SELECT coalesce(sum(cardinality({c.key})), 0) FROM {c.chunks} "
+        f"WHERE trace_id = {int(trace_id)}").scalar_one())
+
+
+# --------------------------------------------------------------------------
+# writing
+
+_NULL_FIELD = struct.pack(">i", -1)
+
+
+def _int_array(values: Arr, a: ArrayCol) -> bytes:
+    """An integer array field (length and array_recv's form) of ``values``."""
+    rec = np.empty(len(values), dtype=[("l", ">i4"), ("v", a.dtype)])
+    rec["l"] = np.dtype(a.dtype).itemsize
+    rec["v"] = values
+    body = struct.pack(">iiiii", 1, 0, a.oid, len(values), 1) + rec.tobytes()
+    return struct.pack(">i", len(body)) + body
+
+
+def _text_array(values: list[Any]) -> bytes:
+    """A text array field of ``values`` (None: NULL), or a NULL field when all are."""
+    if all(v is None for v in values):
+        return _NULL_FIELD
+    items = [_NULL_FIELD if v is None else struct.pack(">i", len(b := str(v).encode())) + b
+             for v in values]
+    body = struct.pack(">iiiii", 1, int(any(v is None for v in values)), 25, len(values),
+                       1) + b"".join(items)
+    return struct.pack(">i", len(body)) + body
+
+
+def _ints(col: Any, n: int) -> Arr:
+    """A loader's integer column as int64 values, NULL as NULL_VALUE."""
+    if col is None:
+        return np.full(n, NULL_VALUE, np.int64)
+    if isinstance(col, Nullable):
+        return np.where(np.asarray(col.null, bool), NULL_VALUE,
+                        np.asarray(col.values).astype(np.int64, copy=False))
+    arr = np.asarray(col)
+    if arr.dtype == object:
+        return np.array([NULL_VALUE if v is None else int(v) for v in arr.tolist()], np.int64)
+    return arr.astype(np.int64, copy=False)
+
+
+def write_chunks(conn: Connection, view: str, trace_id: int, cols: dict[str, Any], n: int,
+                 advance: Callable[[int], None] | None = None) -> int:
+    """Store ``n`` rows of the coded table of ``view`` (``cols``: its columns,
+    as ingest.store.coded_insert.stored_columns gives them; a column left out
+    is NULL) as chunk rows by binary COPY, in the caller's transaction; returns
+    ``n``. The trace's rows are cut every CHUNK rows: a part after a short
+    last chunk fills it first."""
+    c = CHUNKED[view]
+    given, taken = n, 0
+    if not n:
+        return 0
+    ints = {a.name: _ints(cols.get(a.name), n) for a in c.arrays if a.sql != "text"}
+    texts: dict[str, list[Any] | None] = {
+        a.name: None if cols.get(a.name) is None else list(cols[a.name])
+        for a in c.arrays if a.sql == "text"}
+    head_rows = _take_partial(conn, c, trace_id, int(ints[c.key][0]))
+    if head_rows is not None:
+        # The part's first rows join the previous part's last chunk, so that a
+        # trace's chunks are the same however the loader cut its rows.
+        k = taken = len(head_rows[c.key])
+        for a in c.arrays:
+            old = head_rows[a.name]
+            if a.sql != "text":
+                ints[a.name] = np.concatenate([np.asarray(old, np.int64), ints[a.name]])
+            elif old is not None or texts[a.name] is not None:
+                new = texts[a.name]
+                texts[a.name] = ([None] * k if old is None else list(old)) + (
+                    [None] * n if new is None else new)
+        n += k
+    key = ints[c.key]
+    head = struct.pack(">hii", 2 + len(c.arrays), 4, int(trace_id))
+    names = ", ".join(a.name for a in c.arrays)
+    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        with cur.copy(f"COPY {c.chunks} (trace_id, {c.first}, {names}) FROM STDIN "
+                      "(FORMAT BINARY)") as cp:
+            cp.write(b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00")
+            out: list[bytes] = []
+            for lo in range(0, n, CHUNK):
+                hi = min(n, lo + CHUNK)
+                out.append(head + struct.pack(">iq", 8, int(key[lo])))
+                for a in c.arrays:
+                    if a.sql == "text":
+                        t = texts[a.name]
+                        out.append(_NULL_FIELD if t is None else _text_array(t[lo:hi]))
+                    else:
+                        out.append(_int_array(ints[a.name][lo:hi], a))
+                if len(out) >= 64 * (2 + len(c.arrays)):
+                    cp.write(b"".join(out))
+                    out = []
+                if advance:
+                    advance(hi - lo - (taken if lo == 0 else 0))
+            cp.write(b"".join(out) + b"\xff\xff")
+    finally:
+        cur.close()
+    return given
+
+
+def _take_partial(conn: Connection, c: CodedChunks, trace_id: int, first_key: int
+                  ) -> dict[str, Any] | None:
+    """The trace's last chunk when it holds fewer than CHUNK rows and comes
+    before ``first_key``: deleted, its columns returned (lists; a NULL array
+    None) to be written again with the next part's rows."""
+    row = conn.exec_driver_sql(
+        f"SELECT {c.first}, cardinality({c.key}) FROM {c.chunks} WHERE trace_id = "
+        f"{int(trace_id)} ORDER BY {c.first} DESC LIMIT 1").first()
+    if row is None or int(row[1]) >= CHUNK or int(row[0]) >= first_key:
+        return None
+    names = ", ".join(a.name for a in c.arrays)
+    got = conn.exec_driver_sql(
+        f"DELETE FROM {c.chunks} WHERE trace_id = {int(trace_id)} AND {c.first} = "
+        f"{int(row[0])} RETURNING {names}").one()
+    return {a.name: got[j] for j, a in enumerate(c.arrays)}

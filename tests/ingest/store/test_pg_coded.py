@@ -1,0 +1,188 @@
+"""PostgreSQL's chunked coded tables (ingest.store.pg_coded): rows stored through
+the loader's path in parts show through ``metric_rows``, ``log_rows``,
+``region_rows`` and the views over them as they were given, NULLs and texts
+included; revision 0017 carries rows stored as rows over into chunks and back;
+a trace's delete removes its chunks. Needs GMPSCOPE_TEST_PG_URL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, text
+
+from ingest.columns import Nullable
+from ingest.store import pg_coded
+from ingest.store.bulk import insert_columns
+from ingest.store.coded_insert import CodeBook, in_book, store_coded, stored_columns
+from ingest.store.coded_models import CODED, strings
+from ingest.store.db import make_engine, write_tx
+from tests.ingest.store.test_pg_chunks import _alembic, _trace
+from tests.support.ingest_fixtures import make_db_url
+
+pytestmark = pytest.mark.skipif(not os.environ.get("GMPSCOPE_TEST_PG_URL"),
+                                reason="needs GMPSCOPE_TEST_PG_URL")
+
+CHUNK = pg_coded.CHUNK
+_ORDER = {"metrics": "trace_id, seq", "logs": "trace_id, seq", "regions": "trace_id, id",
+          "metric_rows": "trace_id, seq", "log_rows": "trace_id, seq",
+          "region_rows": "trace_id, id"}
+
+
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[Engine]:
+    for url in make_db_url("postgresql", tmp_path):
+        eng = make_engine(url)
+        yield eng
+        eng.dispose()
+
+
+def _view_cols(view: str, n: int, seed: int) -> dict[str, Any]:
+    """The view's columns for ``n`` rows: increasing keys with gaps, a few
+    names, NULLs in every nullable column."""
+    rng = np.random.default_rng(seed)
+    key = np.cumsum(rng.integers(1, 9, n)).astype(np.int64)
+    ts = np.cumsum(rng.integers(0, 5000, n)).astype(np.int64)
+    names = np.array(["/gc/heap/goal:bytes", "/sched/gomaxprocs:threads", "a", "b"],
+                     dtype=object)
+    null = rng.random(n) < 0.2
+    if view == "metrics":
+        strs = np.array([None, "x", "y"], dtype=object)[rng.integers(0, 3, n)]
+        return {"seq": key, "ts": ts, "name": names[rng.integers(0, 4, n)],
+                "value": Nullable(rng.integers(-5, 2**40, n), null), "value_str": strs}
+    if view == "logs":
+        return {"seq": key, "ts": ts, "g": rng.integers(1, 900, n),
+                "task_id": Nullable(rng.integers(0, 40, n), null),
+                "category": names[rng.integers(0, 4, n)],
+                "message": np.array([f"m{i % 37}" for i in range(n)], dtype=object),
+                "stack_id": rng.integers(0, 2**33, n)}
+    start = Nullable(ts, null)
+    return {"id": key, "task_id": Nullable(rng.integers(0, 40, n), ~null),
+            "name": names[rng.integers(0, 4, n)], "g": rng.integers(1, 900, n),
+            "start_ts": start, "end_ts": Nullable(ts + rng.integers(0, 900, n), null & ~null),
+            "stack_id": rng.integers(0, 2**33, n)}
+
+
+def _expected(view: str, trace_id: int, cols: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The view's rows for ``cols``, as Python values (NULLs as None)."""
+    out = []
+    names = list(cols)
+    n = len(cols[names[0]])
+    for i in range(n):
+        row: list[Any] = [trace_id]
+        for k in names:
+            c = cols[k]
+            if isinstance(c, Nullable):
+                row.append(None if c.null[i] else int(c.values[i]))
+            elif isinstance(c, np.ndarray) and c.dtype != object:
+                row.append(int(c[i]))
+            else:
+                row.append(c[i])
+        out.append(tuple(row))
+    return out
+
+
+def _store_rows(conn: Any, trace_id: int, view: str, cols: dict[str, Any]) -> None:
+    """As 0016's loader stored them: rows of the coded table, and its strings."""
+    table_cols, texts = stored_columns(CODED[view], cols)
+    for source, first, values in texts:
+        insert_columns(conn, strings, {
+            "source": np.full(len(values), source, np.int64),
+            "code": np.arange(first, first + len(values), dtype=np.int64),
+            "value": values}, {"trace_id": trace_id})
+    insert_columns(conn, CODED[view].table, table_cols, {"trace_id": trace_id})
+
+
+def _rows(engine: Engine, rel: str, trace_id: int | None = None) -> list[tuple[Any, ...]]:
+    where = "" if trace_id is None else f" WHERE trace_id = {int(trace_id)}"
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(
+            f"SELECT * FROM {rel}{where} ORDER BY {_ORDER[rel]}"))]
+
+
+@pytest.mark.parametrize("view", pg_coded.VIEWS)
+def test_parts_show_as_given(pg: Engine, view: str) -> None:
+    """3 chunks and a bit, stored in the loader's parts (cut off the chunk size):
+    the view shows every row as given; each chunk holds at most CHUNK rows of one
+    trace, keyed by its first row's key; a second trace's rows stay its own."""
+    n = 3 * CHUNK + 77
+    traces = []
+    for seed, cuts in ((1, [1, 700, 2500]), (2, [])):
+        cols = _view_cols(view, n, seed)
+        with write_tx(pg) as conn:
+            tid = _trace(conn)
+            a = 0
+            books = {k: CodeBook() for k in CODED[view].sources}  # as the loader's parts
+            for b in [*cuts, n]:
+                part = {k: (Nullable(v.values[a:b], v.null[a:b]) if isinstance(v, Nullable)
+                            else in_book(v[a:b], books[k]) if k in books else v[a:b])
+                        for k, v in cols.items()}
+                assert store_coded(conn, tid, view, part) == b - a
+                a = b
+        traces.append(tid)
+        assert _rows(pg, view, tid) == _expected(view, tid, cols)
+        with pg.connect() as conn:
+            assert pg_coded.count_rows(conn, CODED[view].table.name, tid) == n
+    c = pg_coded.CHUNKED[view]
+    with pg.connect() as conn:
+        chunks = [tuple(r) for r in conn.exec_driver_sql(
+            f"SELECT trace_id, {c.first}, {c.key}[1], cardinality({c.key}) FROM {c.chunks} "
+            f"ORDER BY trace_id, {c.first}")]
+    assert all(first == k0 and 0 < size <= CHUNK for _, first, k0, size in chunks)
+    # Cut every CHUNK rows of the trace, whatever the parts: 3 whole and 77.
+    assert [s for t, _, _, s in chunks if t == traces[0]] == [CHUNK] * 3 + [77]
+    assert [sum(s for t, _, _, s in chunks if t == tid) for tid in traces] == [n, n]
+    with write_tx(pg) as conn:
+        conn.exec_driver_sql(f"DELETE FROM traces WHERE id = {traces[0]}")
+    with pg.connect() as conn:
+        left = {r[0] for r in conn.exec_driver_sql(f"SELECT DISTINCT trace_id FROM {c.chunks}")}
+    assert left == {traces[1]}
+
+
+def test_a_column_null_on_every_row_is_a_null_array(pg: Engine) -> None:
+    """Go's new traces give no metric a text value: the column is left out of
+    the insert, and its chunks hold a NULL array, not 1024 NULLs."""
+    cols = _view_cols("metrics", 2 * CHUNK, 5)
+    cols["value_str"] = np.full(2 * CHUNK, None, dtype=object)
+    with write_tx(pg) as conn:
+        tid = _trace(conn)
+        store_coded(conn, tid, "metrics", cols)
+    assert _rows(pg, "metrics", tid) == _expected("metrics", tid, cols)
+    with pg.connect() as conn:
+        assert conn.exec_driver_sql(
+            "SELECT count(*), count(value_str) FROM metric_chunks").one() == (2, 0)
+
+
+def test_revision_0017_carries_rows_over_and_back(tmp_path: Path) -> None:
+    """Rows stored at revision 0016 (two traces) show the same through every
+    table and view after the upgrade, as chunks of CHUNK rows in key order, and
+    after the downgrade, as rows again; a delete then removes one trace's."""
+    rels = ("metrics", "logs", "regions", "metric_rows", "log_rows", "region_rows")
+    for url in make_db_url("postgresql", tmp_path):
+        engine = make_engine(url, migrate_to_head=False)
+        _alembic(engine, "upgrade", "0016")
+        with write_tx(engine) as conn:
+            for seed, n in ((1, CHUNK + 300), (2, 2 * CHUNK + 7)):
+                tid = _trace(conn)
+                for view in pg_coded.VIEWS:
+                    _store_rows(conn, tid, view, _view_cols(view, n, seed))
+        before = {r: _rows(engine, r) for r in rels}
+        assert len(before["metrics"]) == 3 * CHUNK + 307
+        _alembic(engine, "upgrade", "head")
+        assert {r: _rows(engine, r) for r in rels} == before
+        with engine.connect() as conn:
+            sizes = [r[0] for r in conn.exec_driver_sql(
+                "SELECT cardinality(seq) FROM metric_chunks ORDER BY trace_id, first_seq")]
+        assert sizes == [CHUNK, 300, CHUNK, CHUNK, 7]
+        _alembic(engine, "downgrade", "0016")
+        assert {r: _rows(engine, r) for r in rels} == before
+        _alembic(engine, "upgrade", "head")
+        first = before["metrics"][0][0]
+        with write_tx(engine) as conn:
+            conn.exec_driver_sql(f"DELETE FROM traces WHERE id = {first}")
+        assert _rows(engine, "regions") == [r for r in before["regions"] if r[0] != first]
+        engine.dispose()
