@@ -1,6 +1,6 @@
 """PostgreSQL's chunked coded tables (ingest.store.pg_coded): rows stored through
-the loader's path in parts show through ``metric_rows``, ``log_rows``,
-``region_rows`` and the views over them as they were given, NULLs and texts
+the loader's path in parts show through ``metric_rows``, ``region_rows``
+and the views over them as they were given, NULLs and texts
 included; revision 0017 carries rows stored as rows over into chunks and back;
 a trace's delete removes its chunks. Needs GMPSCOPE_TEST_PG_URL."""
 

@@ -1,16 +1,15 @@
-"""PostgreSQL: metric, log and region rows kept as chunk rows of arrays
+"""PostgreSQL: metric and region rows kept as chunk rows of arrays
 
 Revision ID: 0017
 Revises: 0016
 Create Date: 2026-12-06
 
-PostgreSQL only (SQLite is unchanged). The rows of ``metric_rows``,
-``log_rows`` and ``region_rows`` move into ``metric_chunks``, ``log_chunks``
-and ``region_chunks``: one row per run of up to 1024 of a trace's rows in key
-order, the columns as arrays (ingest/store/pg_coded.py). The three tables
-become views of the same names and columns, so ``metrics``, ``logs`` and
-``regions`` show the same rows as before. The delete trigger deletes a trace's
-chunks. Downgrade moves the rows back.
+PostgreSQL only (SQLite is unchanged). The rows of ``metric_rows`` and
+``region_rows`` move into ``metric_chunks`` and ``region_chunks``: one row per
+run of up to 1024 of a trace's rows in key order, the columns as arrays
+(ingest/store/pg_coded.py). The two tables become views of the same names and
+columns, so ``metrics`` and ``regions`` show the same rows as before. The
+delete trigger deletes a trace's chunks. Downgrade moves the rows back.
 """
 
 from __future__ import annotations
@@ -30,10 +29,6 @@ _ROWS_0016 = {
     "metric_rows": ("trace_id INTEGER NOT NULL, seq BIGINT NOT NULL, ts BIGINT NOT NULL, "
                     "name_code INTEGER NOT NULL, value BIGINT, value_str TEXT, "
                     "PRIMARY KEY (trace_id, seq)"),
-    "log_rows": ("trace_id INTEGER NOT NULL, seq BIGINT NOT NULL, ts BIGINT NOT NULL, "
-                 "g BIGINT NOT NULL, task_id BIGINT, category_code INTEGER NOT NULL, "
-                 "message_code INTEGER NOT NULL, stack_id BIGINT NOT NULL, "
-                 "PRIMARY KEY (trace_id, seq)"),
     "region_rows": ("trace_id INTEGER NOT NULL, id INTEGER NOT NULL, task_id BIGINT, "
                     "name_code INTEGER NOT NULL, g BIGINT NOT NULL, start_ts BIGINT, "
                     "end_ts_delta BIGINT, stack_id BIGINT NOT NULL, "
