@@ -332,13 +332,15 @@ def _table_sql(c: Chunked) -> str:
             f"{arrays}, CONSTRAINT {c.chunks}_pkey PRIMARY KEY (first_id))")
 
 
-def _lz4_sql(c: Chunked) -> str:
+def lz4_sql(table: str, columns: Sequence[str]) -> str:
+    """SQL: ``columns`` of chunk table ``table`` compressed with lz4 where the
+    server has it."""
     # lz4 (PostgreSQL 14 and later, when built with it) compresses and reads
     # several times faster than the default pglz: the 200 MB trace's
     # intervals took 23 s to store with pglz, 7 s with lz4. Elsewhere the
     # default stays.
-    sets = ", ".join(f"ALTER COLUMN {a.name} SET COMPRESSION lz4" for a in c.arrays)
-    return (f"DO $$ BEGIN EXECUTE 'ALTER TABLE {c.chunks} {sets}'; "
+    sets = ", ".join(f"ALTER COLUMN {x} SET COMPRESSION lz4" for x in columns)
+    return (f"DO $$ BEGIN EXECUTE 'ALTER TABLE {table} {sets}'; "
             "EXCEPTION WHEN OTHERS THEN NULL; END $$")
 
 
@@ -346,7 +348,7 @@ def create_tables() -> list[str]:
     """The chunk tables' DDL. Indexed by trace too: a trace's chunks are
     deleted by it (a few thousand index entries a trace, not millions)."""
     return [s for c in CHUNKED.values() for s in (
-        _table_sql(c), _lz4_sql(c),
+        _table_sql(c), lz4_sql(c.chunks, c.names),
         f"CREATE INDEX ix_{c.chunks}_trace_id ON {c.chunks} (trace_id)")]
 
 

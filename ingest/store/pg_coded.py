@@ -3,17 +3,17 @@
 ``metric_rows`` and ``region_rows`` (ingest.store.coded_models) hold millions
 of rows of a big trace (3.3 M and 3.1 M of the 200 MB benchmark trace): as heap
 rows with a primary-key entry each they took 740 MB of its 1.7 GB database and
-11 s of its load's COPY. On PostgreSQL each is
-kept, as the intervals are (ingest.store.pg_chunks), as chunk rows: up to
-:data:`CHUNK` consecutive rows of one trace in one row, every column an array
-(``bigint[]``, ``integer[]``, ``text[]``), compressed with lz4 where the
-server has it. A chunk is keyed by its trace and the key of its first row
+11 s of its load's COPY. On PostgreSQL each is kept, as the intervals are
+(ingest.store.pg_chunks, whose rows per chunk, NULL inside an integer array and
+lz4 compression it shares), as chunk rows: up to :data:`CHUNK` consecutive rows
+of one trace in one row, every column an array (``bigint[]``, ``integer[]``,
+``text[]``). A chunk is keyed by its trace and the key of its first row
 (``first_seq``, or ``first_id`` for regions); its rows are the rows as the
 loader gave them, in order, cut every CHUNK rows of the trace's table (the same
-chunks however the loader cut it into parts). The tables keep their names as views with their
-columns (a row per array position), so the coded views (``metrics``,
-``regions``), :class:`~ingest.store.coded_models.CodedQuery` and users' SQL
-read them as before.
+chunks however the loader cut it into parts). The tables keep their names as
+views with their columns (a row per array position), so the coded views
+(``metrics``, ``regions``), :class:`~ingest.store.coded_models.CodedQuery` and
+users' SQL read them as before.
 
 Inside an integer array, a NULL is :data:`NULL_VALUE` (the view turns it back);
 a column that is NULL on every row of a chunk is a NULL array (a metric's
@@ -33,13 +33,10 @@ from sqlalchemy import BigInteger, Connection, Integer, Table, Text
 
 from ingest.columns import Nullable
 from ingest.store.coded_models import CODED
+from ingest.store.pg_chunks import CHUNK, NULL_VALUE, lz4_sql
 
 Arr = npt.NDArray[Any]
 
-#: Rows per chunk (at most).
-CHUNK = 1024
-#: A NULL inside an integer array.
-NULL_VALUE = -(2**63)
 #: The coded views whose tables are chunked, by view name.
 #: (Not ``logs``: its page reads a trace's records in key order a page at a
 #: time, which the primary key serves at once and a view over chunks only by
@@ -109,13 +106,6 @@ def _table_sql(c: CodedChunks) -> str:
             f"{arrays}, CONSTRAINT {c.chunks}_pkey PRIMARY KEY (trace_id, {c.first}))")
 
 
-def _lz4_sql(c: CodedChunks) -> str:
-    # As pg_chunks does: lz4 where the server is built with it, else the default.
-    sets = ", ".join(f"ALTER COLUMN {a.name} SET COMPRESSION lz4" for a in c.arrays)
-    return (f"DO $$ BEGIN EXECUTE 'ALTER TABLE {c.chunks} {sets}'; "
-            "EXCEPTION WHEN OTHERS THEN NULL; END $$")
-
-
 def view_sql(c: CodedChunks) -> str:
     """The SELECT of the view in place of the table: a row per array position,
     the table's columns in its order. Each array is detoasted once a chunk
@@ -135,7 +125,8 @@ def view_sql(c: CodedChunks) -> str:
 
 def create_tables() -> list[str]:
     """The chunk tables' DDL."""
-    return [s for c in CHUNKED.values() for s in (_table_sql(c), _lz4_sql(c))]
+    return [s for c in CHUNKED.values() for s in (
+        _table_sql(c), lz4_sql(c.chunks, [a.name for a in c.arrays]))]
 
 
 def create_row_views() -> list[str]:

@@ -27,7 +27,7 @@ import pytest
 from collectors.poller import bpf_misses, sched_parse
 from collectors.poller.backend import ebpf_missing
 from collectors.poller.ebpf_recorder import TRANSPORT_ENV
-from collectors.poller.sched_recorder import SchedRecorder
+from tests.support.sleeps import record_sleeps
 
 SLEEPS = 400
 
@@ -40,10 +40,6 @@ def _why_not() -> str | None:
 
 pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=str(_why_not())),
               pytest.mark.alone]
-
-
-def _stopped(pid: int) -> bool:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
 @pytest.fixture
@@ -95,26 +91,10 @@ def test_missing_wakeups_are_within_the_skipped_runs(
     the kernel skips some of our runs (some of the sleeper's wakeups among them),
     and every wakeup missing is within the count the recorder reports."""
     monkeypatch.setenv(TRANSPORT_ENV, transport)
-    code = ("import os, signal, time; os.kill(os.getpid(), signal.SIGSTOP); "
-            f"[time.sleep(0.005) for _ in range({SLEEPS})]")
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        while not _stopped(proc.pid):
-            time.sleep(0.001)
-        rec = SchedRecorder(proc.pid, tmp_path)
-        rec.start()
-        os.kill(proc.pid, signal.SIGCONT)
-        assert proc.wait(timeout=120) == 0
-        summary = rec.stop()
-    finally:
-        proc.kill()
+    got = record_sleeps(tmp_path, SLEEPS)
+    summary, asleep, woken = got.summary, got.asleep, got.woken
     assert summary["transport"] == transport and summary["lost_events"] == 0
     skipped = summary["skipped_runs"]
     assert skipped is not None and skipped > 0
-    table = sched_parse.read_sched(tmp_path)
-    assert table is not None
-    assert sched_parse.table_meta(table)["skipped_runs"] == skipped
-    rows = [r for r in table.to_pylist() if r["tid"] == proc.pid]
-    asleep = sum(1 for r in rows if r["event"] == "off" and r["state"] == "sleep")
-    woken = sum(1 for r in rows if r["event"] == "wakeup")
+    assert sched_parse.table_meta(got.table)["skipped_runs"] == skipped
     assert asleep + skipped >= SLEEPS and woken + skipped >= SLEEPS, (asleep, woken, skipped)

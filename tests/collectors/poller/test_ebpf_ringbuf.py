@@ -218,34 +218,13 @@ def test_scheduling_transports_see_every_sleep(transport: str, tmp_path: Path,
     comes back at least 40 times, and nothing is lost, short of the probe runs the
     kernel says it skipped (an event that came while another BPF program, ours or a
     parallel test's, ran on that CPU) and a rare wakeup it drops uncounted."""
-    import signal
-    import time
-
-    from collectors.poller import sched_parse
-    from collectors.poller.sched_recorder import SchedRecorder
+    from tests.support.sleeps import record_sleeps
 
     monkeypatch.setenv(TRANSPORT_ENV, transport)
-    code = ("import os, signal, time; os.kill(os.getpid(), signal.SIGSTOP); "
-            "[time.sleep(0.005) for _ in range(40)]")
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-            time.sleep(0.001)
-        rec = SchedRecorder(proc.pid, tmp_path)
-        rec.start()
-        os.kill(proc.pid, signal.SIGCONT)
-        assert proc.wait(timeout=60) == 0
-        summary = rec.stop()
-    finally:
-        proc.kill()
+    got = record_sleeps(tmp_path, 40)
+    summary, asleep, woken, on = got.summary, got.asleep, got.woken, got.on
     assert summary["transport"] == transport and summary["transport_note"] is None
     assert summary["lost_events"] == 0 and not summary["partial"]
-    table = sched_parse.read_sched(tmp_path)
-    assert table is not None
-    rows = [r for r in table.to_pylist() if r["tid"] == proc.pid]
-    asleep = sum(1 for r in rows if r["event"] == "off" and r["state"] == "sleep")
-    woken = sum(1 for r in rows if r["event"] == "wakeup")
-    on = sum(1 for r in rows if r["event"] == "on")
     skipped = summary["skipped_runs"]
     assert skipped is not None and skipped >= 0
     assert asleep + skipped >= 40 and on + skipped >= 40, (asleep, woken, on, skipped)
