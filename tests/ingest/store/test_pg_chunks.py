@@ -6,7 +6,6 @@ delete removes its chunks. Needs GMPSCOPE_TEST_PG_URL."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,6 @@ pytestmark = pytest.mark.skipif(not os.environ.get("GMPSCOPE_TEST_PG_URL"),
                                 reason="needs GMPSCOPE_TEST_PG_URL")
 
 CHUNK = pg_chunks.CHUNK
-
-
-@pytest.fixture
-def pg(tmp_path: Path) -> Iterator[Engine]:
-    for url in make_db_url("postgresql", tmp_path):
-        eng = make_engine(url)
-        yield eng
-        eng.dispose()
 
 
 def _trace(conn: Any) -> int:

@@ -7,7 +7,6 @@ a trace's delete removes its chunks. Needs GMPSCOPE_TEST_PG_URL."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,6 @@ CHUNK = pg_coded.CHUNK
 _ORDER = {"metrics": "trace_id, seq", "logs": "trace_id, seq", "regions": "trace_id, id",
           "metric_rows": "trace_id, seq", "log_rows": "trace_id, seq",
           "region_rows": "trace_id, id"}
-
-
-@pytest.fixture
-def pg(tmp_path: Path) -> Iterator[Engine]:
-    for url in make_db_url("postgresql", tmp_path):
-        eng = make_engine(url)
-        yield eng
-        eng.dispose()
 
 
 def _view_cols(view: str, n: int, seed: int) -> dict[str, Any]:
