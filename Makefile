@@ -82,7 +82,8 @@ unit: setup
 # The ingest tests run on SQLite and, through GMPSCOPE_TEST_PG_URL, on the
 # private PostgreSQL cluster that test-setup started. Tests marked `alone`
 # disturb the machine on purpose (a BPF program spinning on every system call)
-# and run after the others, by themselves.
+# or need its CPUs to themselves (workloads whose off-CPU time must be their
+# own), and run after the others, by themselves.
 test: test-setup lint typecheck
 	GMPSCOPE_TEST_PG_URL="$$($(BIN)/python -m tools.postgres url)" $(BIN)/pytest -q -n 3 --dist loadfile --durations=30 -m "not alone" tests
 	$(BIN)/pytest -q -m alone tests

@@ -29,7 +29,10 @@ from ingest.store.db import make_engine
 from ingest.views import offcpu
 from tests.support.sched_recordings import NEEDS_BPFTRACE, record, stored, workload_bin
 
-pytestmark = [pytest.mark.slow, *NEEDS_BPFTRACE]
+# alone: the controls' off-CPU time must be their own. Recorded beside the
+# parallel suite, other tests' processes took their CPUs and the rule, rightly,
+# saw the timers control run off-CPU (once in CI).
+pytestmark = [pytest.mark.slow, pytest.mark.alone, *NEEDS_BPFTRACE]
 #: Workloads that must stay clear (their load lasts -duration, so the recorder,
 #: attached a few hundred ms after they start, sees most of it).
 CONTROLS = ("healthy", "timers")
