@@ -9,8 +9,8 @@ calls (the scheduler decides which thread polls, how many reads see EAGAIN), so
 the backends are compared on what the program's work fixes: the epoll instance and
 its waits' shape, every connection dialed accepted (within 2, in each recording),
 the calls per connection (close, epoll_ctl: within 15%), reads and writes
-(within 30%), and the set of descriptors used by reads and writes (their overlap
-at least 80% of their union).
+(within 30%), and the descriptors read and written (each TCP one seen made in
+its own recording; the Go trace written through the same one).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,11 @@ def _near(a: int, b: int, share: float, slack: int) -> bool:
     return abs(a - b) <= share * max(a, b) + slack
 
 
+def _rw_fds(rows: list[dict[str, Any]], kind: Callable[[str], bool]) -> set[int]:
+    return {r["fd"] for r in rows
+            if r["name"] in ("read", "write") and kind(r["fd_path"] or "")}
+
+
 def test_same_program_same_epoll_waits_and_descriptors(both: Path) -> None:
     (em, er), (sm, sr) = load(both / "ebpf"), load(both / "strace")
     assert em["backend"] == "ebpf" and sm["backend"] == "strace"
@@ -128,9 +134,18 @@ def test_same_program_same_epoll_waits_and_descriptors(both: Path) -> None:
     # Reads and writes are the requests' own.
     for name in ("read", "write"):
         assert _near(ec[name], sc[name], 0.3, 10), (name, ec[name], sc[name])
-    efds = {r["fd"] for r in er if r["name"] in ("read", "write")}
-    sfds = {r["fd"] for r in sr if r["name"] in ("read", "write")}
-    assert len(efds & sfds) >= 0.8 * len(efds | sfds), (efds, sfds)
+    # Which descriptor numbers the connections get is timing too (how many are
+    # open at once: fds 7-15 under eBPF, 7-14 under strace in one run; CI once saw
+    # 9 shared of 12), so each recording must account for its own: every TCP
+    # descriptor read or written is one it saw accepted or connected, and both
+    # write the Go trace through the same descriptor.
+    for rows in (er, sr):
+        made = ({r["result"] for r in rows if r["name"] == "accept4" and (r["result"] or -1) >= 0}
+                | {r["fd"] for r in rows if r["name"] == "connect"})
+        tcp = _rw_fds(rows, lambda path: path.startswith("TCP:"))
+        assert tcp and tcp <= made, (sorted(tcp), sorted(made))
+    traced = [_rw_fds(rows, lambda path: path.endswith(".trace")) for rows in (er, sr)]
+    assert len(traced[0]) == 1 and traced[0] == traced[1], traced
     # The descriptions agree on what each kind of call acted on.
     for backend, rows in (("ebpf", er), ("strace", sr)):
         acts = [r for r in rows if r["name"] in ("accept4", "connect")]
