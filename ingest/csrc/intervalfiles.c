@@ -1,27 +1,33 @@
-/* ingest.store._intervalfiles: a trace's intervals read by SQL straight from
- * the column files they are kept in (ingest/store/interval_files.py).
+/* ingest.store._intervalfiles: a trace's intervals, and other tables of
+ * millions of rows, read by SQL straight from the column files they are kept
+ * in (ingest/store/interval_files.py, ingest/store/coded_files.py).
  *
  *   register()        every SQLite connection opened from now on, in this
- *                     process, gets the eponymous virtual table
- *                     gmpscope_intervals
+ *                     process, gets the eponymous virtual tables of
+ *                     filetables.h
  *
- * gmpscope_proc_run_index, proc_run_index's rows kept as the frames'
- * proc_runs.row.npy (proc_run_files), each run's interval id its row there
- * plus the trace's first interval id, and gmpscope_syscall_outcomes,
- * syscall_outcomes' rows kept as the frames' syscalls.*.npy (syscall_files).
+ * gmpscope_intervals (the intervals), gmpscope_proc_run_index (proc_run_index's
+ * rows kept as the frames' proc_runs.row.npy, each run's interval id its row
+ * there plus the trace's first interval id) and gmpscope_syscall_outcomes
+ * (syscall_outcomes' rows kept as the frames' syscalls.*.npy) are ranged:
+ * one set of files per trace, row r the id first_id + r. gmpscope_metric_rows,
+ * gmpscope_log_rows and gmpscope_region_rows (the coded tables' rows kept in
+ * files, coded_files) are keyed: a set per part of a trace, its key (seq, id)
+ * a file of its own.
  *
  * Why: on SQLite a trace's intervals (19.5 M rows for a 200 MB trace) were
  * kept twice, as SQL rows (815 MB) and as the views' memory-mapped column
  * files. Now the files are their home; this table shows them to SQL with the
  * columns of the old table, and the view ``intervals`` is the rows still kept
- * in ``interval_rows`` UNION ALL this table.
+ * in ``interval_rows`` UNION ALL this table. The coded tables' millions of
+ * rows cost the load more as b-tree inserts than as files.
  *
- * Which files: the table ``interval_files`` of the same database, one row per
- * trace kept in files: (trace_id, first_id, last_id, directory). Row r of the
- * trace's files is the interval with id first_id + r; ``directory`` holds one
- * NumPy ``.npy`` file per column (intervals.<column>.npy: little-endian signed
- * integers of 1, 2, 4 or 8 bytes, one dimension) and is relative to the
- * database file's directory unless absolute. A statement reads the list when
+ * Which files: a listing table of the same database (interval_files,
+ * coded_files, ...), one row per set: (trace_id, first key, last key, base,
+ * directory, rows, file prefix). ``directory`` holds one NumPy ``.npy`` file per
+ * column (<prefix><column>.npy: little-endian signed integers of 1, 2, 4 or 8
+ * bytes, one dimension) and is relative to the database file's directory
+ * unless absolute. A statement reads the list when
  * it first filters the table (it sees one snapshot of the database); each
  * column's file is mapped read-only when first read (a point lookup of one
  * column maps one file). The connection keeps the list and its mappings for
@@ -31,9 +37,10 @@
  * statement that visited many rows hands the pages it brought in back to the
  * page cache when it ends; the mappings of a changed listing go with it.
  *
- * Constraints used: id (=, <, <=, >, >=) and trace_id (=); the rows come in
- * id order, so ORDER BY id costs nothing. Every constraint is checked again
- * by SQLite (none is omitted): ours only narrows the rows visited.
+ * Constraints used: the key (=, <, <=, >, >=) and trace_id (=); the rows come
+ * in key order (a keyed table's within a trace), so ORDER BY the key costs
+ * nothing. Every constraint is checked again by SQLite (none is omitted): ours
+ * only narrows the rows visited.
  *
  * Reached through SQLite's public API only: register() adds an automatic
  * extension (sqlite3_auto_extension) to the SQLite library this module links,
@@ -52,82 +59,7 @@
 #include <unistd.h>
 #include <sqlite3.h>
 
-/* Every table here has id and trace_id as its first two columns. */
-enum { C_ID, C_TRACE, MAX_COLS = 11 };
-
-/* How a column's SQL value is made from its file's value v. */
-enum {
-    AS_IS,      /* v */
-    PLUS_BASE,  /* v + the set's base (an interval id stored as the interval's row) */
-    NULL_IF_NEG,/* NULL where v is -1 (the frames' NULL), else v */
-    TEXT_CODE,  /* the text texts[v] */
-};
-
-/* A table of files: its columns, the files they are read from, and the SQL
- * listing its traces: (trace_id, first_id, last_id, base, directory), in
- * first_id order. */
-typedef struct {
-    const char *name;
-    const char *label; /* in error messages */
-    const char *schema;
-    const char *sets_sql;
-    int ncols;
-    const char *const file[MAX_COLS]; /* the column's file (NULL: id, trace_id) */
-    const int how[MAX_COLS];
-    const char *const *texts; /* TEXT_CODE's texts */
-    int ntexts;
-} TableDesc;
-
-/* gmpscope_intervals: the intervals (interval_files). */
-static const TableDesc INTERVALS = {
-    "gmpscope_intervals",
-    "intervals",
-    "CREATE TABLE x(id INTEGER, trace_id INTEGER, rid INTEGER, start_ts INTEGER, "
-    "seq INTEGER, end_ts INTEGER, kind INTEGER, m INTEGER, p INTEGER, g INTEGER, "
-    "stack_id INTEGER)",
-    "SELECT trace_id, first_id, last_id, 0, directory FROM main.interval_files "
-    "ORDER BY first_id",
-    11,
-    {NULL, NULL, "intervals.rid", "intervals.start_ts", "intervals.seq", "intervals.end_ts",
-     "intervals.kind", "intervals.m", "intervals.p", "intervals.g", "intervals.stack_id"},
-    {AS_IS},
-    NULL, 0,
-};
-
-/* gmpscope_proc_run_index: proc_run_index's rows (proc_run_files), each run's
- * interval stored as its row in the trace's intervals. */
-static const TableDesc PROC_RUNS = {
-    "gmpscope_proc_run_index",
-    "proc runs",
-    "CREATE TABLE x(id INTEGER, trace_id INTEGER, interval_id INTEGER)",
-    "SELECT r.trace_id, r.first_id, r.last_id, f.first_id, f.directory "
-    "FROM main.proc_run_files r JOIN main.interval_files f ON f.trace_id = r.trace_id "
-    "ORDER BY r.first_id",
-    3,
-    {NULL, NULL, "proc_runs.row"},
-    {AS_IS, AS_IS, PLUS_BASE},
-    NULL, 0,
-};
-
-/* ingest.derive.intervals.SYSCALL_OUTCOMES, in its order. */
-static const char *const OUTCOMES[] = {"returned", "blocked", "exited", "unfinished", "other"};
-
-/* gmpscope_syscall_outcomes: syscall_outcomes' rows (syscall_files), from the
- * frames' syscalls files. */
-static const TableDesc SYSCALLS = {
-    "gmpscope_syscall_outcomes",
-    "syscalls",
-    "CREATE TABLE x(id INTEGER, trace_id INTEGER, interval_id INTEGER, start_known INTEGER, "
-    "outcome TEXT, p_lost INTEGER, stolen_ts INTEGER, stolen_by_m INTEGER)",
-    "SELECT s.trace_id, s.first_id, s.last_id, f.first_id, f.directory "
-    "FROM main.syscall_files s JOIN main.interval_files f ON f.trace_id = s.trace_id "
-    "ORDER BY s.first_id",
-    8,
-    {NULL, NULL, "syscalls.row", "syscalls.start_known", "syscalls.outcome", "syscalls.p_lost",
-     "syscalls.stolen_ts", "syscalls.stolen_by_m"},
-    {AS_IS, AS_IS, PLUS_BASE, AS_IS, TEXT_CODE, AS_IS, NULL_IF_NEG, NULL_IF_NEG},
-    OUTCOMES, 5,
-};
+#include "filetables.h"
 
 /* idxNum bits: which constraints xFilter gets, in this order in argv. */
 enum { F_TRACE = 1, F_ID_EQ = 2, F_ID_LO = 4, F_ID_HI = 8 };
@@ -141,7 +73,9 @@ typedef struct {
 
 typedef struct {
     sqlite3_int64 trace_id, first_id, last_id, base;
-    char *dir; /* resolved */
+    sqlite3_int64 rows;
+    sqlite3_int64 row0; /* rows of the sets before it: its rowids start there */
+    char *dir;          /* resolved, with the files' prefix */
     int mapped;
     Column cols[MAX_COLS];
 } Set;
@@ -172,9 +106,10 @@ typedef struct {
     SetList *list;
     Set *sets;                  /* list->sets */
     int nsets;
-    sqlite3_int64 rows;         /* rows this cursor visited */
+    sqlite3_int64 visited;      /* rows this cursor visited */
     int cur;                    /* the set being read */
-    sqlite3_int64 id, hi;       /* the current row's id; the last id wanted */
+    sqlite3_int64 row, end;     /* its current row; the row after the last wanted */
+    sqlite3_int64 lo, hi;       /* the keys wanted */
     int has_trace;
     sqlite3_int64 trace_id;
 } FilesCursor;
@@ -213,7 +148,7 @@ static int files_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
         if (!c->usable) continue;
         if (c->iColumn == C_TRACE && c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
             if (use[0] < 0) use[0] = i;
-        } else if (c->iColumn == C_ID || c->iColumn == -1) {
+        } else if (c->iColumn == C_ID || (c->iColumn == -1 && !KEYED(((FilesVtab *)vt)->desc))) {
             if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
                 if (use[1] < 0) use[1] = i;
             } else if (c->op == SQLITE_INDEX_CONSTRAINT_GT || c->op == SQLITE_INDEX_CONSTRAINT_GE) {
@@ -254,8 +189,10 @@ static int files_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
         info->estimatedCost = 1e8;
         info->estimatedRows = 100000000;
     }
-    if (info->nOrderBy == 1 && (info->aOrderBy[0].iColumn == C_ID ||
-                                info->aOrderBy[0].iColumn == -1) && !info->aOrderBy[0].desc)
+    /* Rows come in key order: over every trace in a ranged table, within one
+     * trace in a keyed one. */
+    if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == C_ID && !info->aOrderBy[0].desc &&
+        (!KEYED(((FilesVtab *)vt)->desc) || (idx & F_TRACE)))
         info->orderByConsumed = 1;
     return SQLITE_OK;
 }
@@ -304,7 +241,7 @@ static int files_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 
 static int files_close(sqlite3_vtab_cursor *cur) {
     FilesCursor *c = (FilesCursor *)cur;
-    if (c->list && c->rows > KEEP_PAGES_ROWS) give_back_pages(c->list);
+    if (c->list && c->visited > KEEP_PAGES_ROWS) give_back_pages(c->list);
     unref_list(c->list);
     sqlite3_free(c);
     return SQLITE_OK;
@@ -337,6 +274,7 @@ static int read_list(FilesVtab *vt, SetList **out) {
         return SQLITE_NOMEM;
     }
     int cap = 0, rc;
+    sqlite3_int64 row0 = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (c->nsets == cap) {
             cap = cap ? 2 * cap : 8;
@@ -353,8 +291,13 @@ static int read_list(FilesVtab *vt, SetList **out) {
         s->first_id = sqlite3_column_int64(st, 1);
         s->last_id = sqlite3_column_int64(st, 2);
         s->base = sqlite3_column_int64(st, 3);
+        s->rows = sqlite3_column_int64(st, 5);
+        s->row0 = row0;
+        row0 += s->rows > 0 ? s->rows : 0;
         const char *d = (const char *)sqlite3_column_text(st, 4);
-        s->dir = d && d[0] == '/' ? sqlite3_mprintf("%s", d) : sqlite3_mprintf("%s%s", base, d ? d : "");
+        const char *prefix = (const char *)sqlite3_column_text(st, 6);
+        s->dir = sqlite3_mprintf("%s%s/%s", d && d[0] == '/' ? "" : base, d ? d : "",
+                                 prefix ? prefix : "");
         if (!s->dir) {
             rc = SQLITE_NOMEM;
             break;
@@ -462,9 +405,9 @@ static const char *map_column(const char *path, sqlite3_int64 rows, Column *col)
  * columns it reads, a point lookup of one column one file). */
 static int map_col(FilesCursor *c, Set *s, int j) {
     const TableDesc *desc = ((FilesVtab *)c->base.pVtab)->desc;
-    char *path = sqlite3_mprintf("%s/%s.npy", s->dir, desc->file[j]);
+    char *path = sqlite3_mprintf("%s%s.npy", s->dir, desc->file[j]);
     if (!path) return SQLITE_NOMEM;
-    const char *why = map_column(path, s->last_id - s->first_id + 1, &s->cols[j]);
+    const char *why = map_column(path, s->rows, &s->cols[j]);
     if (why) {
         char tid[32];
         snprintf(tid, sizeof tid, "%lld", (long long)s->trace_id);
@@ -480,15 +423,59 @@ static int map_col(FilesCursor *c, Set *s, int j) {
     return SQLITE_OK;
 }
 
-/* Move to the first wanted row at or after c->id, from set c->cur on. */
+static sqlite3_int64 value_at(const Column *col, sqlite3_int64 r) {
+    const unsigned char *p = col->data + (size_t)r * (size_t)col->width;
+    switch (col->width) {
+    case 1: return (int8_t)p[0];
+    case 2: { int16_t v; memcpy(&v, p, 2); return v; }
+    case 4: { int32_t v; memcpy(&v, p, 4); return v; }
+    default: { int64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+/* The first row of set s whose key is at least k (keyed tables: a bisection
+ * of the key file, mapped first). */
+static int first_row_from(FilesCursor *c, Set *s, sqlite3_int64 k, sqlite3_int64 *out) {
+    if (!s->cols[C_ID].data) {
+        int rc = map_col(c, s, C_ID);
+        if (rc != SQLITE_OK) return rc;
+    }
+    sqlite3_int64 l = 0, h = s->rows;
+    while (l < h) {
+        sqlite3_int64 m = l + (h - l) / 2;
+        if (value_at(&s->cols[C_ID], m) < k) l = m + 1;
+        else h = m;
+    }
+    *out = l;
+    return SQLITE_OK;
+}
+
+/* Move to the first wanted row of set c->cur or a later one. */
 static int seek(FilesCursor *c) {
+    const TableDesc *desc = ((FilesVtab *)c->base.pVtab)->desc;
+    int keyed = KEYED(desc);
     for (; c->cur < c->nsets; c->cur++) {
         Set *s = &c->sets[c->cur];
-        if (s->first_id > c->hi) break;
-        if (c->has_trace && s->trace_id != c->trace_id) continue;
-        if (s->last_id < c->id || s->last_id < s->first_id) continue;
-        if (c->id < s->first_id) c->id = s->first_id;
-        return SQLITE_OK;
+        if (c->has_trace && s->trace_id != c->trace_id) {
+            /* Keyed sets are in trace order: past the trace, none is left. */
+            if (keyed && s->trace_id > c->trace_id) break;
+            continue;
+        }
+        /* Ranged sets are in id order over every trace, keyed ones within a trace. */
+        if (s->first_id > c->hi && (!keyed || c->has_trace)) break;
+        if (s->rows <= 0 || s->last_id < c->lo || s->first_id > c->hi) continue;
+        if (!keyed) {
+            c->row = c->lo > s->first_id ? c->lo - s->first_id : 0;
+            c->end = (c->hi < s->last_id ? c->hi - s->first_id : s->last_id - s->first_id) + 1;
+        } else {
+            int rc = first_row_from(c, s, c->lo, &c->row);
+            if (rc == SQLITE_OK) {
+                if (c->hi == INT64_MAX) c->end = s->rows;
+                else rc = first_row_from(c, s, c->hi + 1, &c->end);
+            }
+            if (rc != SQLITE_OK) return rc;
+        }
+        if (c->row < c->end) return SQLITE_OK;
     }
     c->cur = c->nsets;
     return SQLITE_OK;
@@ -563,87 +550,98 @@ static int files_filter(sqlite3_vtab_cursor *cur, int idx, const char *idx_str, 
         sqlite3_int64 x = bound(argv[a++], 0, strict_hi, &ok);
         if (ok && x < hi) hi = x;
     }
-    c->id = lo;
+    c->lo = lo;
     c->hi = hi;
     c->cur = 0;
     if (lo > hi) {
         c->cur = c->nsets;
         return SQLITE_OK;
     }
-    /* The first set that can hold lo: sets are in first_id order. */
-    int l = 0, h = c->nsets;
-    while (l < h) {
-        int m = l + (h - l) / 2;
-        if (c->sets[m].last_id < lo) l = m + 1;
-        else h = m;
+    /* The first set that can hold a wanted row: ranged sets are in first_id
+     * order (the first ending at lo or later), keyed ones in trace order. */
+    int keyed = KEYED(((FilesVtab *)c->base.pVtab)->desc);
+    if (!keyed || c->has_trace) {
+        int l = 0, h = c->nsets;
+        while (l < h) {
+            int m = l + (h - l) / 2;
+            const Set *s = &c->sets[m];
+            if (keyed ? s->trace_id < c->trace_id : s->last_id < lo) l = m + 1;
+            else h = m;
+        }
+        c->cur = l;
     }
-    c->cur = l;
     return seek(c);
 }
 
 static int files_eof(sqlite3_vtab_cursor *cur) {
     const FilesCursor *c = (const FilesCursor *)cur;
-    return c->cur >= c->nsets || c->id > c->hi;
+    return c->cur >= c->nsets;
 }
 
 static int files_next(sqlite3_vtab_cursor *cur) {
     FilesCursor *c = (FilesCursor *)cur;
-    if (c->id == INT64_MAX) {
-        c->cur = c->nsets;
-        return SQLITE_OK;
-    }
-    c->id++;
-    c->rows++;
-    if (c->id <= c->sets[c->cur].last_id) return SQLITE_OK;
+    c->visited++;
+    if (++c->row < c->end) return SQLITE_OK;
     c->cur++;
     return seek(c);
-}
-
-static sqlite3_int64 value_at(const Column *col, sqlite3_int64 r) {
-    const unsigned char *p = col->data + (size_t)r * (size_t)col->width;
-    switch (col->width) {
-    case 1: return (int8_t)p[0];
-    case 2: { int16_t v; memcpy(&v, p, 2); return v; }
-    case 4: { int32_t v; memcpy(&v, p, 4); return v; }
-    default: { int64_t v; memcpy(&v, p, 8); return v; }
-    }
 }
 
 static int files_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int j) {
     FilesCursor *c = (FilesCursor *)cur;
     const TableDesc *desc = ((const FilesVtab *)cur->pVtab)->desc;
     Set *s = &c->sets[c->cur];
-    if (j == C_ID) sqlite3_result_int64(ctx, c->id);
-    else if (j == C_TRACE) sqlite3_result_int64(ctx, s->trace_id);
-    else if (j > 0 && j < desc->ncols) {
-        if (!s->cols[j].data) {
-            int rc = map_col(c, s, j);
-            if (rc != SQLITE_OK) {
-                sqlite3_result_error(ctx, cur->pVtab->zErrMsg ? cur->pVtab->zErrMsg : "", -1);
-                return rc;
-            }
+    if (j == C_TRACE) {
+        sqlite3_result_int64(ctx, s->trace_id);
+        return SQLITE_OK;
+    }
+    if (j < 0 || j >= desc->ncols) return SQLITE_OK;
+    if (j == C_ID && !KEYED(desc)) {
+        sqlite3_result_int64(ctx, s->first_id + c->row);
+        return SQLITE_OK;
+    }
+    if (desc->how[j] == ALWAYS_NULL) {
+        sqlite3_result_null(ctx);
+        return SQLITE_OK;
+    }
+    if (!s->cols[j].data) {
+        int rc = map_col(c, s, j);
+        if (rc != SQLITE_OK) {
+            sqlite3_result_error(ctx, cur->pVtab->zErrMsg ? cur->pVtab->zErrMsg : "", -1);
+            return rc;
         }
-        sqlite3_int64 v = value_at(&s->cols[j], c->id - s->first_id);
-        switch (desc->how[j]) {
-        case PLUS_BASE: sqlite3_result_int64(ctx, v + s->base); break;
-        case NULL_IF_NEG:
-            if (v == -1) sqlite3_result_null(ctx);
-            else sqlite3_result_int64(ctx, v);
-            break;
-        case TEXT_CODE:
-            if (v >= 0 && v < desc->ntexts)
-                sqlite3_result_text(ctx, desc->texts[v], -1, SQLITE_STATIC);
-            else
-                sqlite3_result_null(ctx);
-            break;
-        default: sqlite3_result_int64(ctx, v);
-        }
+    }
+    const Column *col = &s->cols[j];
+    sqlite3_int64 v = value_at(col, c->row);
+    switch (desc->how[j]) {
+    case PLUS_BASE: sqlite3_result_int64(ctx, v + s->base); break;
+    case NULL_IF_NEG:
+        if (v == -1) sqlite3_result_null(ctx);
+        else sqlite3_result_int64(ctx, v);
+        break;
+    case NULL_IF_MIN:
+        if (v == (col->width == 8 ? INT64_MIN : -((sqlite3_int64)1 << (8 * col->width - 1))))
+            sqlite3_result_null(ctx);
+        else
+            sqlite3_result_int64(ctx, v);
+        break;
+    case TEXT_CODE:
+        if (v >= 0 && v < desc->ntexts)
+            sqlite3_result_text(ctx, desc->texts[v], -1, SQLITE_STATIC);
+        else
+            sqlite3_result_null(ctx);
+        break;
+    default: sqlite3_result_int64(ctx, v);
     }
     return SQLITE_OK;
 }
 
+/* Ranged tables: the id. Keyed ones: the row's place among every set's rows
+ * (keys repeat from trace to trace; a rowid must not). */
 static int files_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
-    *rowid = ((const FilesCursor *)cur)->id;
+    const FilesCursor *c = (const FilesCursor *)cur;
+    const Set *s = &c->sets[c->cur];
+    *rowid = KEYED(((const FilesVtab *)cur->pVtab)->desc) ? s->row0 + c->row
+                                                         : s->first_id + c->row;
     return SQLITE_OK;
 }
 
@@ -664,9 +662,9 @@ static sqlite3_module files_module = {
 };
 
 static int files_entry(sqlite3 *db, const char **errmsg, const void *api) {
-    (void)sqlite3_create_module_v2(db, INTERVALS.name, &files_module, (void *)&INTERVALS, NULL);
-    (void)sqlite3_create_module_v2(db, PROC_RUNS.name, &files_module, (void *)&PROC_RUNS, NULL);
-    (void)sqlite3_create_module_v2(db, SYSCALLS.name, &files_module, (void *)&SYSCALLS, NULL);
+    for (size_t i = 0; i < sizeof TABLES / sizeof TABLES[0]; i++)
+        (void)sqlite3_create_module_v2(db, TABLES[i]->name, &files_module, (void *)TABLES[i],
+                                       NULL);
     return SQLITE_OK;
 }
 

@@ -34,7 +34,7 @@ from ingest.columns import Nullable
 from ingest.derive.cache import cached
 from ingest.derive.frames import TraceFrames, trim_heap
 from ingest.derive.interval_order import nearest_rank
-from ingest.store.coded_models import log_rows, read_strings, region_rows, task_rows
+from ingest.store.coded_models import log_rows_all, read_strings, region_rows_all, task_rows
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -496,7 +496,7 @@ def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
 
 def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
     """The regions' index read from the database."""
-    r = region_rows
+    r = region_rows_all
     with engine.connect() as conn:
         f = _Filling(_count(conn, r, trace_id), ("code", "task_id", "g", "dur"))
         # end_ts - start_ts: the delta, NULL when either end is missing
@@ -519,7 +519,7 @@ def read_region_index(engine: Engine, trace_id: int) -> RegionIndex:
 
 def read_log_index(engine: Engine, trace_id: int) -> LogIndex:
     """The logs' index read from the database."""
-    lg = log_rows
+    lg = log_rows_all
     with engine.connect() as conn:
         f = _Filling(_count(conn, lg, trace_id), ("code", "task_id", "g"))
         for rows in _read(conn, lg, "seq", [lg.c.category_code, lg.c.task_id, lg.c.g],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -296,10 +296,11 @@ class FrameWriter:
                 _fsync(self.staging / f"{table}.{name}.npy")
         self.written.add(table)
 
-    def publish(self, tables: tuple[str, ...], home: Path) -> None:
+    def publish(self, tables: tuple[str, ...], home: Path, others: Sequence[Path] = ()) -> None:
         """Keep ``tables``' files, once written, under ``home`` too: flushed
         to the disk and hard-linked there (a copy where links cannot be
-        made), the directory itself made durable. For tables whose home
+        made), the directory itself made durable; and the files ``others``
+        (already flushed: ingest.store.coded_files). For tables whose home
         these files are (ingest.store.interval_files), before the database
         commits where they are. Raises OSError when they cannot be."""
         import shutil
@@ -321,6 +322,9 @@ class FrameWriter:
                         _fsync(src)
                     if not _link_or_copy(src, tmp / src.name):
                         _fsync(tmp / src.name)
+            for src in others:
+                if not _link_or_copy(src, tmp / src.name):
+                    _fsync(tmp / src.name)
             _fsync(tmp)
             if home.exists():  # a deleted trace's, whose removal failed
                 shutil.rmtree(home)

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, select
 
 from ingest.columns import Nullable
 from ingest.derive.cache import Steps, TraceFrames, cached
-from ingest.store.coded_models import metric_rows, read_strings
+from ingest.store.coded_models import metric_rows_all, read_strings
 
 I64 = npt.NDArray[np.int64]
 
@@ -175,11 +175,11 @@ def _counter_codes(names: Any) -> npt.NDArray[np.int8]:
 
 def counters_from_db(engine: Engine, trace_id: int) -> Counters:
     """The counters of ``trace_id`` read from SQL: one scan of the samples'
-    coded table (``metric_rows``, the rows of the view ``metrics``) for the
+    coded table (``metric_rows_all``, the rows of the view ``metrics``) for the
     names' codes, fetched in chunks straight from the driver's cursor (no
     row objects; a Python tuple per sample at a time would take ~0.5 GB on a
     200 MB trace)."""
-    mt = metric_rows
+    mt = metric_rows_all
     parts: list[npt.NDArray[np.int64]] = []
     with engine.connect() as conn:
         names = read_strings(conn, trace_id, "metrics.name")

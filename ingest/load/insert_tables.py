@@ -30,6 +30,7 @@ from ingest.load.staged_caches import StagedCaches
 from ingest.load.tables import columns_nbytes, nrows, store_range, store_table
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files
+from ingest.store.coded_files import CodedFiles
 from ingest.timings import Timings
 
 log = logging.getLogger(__name__)
@@ -73,11 +74,15 @@ class Staged:
     home: Path | None = None
     #: The caches being made of the tables as they go by.
     caches: StagedCaches | None = None
+    #: The coded rows kept in files with the intervals (ingest.store.coded_files).
+    coded: CodedFiles | None = None
 
     def abandon(self) -> None:
         """The load failed: its staged frames go, and its interval files."""
         if self.frames is not None:
             self.frames.abort()
+        if self.coded is not None:
+            self.coded.remove()
         interval_files.remove_home(self.home)
         self.home = None
 
@@ -112,7 +117,8 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
             with timings.phase("worker wait"):  # the worker still busy
                 worker.submit(partial(timings.timed, f"insert {table_name}",
                                       store_table, conn, trace_id, table_name, cols,
-                                      n, tables.bases["intervals"], advance, rows),
+                                      n, tables.bases["intervals"], advance, rows,
+                                      staged.coded),
                               columns_nbytes(cols))
 
         def caches_done() -> None:

@@ -44,6 +44,8 @@ from ingest.load.tables import next_id
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
 from ingest.memory import give_back_free_memory
 from ingest.store import interval_files, models
+from ingest.store.coded_files import CodedFiles
+from ingest.store.coded_models import coded_files
 from ingest.store.db import checkpoint_meanwhile, first_row, write_tx
 from ingest.timings import Timings
 
@@ -308,7 +310,9 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
     files = data_dir is not None and interval_files.store_in_files(engine)
     staged = Staged(FrameWriter(data_dir, background=True,
                                  durable=IN_FILES if files else frozenset())
-                     if data_dir is not None else None, files=files)
+                     if data_dir is not None else None, files=files,
+                     coded=CodedFiles.under(data_dir, interval_files.ROOT)
+                     if files and data_dir is not None else None)
     try:
         stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance,
                               before_commit)
@@ -377,7 +381,7 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
         tables.bases = {name: next_id(conn, t) for name, t in models.RANGED.items()}
         counts = insert_tables(conn, trace_id, tables, staged, trace_row, timings, advance,
                                ahead_bytes(int(trace_row["transitions"])))
-        if staged.files and counts.get("intervals"):
+        if staged.files and (counts.get("intervals") or (staged.coded and staged.coded.parts)):
             _publish_intervals(conn, trace_id, sha, tables.bases, counts, staged, timings)
         conn.execute(models.traces.update().where(models.traces.c.id == trace_id).values(
             goroutines=counts["goroutines"], procs=counts["procs"],
@@ -391,22 +395,27 @@ def _write_trace(engine: Engine, sha: str, trace_row: dict[str, Any], tables: De
 
 def _publish_intervals(conn: Connection, trace_id: int, sha: str, bases: dict[str, int],
                        counts: dict[str, int], staged: Staged, timings: Timings) -> None:
-    """The intervals', proc runs' and syscalls' files made their home, and the
-    rows saying where, in the load's transaction: durable on the disk before
-    the commit that names them."""
+    """The intervals', proc runs', syscalls' and coded rows' files made their
+    home, and the rows saying where, in the load's transaction: durable on
+    the disk before the commit that names them."""
     frames = staged.frames
     db = interval_files.db_file(conn.engine)
     if frames is None or db is None:
         raise OSError("the intervals' files were not written")
     home = interval_files.home_dir(frames.data_dir, trace_id, sha)
     tables = tuple(t for t in ("intervals", "proc_runs", "syscalls") if counts.get(t))
+    coded = staged.coded
     with timings.phase("interval files"):
         staged.home = home
-        frames.publish(tables, home)
-    first, n = bases["intervals"], counts["intervals"]
+        frames.publish(tables, home, coded.files() if coded is not None else ())
+        if coded is not None:
+            coded.remove()  # its files are linked into the home
+    first, n = bases["intervals"], counts.get("intervals", 0)
+    directory = interval_files.stored_directory(db, home)
     conn.execute(models.interval_files.insert().values(
-        trace_id=trace_id, first_id=first, last_id=first + n - 1,
-        directory=interval_files.stored_directory(db, home)))
+        trace_id=trace_id, first_id=first, last_id=first + n - 1, directory=directory))
+    if coded is not None and coded.parts:
+        conn.execute(coded_files.insert(), coded.listing(trace_id, directory))
     for table, listing in (("proc_runs", models.proc_run_files),
                            ("syscalls", models.syscall_files)):
         if table in tables:

@@ -15,6 +15,7 @@ from ingest.columns import Computed, Gather, Nullable, Seq
 from ingest.derive.interval_order import Columns
 from ingest.store import models, pg_chunks
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
+from ingest.store.coded_files import CodedFiles
 from ingest.store.coded_insert import store_coded
 from ingest.store.coded_models import CODED
 
@@ -51,10 +52,11 @@ def store_range(conn: Connection, trace_id: int, table_name: str, first: int,
 
 def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
                 n: int, interval_base: int, advance: Callable[[int], None],
-                rows: bool = True) -> None:
+                rows: bool = True, files: CodedFiles | None = None) -> None:
     """Insert one derived table, or the next part of one; without ``rows``
     nothing (the intervals and proc runs kept in files:
-    ingest.store.interval_files)."""
+    ingest.store.interval_files); with ``files`` the coded tables that may be
+    kept in files are (ingest.store.coded_files)."""
     if not rows:
         advance(n)
         return
@@ -76,7 +78,7 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
         insert_columns(conn, table, cols, {"trace_id": trace_id}, advance)
         return
     if table_name in CODED:  # kept coded, behind a view of these columns
-        store_coded(conn, trace_id, table_name, cols, advance)
+        store_coded(conn, trace_id, table_name, cols, advance, files)
         return
     insert_columns(conn, models.metadata.tables[table_name], cols, {"trace_id": trace_id},
                    advance)

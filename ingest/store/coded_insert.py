@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from ingest.columns import Nullable
 from ingest.store import pg_coded
 from ingest.store.bulk import Advance, Col, column_length, insert_columns
+from ingest.store.coded_files import CodedFiles
 from ingest.store.coded_models import CODED, Coded, strings
 
 Arr = npt.NDArray[Any]
@@ -162,9 +163,11 @@ def _all_null(col: Any) -> bool:
 
 
 def store_coded(conn: Connection, trace_id: int, view: str, cols: dict[str, Any],
-                advance: Advance | None = None) -> int:
+                advance: Advance | None = None, files: CodedFiles | None = None) -> int:
     """Insert one trace's rows of the coded view ``view`` (given by the view's
-    columns) into its table, and its strings; the rows inserted."""
+    columns) into its table, and its strings; the rows inserted. With
+    ``files`` (SQLite keeping the trace's intervals in files) the rows of the
+    tables kept in files too go there instead (ingest.store.coded_files)."""
     coded = CODED[view]
     lengths = [n for n in map(column_length, cols.values()) if n is not None]
     if not lengths or not max(lengths):
@@ -176,6 +179,10 @@ def store_coded(conn: Connection, trace_id: int, view: str, cols: dict[str, Any]
                 "source": np.full(len(values), source, np.int64),
                 "code": np.arange(first, first + len(values), dtype=np.int64),
                 "value": values}, {"trace_id": trace_id})
+    if files is not None and files.write(coded.table.name, table_cols, max(lengths)):
+        if advance is not None:
+            advance(max(lengths))
+        return max(lengths)
     if conn.dialect.name == "postgresql" and view in pg_coded.CHUNKED:
         # There the biggest coded tables are chunk rows (ingest.store.pg_coded).
         n = max(lengths)

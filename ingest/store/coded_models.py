@@ -185,6 +185,10 @@ class Coded:
     sources: dict[str, int]
     #: view column -> its base column, for its delta columns
     deltas: dict[str, str]
+    #: What the view and gmpscope's readers read the table's rows from: the
+    #: table, or for the tables also kept in files (FILE_TABLES) the view
+    #: ``<table>_all`` of the rows and the files (ingest.store.coded_files).
+    rows: Table
 
     def stored(self, column: str) -> str:
         """The table's column that stores the view's ``column``."""
@@ -206,15 +210,15 @@ class Coded:
             return f"{b} + {alias}.{column}_delta"
         return f"{alias}.{column}"
 
-    def select_sql(self) -> str:
-        """The view's SELECT."""
+    def select_sql(self, source: str | None = None) -> str:
+        """The view's SELECT, over ``source`` (by default the table)."""
         exprs = [(self.expr(c.name), c.name) for c in self.view.columns]
         cols = ", ".join(e if e == f"t.{name}" else f"{e} AS {name}" for e, name in exprs)
         joins = "".join(
             f" LEFT JOIN strings s_{c} ON s_{c}.trace_id = t.trace_id "
             f"AND s_{c}.source = {src} AND s_{c}.code = t.{c}_code"
             for c, src in self.sources.items())
-        return f"SELECT {cols} FROM {self.table.name} t{joins}"
+        return f"SELECT {cols} FROM {source or self.table.name} t{joins}"
 
 
 def _coded(view: Table, table_name: str) -> Coded:
@@ -234,7 +238,33 @@ def _coded(view: Table, table_name: str) -> Coded:
         else:
             cols.append(Column(c.name, c.type, nullable=c.nullable))
     table = Table(table_name, metadata, *cols, traces_fk(), sqlite_with_rowid=False)
-    return Coded(view, table, sources, deltas)
+    rows = table
+    if table_name in FILE_TABLES:
+        rows = Table(f"{table_name}_all", views,
+                     *(Column(c.name, c.type, nullable=c.nullable) for c in cols))
+    return Coded(view, table, sources, deltas, rows)
+
+
+#: The coded tables whose rows SQLite may keep in column files
+#: (ingest.store.coded_files), by table, with their key column.
+FILE_TABLES: dict[str, str] = {"metric_rows": "seq", "log_rows": "seq", "region_rows": "id"}
+
+#: Where those rows are kept in files: one row per part of a trace's rows
+#: (first_key..last_key of the table's key column, ``rows`` of them), its
+#: files ``<table_name>.<part>.<column>.npy`` in ``directory`` (as
+#: interval_files.directory: the trace's interval directory).
+coded_files = Table(
+    "coded_files",
+    metadata,
+    trace_key(),
+    traces_fk(),
+    Column("table_name", String(32), primary_key=True),
+    Column("part", Integer, primary_key=True, autoincrement=False),
+    Column("first_key", BigInteger, nullable=False),
+    Column("last_key", BigInteger, nullable=False),
+    Column("rows", BigInteger, nullable=False),
+    Column("directory", Text, nullable=False),
+)
 
 
 #: The coded views by name, in the order a load stores them.
@@ -249,6 +279,11 @@ range_rows = CODED["ranges"].table
 task_rows = CODED["tasks"].table
 region_rows = CODED["regions"].table
 goroutine_rows = CODED["goroutines"].table
+#: What gmpscope reads the rows of the tables SQLite may keep in files from
+#: (Coded.rows: the rows and the files).
+metric_rows_all = CODED["metrics"].rows
+log_rows_all = CODED["logs"].rows
+region_rows_all = CODED["regions"].rows
 
 
 def read_strings(conn: Connection, trace_id: int, column: str) -> list[str]:
@@ -276,7 +311,7 @@ class CodedQuery:
     def __init__(self, view: str, trace_id: int) -> None:
         self.coded = CODED[view]
         self.trace_id = trace_id
-        self.t = self.coded.table.alias("t")
+        self.t = self.coded.rows.alias("t")
         self._from: Any = self.t
         self._exprs: dict[str, Any] = {}
 

@@ -75,15 +75,16 @@ def first_row(bind: Engine | Connection, stmt: Any) -> Any:
 
 def _ensure_intervals_view(engine: Engine) -> None:
     """Make the views over rows kept in files (``intervals``, ``proc_runs``,
-    ``syscalls``: models.file_views) read the files exactly
+    ``syscalls``: models.file_views; ``metric_rows_all``, ...:
+    coded_files.views) read the files exactly
     when this process can (ingest.store.interval_files): a database first
     opened where the extension was not built gets the files' half once it is.
     Raises IntervalFilesError when traces are kept in files and it is not built."""
-    from ingest.store import interval_files, models
+    from ingest.store import coded_files, interval_files, models
 
     files = interval_files.register()
     want = {name: f"CREATE VIEW {name} AS {select}"
-            for name, select in models.file_views(files).items()}
+            for name, select in {**models.file_views(files), **coded_files.views(files)}.items()}
     with engine.connect() as conn:
         have: dict[str, str] = {str(n): str(q) for n, q in conn.exec_driver_sql(
             "SELECT name, sql FROM sqlite_master WHERE type = 'view'") if n in want}

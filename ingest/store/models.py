@@ -62,7 +62,7 @@ from ingest.store import (
 
 # The tables kept coded behind views of their old columns (re-exported: the
 # views are what readers select from).
-from ingest.store.coded_models import CODED, strings
+from ingest.store.coded_models import CODED, coded_files, strings
 from ingest.store.coded_models import goroutines as goroutines
 from ingest.store.coded_models import logs as logs
 from ingest.store.coded_models import metrics as metrics
@@ -412,9 +412,8 @@ TRACE_TABLES: tuple[Table, ...] = (
     poller_events, poller_recordings,
     interval_rows, interval_files, proc_run_index, proc_run_files, syscall_outcomes,
     syscall_files, row_ranges,
-    transition_stacks,
-    transition_counts, state_edges, *(c.table for c in CODED.values()), strings, procs,
-    threads, other_events, stacks,
+    transition_stacks, transition_counts, state_edges,
+    *(c.table for c in CODED.values()), coded_files, strings, procs, threads, other_events, stacks,
 )
 
 
@@ -541,14 +540,17 @@ def dialect_views(dialect: str) -> dict[str, str]:
     return {**VIEWS, **pg_chunks.pg_views()}
 
 
-def pg_delete_rows(coded_chunks: bool = True) -> tuple[str, str]:
+def pg_delete_rows(coded_chunks: bool = True, listed: bool = True) -> tuple[str, str]:
     """The delete function and trigger of PG_DELETE_ROWS (``coded_chunks``:
-    with the coded tables of ingest.store.pg_coded in chunks, from 0017)."""
+    with the coded tables of ingest.store.pg_coded in chunks, from 0017;
+    ``listed``: with the table coded_files, from 0018)."""
     # The rows of the three ranged tables live in chunks there
     # (ingest.store.pg_chunks), deleted by their trace's index.
     big = {*RANGE_NAME, *(pg_coded.BY_TABLE if coded_chunks else ())}
     chunks = "\n".join(f"    {s}" for s in [*pg_chunks.delete_trace_rows("OLD.id"), *(
         pg_coded.delete_trace_rows("OLD.id") if coded_chunks else [])])
+    if not listed:
+        big.add(coded_files.name)
     rest = "\n".join(f"    DELETE FROM {t.name} WHERE trace_id = OLD.id;"
                       for t in TRACE_TABLES if t.name not in big)
     function = f"""CREATE FUNCTION gmpscope_delete_trace_rows() RETURNS trigger

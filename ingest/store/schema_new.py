@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, inspect, text
 
-from ingest.store import models, pg_chunks
+from ingest.store import coded_files, models, pg_chunks
 
 #: Alembic's version table, as ``alembic stamp`` makes it.
 _VERSION_TABLE = (
@@ -39,10 +39,13 @@ def create_newest(conn: Connection, revision: str) -> None:
     models.metadata.create_all(conn)
     files = conn.dialect.name == "sqlite" and register()
     shared = models.dialect_views(conn.dialect.name)
+    coded = coded_files.views(files)
     views = {**models.file_views(files), **{k: v for k, v in shared.items()
-                                           if k not in models.file_views(files)}}
+                                           if k not in models.file_views(files)
+                                           and k not in coded}}
     if conn.dialect.name == "postgresql":
         views.update(pg_chunks.pg_views())
+    views.update(coded)  # last: the coded views read the <table>_all views
     for name, select in views.items():
         conn.execute(text(f"CREATE VIEW {name} AS {select}"))
     if conn.dialect.name == "postgresql":

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 
-from ingest.store import live_models, models, pg_coded
+from ingest.store import coded_files, live_models, models, pg_coded
 from ingest.store.coded_models import CODED
 from ingest.store.db import first_row
 
@@ -109,5 +109,6 @@ def trace_summary(engine: Engine, trace_id: int) -> dict[str, Any] | None:
 def _count(conn: Connection, table: Any, trace_id: int) -> int:
     if conn.dialect.name == "postgresql" and table.name in pg_coded.BY_TABLE:
         return pg_coded.count_rows(conn, table.name, trace_id)
-    return int(conn.execute(select(func.count()).select_from(table)
-                            .where(table.c.trace_id == trace_id)).scalar_one())
+    n = int(conn.execute(select(func.count()).select_from(table)
+                         .where(table.c.trace_id == trace_id)).scalar_one())
+    return n + coded_files.rows_in_files(conn, table.name, trace_id)

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, func, select
 
 from ingest.derive.frames import TraceFrames
-from ingest.store.coded_models import CodedQuery, goroutine_rows, metric_rows, read_strings
+from ingest.store.coded_models import CodedQuery, goroutine_rows, metric_rows_all, read_strings
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -294,7 +294,7 @@ class Counter:
 
 def metric_names(engine: Engine, trace_id: int) -> list[tuple[str, int]]:
     """(name, samples with a value) of each runtime metric of the trace."""
-    mt = metric_rows  # the samples by name code (ingest.store.coded_models)
+    mt = metric_rows_all  # the samples by name code (ingest.store.coded_models)
     stmt = (select(mt.c.name_code, func.count()).where(mt.c.trace_id == trace_id,
                                                         mt.c.value.is_not(None))
             .group_by(mt.c.name_code))

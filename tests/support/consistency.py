@@ -143,17 +143,22 @@ def db_content(engine: Engine,
                skip: dict[str, frozenset[str]] | None = None) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows (but alembic's), sorted, without the columns ``skip``
     names per table (default: STORED_HOW): two databases that hold the same
-    traces compare equal."""
+    traces compare equal. The coded tables SQLite may keep in files are read
+    with those rows (``<table>_all``); how they were cut into files
+    (``coded_files``) is how they were stored, not what."""
     from sqlalchemy import inspect
+
+    from ingest.store.coded_models import FILE_TABLES
 
     skip = STORED_HOW if skip is None else skip
     out = {}
     with engine.connect() as conn:
         for table in sorted(inspect(conn).get_table_names()):
-            if table == "alembic_version":
+            if table in ("alembic_version", "coded_files"):
                 continue
             cols = [c["name"] for c in inspect(conn).get_columns(table)
                     if c["name"] not in skip.get(table, frozenset())]
-            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{table}"')).all()
+            source = f"{table}_all" if table in FILE_TABLES else table
+            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{source}"')).all()
             out[table] = sorted((tuple(r) for r in rows), key=repr)
     return out

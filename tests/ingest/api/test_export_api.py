@@ -179,6 +179,7 @@ def test_formula_injection_escaped(tmp_path: Path) -> None:
     hostile = ['=cmd|"/c calc"!A1', "+SUM(1,2)", "-1+1", "@A1"]
     with Served(tmp_path / "data", [REPO / "samples" / ANNOTATIONS]) as served:
         tid = served.ingested[0]
+        assert interval_files.register()  # the logs' rows in files, read by SQL
         with sqlite3.connect(served.data_dir / "gmpscope.db") as c:
             seqs = [s for (s,) in c.execute("SELECT seq FROM logs WHERE trace_id = ? "
                                             "ORDER BY seq LIMIT 4", (tid,))]

@@ -137,7 +137,7 @@ def test_views_read_the_coded_columns(engine: Engine, tmp_path: Path) -> None:
             "SELECT value FROM strings WHERE trace_id = :t AND source = 1 AND code = 0"),
             {"t": res.id}).scalar_one() == top
         rows = conn.execute(text(
-            "SELECT r.end_ts_delta, v.start_ts, v.end_ts FROM region_rows r "
+            "SELECT r.end_ts_delta, v.start_ts, v.end_ts FROM region_rows_all r "
             "JOIN regions v ON v.trace_id = r.trace_id AND v.id = r.id "
             "WHERE r.trace_id = :t"), {"t": res.id}).all()
         assert rows and all(d == (e - (s or 0) if e is not None else None)

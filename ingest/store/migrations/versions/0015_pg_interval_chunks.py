@@ -91,7 +91,8 @@ def upgrade() -> None:
     for statement in [*pg_chunks.create_row_views(), *_views(),
                       *pg_chunks.create_functions()]:
         op.execute(statement)
-    _trigger(models.pg_delete_rows(coded_chunks=False)[0])  # 0017 chunks the coded tables
+    # 0017 chunks the coded tables; 0018 lists coded_files.
+    _trigger(models.pg_delete_rows(coded_chunks=False, listed=False)[0])
 
 
 # The delete function at 0014, where the rows were the tables'.

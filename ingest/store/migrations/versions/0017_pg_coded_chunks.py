@@ -43,7 +43,7 @@ def _coded_views(create: bool) -> None:
 
 
 def _trigger(coded_chunks: bool) -> None:
-    function, trigger = models.pg_delete_rows(coded_chunks)
+    function, trigger = models.pg_delete_rows(coded_chunks, listed=False)
     op.execute("DROP TRIGGER traces_delete_rows ON traces")
     op.execute("DROP FUNCTION gmpscope_delete_trace_rows()")
     op.execute(function)
