@@ -15,12 +15,11 @@ import pytest
 from sqlalchemy import Engine, text
 
 from ingest.columns import Nullable
-from ingest.load import eventrows
 from ingest.load.delete import delete_trace
-from ingest.load.pipeline import IngestResult, ingest_trace_file
 from ingest.store import interval_files
 from ingest.store.coded_files import CodedFiles, part_columns
 from ingest.store.db import make_engine, write_tx
+from tests.support.files_load import fetch, load
 from tests.support.ingest_fixtures import ROOT
 
 # 21 metric samples, 213 logs, 489 regions, one of them still open (end NULL).
@@ -32,19 +31,6 @@ pytestmark = pytest.mark.skipif(not interval_files.register(),
                                 reason="the interval files' extension is not built")
 
 
-def _load(engine: Engine, trace: Path, data: Path, files: bool,
-          monkeypatch: pytest.MonkeyPatch) -> IngestResult:
-    with monkeypatch.context() as m:
-        m.setattr(interval_files, "store_in_files", lambda e: files and e.dialect.name == "sqlite")
-        m.setattr(eventrows, "PART_ROWS", 40)  # several parts a trace
-        return ingest_trace_file(engine, trace, data_dir=data)
-
-
-def _rows(engine: Engine, sql: str, **params: object) -> list[tuple[Any, ...]]:
-    with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(text(sql), params)]
-
-
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Engine, Engine]:
     """The same two traces loaded with their coded rows in files and as rows."""
@@ -54,13 +40,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Engine, Engine]:
             d = tmp_path_factory.mktemp("files" if files else "rows")
             engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
             for trace in (A, B):
-                _load(engine, trace, d, files, monkeypatch)
+                load(engine, trace, d, files, monkeypatch, part_rows=40)
             out.append(engine)
     files_engine, rows_engine = out
     for table in ("metric_rows", "log_rows", "region_rows"):
-        (n,) = _rows(rows_engine, f"SELECT count(*) FROM {table}")[0]
-        assert n > 40 and _rows(files_engine, f"SELECT count(*) FROM {table}") == [(0,)]
-        parts = _rows(files_engine, "SELECT trace_id, part, rows FROM coded_files "
+        (n,) = fetch(rows_engine, f"SELECT count(*) FROM {table}")[0]
+        assert n > 40 and fetch(files_engine, f"SELECT count(*) FROM {table}") == [(0,)]
+        parts = fetch(files_engine, "SELECT trace_id, part, rows FROM coded_files "
                                     "WHERE table_name = :t ORDER BY trace_id, part", t=table)
         assert sum(p[2] for p in parts) == n and len(parts) > 2
     return files_engine, rows_engine
@@ -91,9 +77,9 @@ QUERIES = [
 @pytest.mark.parametrize("sql", QUERIES)
 def test_files_answer_as_rows_do(pair: tuple[Engine, Engine], sql: str) -> None:
     files, rows = pair
-    (mid,) = _rows(rows, "SELECT seq FROM metric_rows WHERE trace_id = 2 "
+    (mid,) = fetch(rows, "SELECT seq FROM metric_rows WHERE trace_id = 2 "
                          "ORDER BY seq LIMIT 1 OFFSET 60")[0]
-    assert _rows(files, sql, mid=mid) == _rows(rows, sql, mid=mid)
+    assert fetch(files, sql, mid=mid) == fetch(rows, sql, mid=mid)
 
 
 def test_nulls_and_what_the_files_cannot_hold(tmp_path: Path,
@@ -104,9 +90,9 @@ def test_nulls_and_what_the_files_cannot_hold(tmp_path: Path,
     refused (the loader then stores them as rows)."""
     d = tmp_path / "data"
     engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
-    res = _load(engine, A, d, True, monkeypatch)
+    res = load(engine, A, d, True, monkeypatch, part_rows=40)
     cols = ("id", "task_id", "name_code", "g", "start_ts", "end_ts_delta", "stack_id")
-    got = np.array(_rows(engine, f"SELECT {', '.join(cols)} FROM region_rows_all "
+    got = np.array(fetch(engine, f"SELECT {', '.join(cols)} FROM region_rows_all "
                                  "WHERE trace_id = :t AND end_ts_delta IS NOT NULL ORDER BY id",
                          t=res.id), np.int64)
     n = len(got)
@@ -120,7 +106,7 @@ def test_nulls_and_what_the_files_cannot_hold(tmp_path: Path,
     assert sink.write("region_rows", part, n)
     stored = {p.name.split(".")[2]: np.load(p) for p in sink.files()}
     assert stored["name_code"].dtype == np.int8 and stored["start_ts"].dtype == np.int64
-    (directory,) = _rows(engine, "SELECT directory FROM interval_files WHERE trace_id = :t",
+    (directory,) = fetch(engine, "SELECT directory FROM interval_files WHERE trace_id = :t",
                          t=res.id)[0]
     home = interval_files.resolve(interval_files.db_file(engine) or d, directory)
     for f in sink.files():
@@ -129,7 +115,7 @@ def test_nulls_and_what_the_files_cannot_hold(tmp_path: Path,
         for row in sink.listing(res.id, directory):
             conn.execute(text("INSERT INTO coded_files VALUES (:trace_id, :table_name, 99, "
                               ":first_key, :last_key, :rows, :directory)"), row)
-    back = _rows(engine, f"SELECT {', '.join(cols)} FROM region_rows_all "
+    back = fetch(engine, f"SELECT {', '.join(cols)} FROM region_rows_all "
                          "WHERE trace_id = :t AND id >= 1000000 ORDER BY id", t=res.id)
     assert len(back) == n
     for j, c in enumerate(cols):
@@ -137,7 +123,7 @@ def test_nulls_and_what_the_files_cannot_hold(tmp_path: Path,
                 for i in range(n)]
         assert [r[j] for r in back] == want, c
     # The regions view reads them too: an end_ts delta NULL is a NULL end.
-    assert _rows(engine, "SELECT count(*) - count(end_ts) FROM regions WHERE trace_id = :t "
+    assert fetch(engine, "SELECT count(*) - count(end_ts) FROM regions WHERE trace_id = :t "
                          "AND id >= 1000000", t=res.id) == [(int(null["end_ts_delta"].sum()),)]
     # What stays rows: a NULL where the files keep none, a value at the NULL's
     # place, keys out of order, text in a column kept without text.
@@ -154,4 +140,4 @@ def test_nulls_and_what_the_files_cannot_hold(tmp_path: Path,
     assert part_columns("metric_rows", metric, 3) is None
     # The files go with their trace.
     assert delete_trace(engine, res.id, d) and not home.exists()
-    assert _rows(engine, "SELECT count(*) FROM coded_files") == [(0,)]
+    assert fetch(engine, "SELECT count(*) FROM coded_files") == [(0,)]

@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Connection, Engine, text
 
 from ingest.load.delete import delete_trace
-from ingest.load.pipeline import IngestResult, ingest_trace_file
 from ingest.store import interval_files
 from ingest.store.db import make_engine
+from tests.support.files_load import fetch, load
 from tests.support.ingest_fixtures import ROOT
 
 TRACES = ROOT / "tests" / "data" / "traces"
@@ -27,18 +27,6 @@ pytestmark = pytest.mark.skipif(not interval_files.register(),
                                 reason="the interval files' extension is not built")
 
 
-def _load(engine: Engine, trace: Path, data: Path, files: bool,
-          monkeypatch: pytest.MonkeyPatch) -> IngestResult:
-    with monkeypatch.context() as m:
-        m.setattr(interval_files, "store_in_files", lambda e: files and e.dialect.name == "sqlite")
-        return ingest_trace_file(engine, trace, data_dir=data)
-
-
-def _rows(engine: Engine, sql: str, **params: object) -> list[tuple[int, ...]]:
-    with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(text(sql), params)]
-
-
 @pytest.fixture()
 def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, Engine]:
     """The same two traces loaded with their intervals in files and as rows."""
@@ -47,17 +35,17 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Engine, Engin
         d = tmp_path / ("files" if files else "rows")
         engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
         for trace in (A, B):
-            _load(engine, trace, d, files, monkeypatch)
+            load(engine, trace, d, files, monkeypatch)
         out.append(engine)
     files_engine, rows_engine = out
-    n = _rows(rows_engine, "SELECT count(*) FROM interval_rows")[0][0]
-    assert n > 10_000 and _rows(files_engine, "SELECT count(*) FROM interval_rows") == [(0,)]
-    assert len(_rows(files_engine, "SELECT * FROM interval_files")) == 2
+    n = fetch(rows_engine, "SELECT count(*) FROM interval_rows")[0][0]
+    assert n > 10_000 and fetch(files_engine, "SELECT count(*) FROM interval_rows") == [(0,)]
+    assert len(fetch(files_engine, "SELECT * FROM interval_files")) == 2
     # proc_run_index's rows are the frames' proc_runs.row files too.
-    assert _rows(files_engine, "SELECT count(*) FROM proc_run_index") == [(0,)]
-    assert len(_rows(files_engine, "SELECT * FROM proc_run_files")) == 2
-    assert _rows(files_engine, "SELECT count(*) FROM syscall_outcomes") == [(0,)]
-    assert len(_rows(files_engine, "SELECT * FROM syscall_files")) == 2
+    assert fetch(files_engine, "SELECT count(*) FROM proc_run_index") == [(0,)]
+    assert len(fetch(files_engine, "SELECT * FROM proc_run_files")) == 2
+    assert fetch(files_engine, "SELECT count(*) FROM syscall_outcomes") == [(0,)]
+    assert len(fetch(files_engine, "SELECT * FROM syscall_files")) == 2
     return files_engine, rows_engine
 
 
@@ -90,10 +78,10 @@ QUERIES = [
 @pytest.mark.parametrize("sql", QUERIES)
 def test_files_answer_as_rows_do(pair: tuple[Engine, Engine], sql: str) -> None:
     files, rows = pair
-    lo, hi = _rows(rows, "SELECT min(id) + 100, max(id) - 100 FROM interval_rows "
+    lo, hi = fetch(rows, "SELECT min(id) + 100, max(id) - 100 FROM interval_rows "
                          "WHERE trace_id = 2")[0]
-    got = _rows(files, sql, lo=lo, hi=hi)
-    assert got == _rows(rows, sql, lo=lo, hi=hi)
+    got = fetch(files, sql, lo=lo, hi=hi)
+    assert got == fetch(rows, sql, lo=lo, hi=hi)
 
 
 def test_a_database_with_both_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,37 +89,37 @@ def test_a_database_with_both_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     the view shows both, ids in one sequence."""
     d = tmp_path / "data"
     engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
-    a = _load(engine, A, d, False, monkeypatch)
-    b = _load(engine, B, d, True, monkeypatch)
-    (ra,) = _rows(engine, "SELECT transitions FROM traces WHERE id = :t", t=a.id)[0]
-    (rb,) = _rows(engine, "SELECT transitions FROM traces WHERE id = :t", t=b.id)[0]
-    ids = [r[0] for r in _rows(engine, "SELECT id FROM intervals ORDER BY id")]
+    a = load(engine, A, d, False, monkeypatch)
+    b = load(engine, B, d, True, monkeypatch)
+    (ra,) = fetch(engine, "SELECT transitions FROM traces WHERE id = :t", t=a.id)[0]
+    (rb,) = fetch(engine, "SELECT transitions FROM traces WHERE id = :t", t=b.id)[0]
+    ids = [r[0] for r in fetch(engine, "SELECT id FROM intervals ORDER BY id")]
     assert ids == list(range(1, ra + rb + 1))
-    assert _rows(engine, "SELECT trace_id, count(*) FROM intervals GROUP BY trace_id") == \
+    assert fetch(engine, "SELECT trace_id, count(*) FROM intervals GROUP BY trace_id") == \
         [(a.id, ra), (b.id, rb)]
 
 
 def test_missing_files_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = tmp_path / "data"
     engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
-    res = _load(engine, A, d, True, monkeypatch)
+    res = load(engine, A, d, True, monkeypatch)
     home = interval_files.home_dir(d, res.id, res.sha256)
     (home / "intervals.start_ts.npy").unlink()
     with pytest.raises(Exception, match=r"trace 1's intervals cannot be read from .*"
                                         r"intervals\.start_ts\.npy: No such file"):
-        _rows(engine, "SELECT sum(start_ts) FROM intervals")
+        fetch(engine, "SELECT sum(start_ts) FROM intervals")
     (home / "proc_runs.row.npy").write_bytes(b"not an array")
     with pytest.raises(Exception, match=r"trace 1's proc runs cannot be read from .*"
                                         r"proc_runs\.row\.npy: not a \.npy file"):
-        _rows(engine, "SELECT sum(interval_id) FROM gmpscope_proc_run_index")
+        fetch(engine, "SELECT sum(interval_id) FROM gmpscope_proc_run_index")
 
 
 def test_files_go_with_their_trace_and_orphans_are_swept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = tmp_path / "data"
     engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
-    a = _load(engine, A, d, True, monkeypatch)
-    b = _load(engine, B, d, True, monkeypatch)
+    a = load(engine, A, d, True, monkeypatch)
+    b = load(engine, B, d, True, monkeypatch)
     home_a = interval_files.home_dir(d, a.id, a.sha256)
     home_b = interval_files.home_dir(d, b.id, b.sha256)
     assert delete_trace(engine, a.id, d)
@@ -144,8 +132,8 @@ def test_files_go_with_their_trace_and_orphans_are_swept(
         os.utime(p, (hour_ago, hour_ago))
     assert interval_files.remove_orphans(engine, d) == 1
     assert not old.exists() and new.is_dir() and home_b.is_dir()
-    assert _rows(engine, "SELECT count(*) FROM intervals") == \
-        _rows(engine, "SELECT transitions FROM traces")
+    assert fetch(engine, "SELECT count(*) FROM intervals") == \
+        fetch(engine, "SELECT transitions FROM traces")
 
 
 def _count(conn: Connection, trace_id: int) -> int:
@@ -161,13 +149,13 @@ def test_a_connection_keeps_its_listing_only_while_the_database_is_unchanged(
     d = tmp_path / "data"
     url = f"sqlite:///{d / 'gmpscope.db'}"
     reader, writer = make_engine(url), make_engine(url)
-    a = _load(writer, A, d, True, monkeypatch)
-    (n_a,) = _rows(writer, "SELECT transitions FROM traces WHERE id = :t", t=a.id)[0]
+    a = load(writer, A, d, True, monkeypatch)
+    (n_a,) = fetch(writer, "SELECT transitions FROM traces WHERE id = :t", t=a.id)[0]
     with reader.connect() as conn:
         assert _count(conn, a.id) == n_a
         conn.rollback()
-        b = _load(writer, B, d, True, monkeypatch)  # another connection's commit
-        (n_b,) = _rows(writer, "SELECT transitions FROM traces WHERE id = :t", t=b.id)[0]
+        b = load(writer, B, d, True, monkeypatch)  # another connection's commit
+        (n_b,) = fetch(writer, "SELECT transitions FROM traces WHERE id = :t", t=b.id)[0]
         assert (_count(conn, a.id), _count(conn, b.id)) == (n_a, n_b)
         conn.rollback()
         # This connection's own write, seen inside its transaction, then undone.

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import Engine
 
 from ingest.api.blueprint import jsonable
+from ingest.store import interval_files
 from ingest.store.db import make_engine
 from ingest.views.annotations import MAX_TASK_LIMIT, annotations_data, logs, task_types
 from tests.support.coded_rows import new_codes
@@ -260,9 +261,14 @@ def busy(samples_server: Served, sample_ids: dict[str, int],
     messages hold ``%``, ``_`` and mixed case."""
     tid = sample_ids[SAMPLE]
     path = tmp_path_factory.mktemp("busy") / "busy.db"
+    assert interval_files.register()  # before the connections: the logs' rows in files
     src, dst = _db(samples_server), sqlite3.connect(path)
     src.backup(dst)
     src.close()
+    # The copy reads the files the original keeps (named relative to its directory).
+    for listing in ("interval_files", "coded_files"):
+        dst.execute(f"UPDATE {listing} SET directory = ? || '/' || directory "
+                    "WHERE directory NOT LIKE '/%'", (str(samples_server.data_dir),))
     parent = dst.execute("SELECT task_id FROM tasks WHERE trace_id = ? AND name = 'request'",
                          (tid,)).fetchone()[0]
     start = 10_000_000
