@@ -17,7 +17,7 @@
 #define GMPSCOPE_FILETABLES_H
 
 /* Every table here has its key (id, seq) and trace_id as its first two columns. */
-enum { C_ID, C_TRACE, MAX_COLS = 11 };
+enum { C_ID, C_TRACE, MAX_COLS = 17 };
 
 /* How a column's SQL value is made from its file's value v. */
 enum {
@@ -146,7 +146,59 @@ static const TableDesc REGION_ROWS = {
     NULL, 0,
 };
 
-static const TableDesc *const TABLES[] = {&INTERVALS, &PROC_RUNS, &SYSCALLS,
-                                          &METRIC_ROWS, &LOG_ROWS, &REGION_ROWS};
+/* gmpscope_goroutine_rows: goroutine_rows' rows kept in files. */
+static const TableDesc GOROUTINE_ROWS = {
+    "gmpscope_goroutine_rows",
+    "goroutine rows",
+    "CREATE TABLE x(goid INTEGER, trace_id INTEGER, start_function_code INTEGER, "
+    "start_stack_id INTEGER, created_ts_delta INTEGER, ended_ts_delta INTEGER, "
+    "parent_goid INTEGER, first_ts INTEGER, last_ts_delta INTEGER, final_state_code INTEGER, "
+    "transitions INTEGER, running_ns INTEGER, runnable_ns INTEGER, waiting_ns INTEGER, "
+    "syscall_ns INTEGER, first_interval INTEGER, last_interval_delta INTEGER)",
+    CODED_SETS("goroutine_rows"),
+    17,
+    {"goid", NULL, "start_function_code", "start_stack_id", "created_ts_delta",
+     "ended_ts_delta", "parent_goid", "first_ts", "last_ts_delta", "final_state_code",
+     "transitions", "running_ns", "runnable_ns", "waiting_ns", "syscall_ns", "first_interval",
+     "last_interval_delta"},
+    {AS_IS, AS_IS, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN, AS_IS, AS_IS,
+     AS_IS, AS_IS, AS_IS, AS_IS, AS_IS, AS_IS, AS_IS, AS_IS},
+    NULL, 0,
+};
+
+/* gmpscope_task_rows: task_rows' rows kept in files. */
+static const TableDesc TASK_ROWS = {
+    "gmpscope_task_rows",
+    "task rows",
+    "CREATE TABLE x(task_id INTEGER, trace_id INTEGER, parent_id INTEGER, name_code INTEGER, "
+    "start_ts INTEGER, end_ts_delta INTEGER, start_g INTEGER, end_g_delta INTEGER)",
+    CODED_SETS("task_rows"),
+    8,
+    {"task_id", NULL, "parent_id", "name_code", "start_ts", "end_ts_delta", "start_g",
+     "end_g_delta"},
+    {AS_IS, AS_IS, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN, NULL_IF_MIN},
+    NULL, 0,
+};
+
+/* gmpscope_range_rows: range_rows' rows kept in files. */
+static const TableDesc RANGE_ROWS = {
+    "gmpscope_range_rows",
+    "range rows",
+    "CREATE TABLE x(id INTEGER, trace_id INTEGER, name_code INTEGER, kind_code INTEGER, "
+    "scope_code INTEGER, scope_id INTEGER, start_ts INTEGER, end_ts_delta INTEGER, "
+    "active_at_start INTEGER, m INTEGER, p INTEGER, g INTEGER, stack_id INTEGER, "
+    "end_attrs_code INTEGER)",
+    CODED_SETS("range_rows"),
+    14,
+    {"id", NULL, "name_code", "kind_code", "scope_code", "scope_id", "start_ts", "end_ts_delta",
+     "active_at_start", "m", "p", "g", "stack_id", "end_attrs_code"},
+    {AS_IS, AS_IS, AS_IS, AS_IS, AS_IS, AS_IS, NULL_IF_MIN, NULL_IF_MIN, AS_IS, AS_IS, AS_IS,
+     AS_IS, AS_IS, NULL_IF_MIN},
+    NULL, 0,
+};
+
+static const TableDesc *const TABLES[] = {&INTERVALS, &PROC_RUNS, &SYSCALLS, &METRIC_ROWS,
+                                          &LOG_ROWS, &REGION_ROWS, &GOROUTINE_ROWS,
+                                          &TASK_ROWS, &RANGE_ROWS};
 
 #endif

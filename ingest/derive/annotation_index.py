@@ -34,7 +34,7 @@ from ingest.columns import Nullable
 from ingest.derive.cache import cached
 from ingest.derive.frames import TraceFrames, trim_heap
 from ingest.derive.interval_order import nearest_rank
-from ingest.store.coded_models import log_rows_all, read_strings, region_rows_all, task_rows
+from ingest.store.coded_models import log_rows_all, read_strings, region_rows_all, task_rows_all
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -477,7 +477,7 @@ def _named(f: _Filling, conn: Connection, trace_id: int, column: str
 
 def read_task_index(engine: Engine, trace_id: int) -> TaskIndex:
     """The tasks' index read from the database."""
-    t = task_rows
+    t = task_rows_all
     with engine.connect() as conn:
         f = _Filling(_count(conn, t, trace_id),
                      ("code", "task_id", "parent_id", "start_ts", "end_ts"))

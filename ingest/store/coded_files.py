@@ -1,22 +1,23 @@
-"""The coded tables of millions of rows kept in column files on SQLite.
+"""The coded tables' rows kept in column files on SQLite.
 
-A 200 MB trace has 3.1 M metric samples, 1.4 M logs and 3.8 M regions. As
-SQLite b-tree rows they cost the load 6.5 s of CPU (its insert worker's, beside
-the derivations: bench/RESULTS.md), however they were fed. When a trace keeps
-its intervals in files (ingest.store.interval_files), its ``metric_rows``,
-``log_rows`` and ``region_rows`` are kept as column files in the same directory:
-one set per part the loader stores, ``<table>.<part>.<column>.npy`` (each
-column in the narrowest integer type that holds it), listed in
-``coded_files`` and read by SQL through the C extension's keyed virtual
-tables ``gmpscope_<table>`` (ingest/csrc/filetables.h). The view
-``<table>_all`` is the table's rows UNION ALL the files' (:func:`views`);
-``metrics``, ``logs`` and ``regions``, and gmpscope's readers
-(``ingest.store.coded_models.Coded.rows``), read it. PostgreSQL, and SQLite
+A 200 MB trace has 3.3 M metric samples, 1.5 M logs, 3.8 M regions, 0.7 M
+goroutines, 0.7 M tasks and 0.3 M ranges. As SQLite b-tree rows they were most
+of the load's insert worker (the metrics, logs and regions alone 6.5 s of CPU
+beside the derivations: bench/RESULTS.md), however they were fed. When a trace
+keeps its intervals in files (ingest.store.interval_files), the coded tables'
+rows (``strings`` aside) are kept as column files in the same directory: one
+set per part the loader stores, ``<table>.<part>.<column>.npy`` (each column in
+the narrowest integer type that holds it, the rows in key order), listed in
+``coded_files`` and read by SQL through the C extension's keyed virtual tables
+``gmpscope_<table>`` (ingest/csrc/filetables.h). The view ``<table>_all`` is
+the table's rows UNION ALL the files' (:func:`views`); the six coded views
+(``metrics``, ``goroutines``, ...) and gmpscope's readers
+(``ingest.store.coded_models.Coded.rows``) read it. PostgreSQL, and SQLite
 without the extension, keep rows.
 
 A part the files cannot hold as it is stays rows: text in a column the files
 keep no text for (an old trace's metric ``value_str``), a NULL in a column
-they keep none for, keys out of order.
+they keep none for, a key twice.
 """
 
 from __future__ import annotations
@@ -37,15 +38,15 @@ from ingest.store.coded_models import CODED, FILE_TABLES, coded_files
 
 Arr = npt.NDArray[Any]
 
-#: Columns whose NULL the files keep as the stored type's lowest value
-#: (filetables.h: NULL_IF_MIN); in the others a part with a NULL stays rows.
-NULLABLE: dict[str, frozenset[str]] = {
-    "metric_rows": frozenset({"value"}),
-    "log_rows": frozenset({"task_id"}),
-    "region_rows": frozenset({"task_id", "start_ts", "end_ts_delta"}),
-}
 #: Columns the files hold no values of (ALWAYS_NULL): a part with one stays rows.
 ALWAYS_NULL: dict[str, frozenset[str]] = {"metric_rows": frozenset({"value_str"})}
+#: Columns whose NULL the files keep as the stored type's lowest value
+#: (filetables.h: NULL_IF_MIN): the table's nullable ones; in the others a part
+#: with a NULL stays rows.
+NULLABLE: dict[str, frozenset[str]] = {
+    c.table.name: frozenset(col.name for col in c.table.columns if col.nullable)
+    - ALWAYS_NULL.get(c.table.name, frozenset())
+    for c in CODED.values() if c.table.name in FILE_TABLES}
 
 _INTS = (np.int8, np.int16, np.int32, np.int64)
 
@@ -127,8 +128,8 @@ def part_columns(table: str, cols: dict[str, Any], n: int) -> dict[str, Arr] | N
             values, null = np.asarray(col.values), np.asarray(col.null, bool)
             if null.any() and not nullable:
                 return None
-        elif isinstance(col, np.ndarray) and col.dtype.kind in "iub":
-            values = col
+        elif isinstance(col, np.ndarray | list):
+            values = np.asarray(col)  # a list: of bools or ints (NULL makes it objects)
         else:
             return None
         if values.dtype.kind not in "iub" or len(values) != n:
@@ -141,7 +142,13 @@ def part_columns(table: str, cols: dict[str, Any], n: int) -> dict[str, Arr] | N
         out[name] = stored
     k = out[key].astype(np.int64, copy=False)
     if n and bool(np.any(k[1:] <= k[:-1])):
-        return None  # keys out of order: the files' bisection needs them sorted
+        # The files' bisection needs the keys ascending (a table's rows have no
+        # order but their key's): tasks come in order of first appearance.
+        order = np.argsort(k, kind="stable")
+        k = k[order]
+        if bool(np.any(k[1:] == k[:-1])):
+            return None  # a key twice: not a table's rows
+        out = {name: values[order] for name, values in out.items()}
     return out
 
 

@@ -247,7 +247,9 @@ def _coded(view: Table, table_name: str) -> Coded:
 
 #: The coded tables whose rows SQLite may keep in column files
 #: (ingest.store.coded_files), by table, with their key column.
-FILE_TABLES: dict[str, str] = {"metric_rows": "seq", "log_rows": "seq", "region_rows": "id"}
+FILE_TABLES: dict[str, str] = {"metric_rows": "seq", "log_rows": "seq", "region_rows": "id",
+                               "goroutine_rows": "goid", "task_rows": "task_id",
+                               "range_rows": "id"}
 
 #: Where those rows are kept in files: one row per part of a trace's rows
 #: (first_key..last_key of the table's key column, ``rows`` of them), its
@@ -284,6 +286,8 @@ goroutine_rows = CODED["goroutines"].table
 metric_rows_all = CODED["metrics"].rows
 log_rows_all = CODED["logs"].rows
 region_rows_all = CODED["regions"].rows
+goroutine_rows_all = CODED["goroutines"].rows
+task_rows_all = CODED["tasks"].rows
 
 
 def read_strings(conn: Connection, trace_id: int, column: str) -> list[str]:

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, func, select
 
 from ingest.derive.frames import TraceFrames
-from ingest.store.coded_models import CodedQuery, goroutine_rows, metric_rows_all, read_strings
+from ingest.store.coded_models import CodedQuery, goroutine_rows_all, metric_rows_all, read_strings
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -105,7 +105,7 @@ def goroutines(engine: Engine, frames: TraceFrames) -> Goroutines:
     fn_code = np.full(len(ids), -1, np.int64)
     functions: list[str] = []
     codes: dict[str, int] = {}
-    g = goroutine_rows  # the functions as codes (ingest.store.coded_models)
+    g = goroutine_rows_all  # the functions as codes (ingest.store.coded_models)
     stmt = (select(g.c.goid, g.c.start_function_code)
             .where(g.c.trace_id == frames.trace_id).order_by(g.c.goid))
     with engine.connect() as conn:

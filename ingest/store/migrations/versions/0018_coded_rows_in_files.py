@@ -1,18 +1,18 @@
-"""SQLite: metric, log and region rows kept in column files (coded_files)
+"""SQLite: the coded tables' rows kept in column files (coded_files)
 
 Revision ID: 0018
 Revises: 0017
 Create Date: 2026-12-06
 
 Additive; no row moves. The table ``coded_files`` lists the parts of a trace's
-``metric_rows``, ``log_rows`` and ``region_rows`` that SQLite keeps in column
-files (ingest/store/coded_files.py; PostgreSQL never lists any). The views
-``metric_rows_all``, ``log_rows_all`` and ``region_rows_all`` show the rows,
-and the files' where the process reads them (SQLite with the extension; a
-process that does not remakes them: ingest.store.db); ``metrics``, ``logs`` and
-``regions`` read them. On PostgreSQL the delete trigger deletes a trace's
-``coded_files`` rows too. Downgrade moves the rows kept in files into their
-tables.
+``metric_rows``, ``log_rows``, ``region_rows``, ``goroutine_rows``, ``task_rows``
+and ``range_rows`` that SQLite keeps in column files
+(ingest/store/coded_files.py; PostgreSQL never lists any). The views
+``<table>_all`` show each table's rows, and the files' where the process reads
+them (SQLite with the extension; a process that does not remakes them:
+ingest.store.db); the six coded views read them. On PostgreSQL the delete
+trigger deletes a trace's ``coded_files`` rows too. Downgrade moves the rows
+kept in files into their tables.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ down_revision = "0017"
 branch_labels = None
 depends_on = None
 
-_VIEWS = ("metrics", "logs", "regions")
-_VIEW_OF = {"metric_rows": "metrics", "log_rows": "logs", "region_rows": "regions"}
+_VIEW_OF = {"metric_rows": "metrics", "log_rows": "logs", "region_rows": "regions",
+            "goroutine_rows": "goroutines", "task_rows": "tasks", "range_rows": "ranges"}
+_VIEWS = tuple(_VIEW_OF.values())
 
 
 def _trigger(listed: bool) -> None:
