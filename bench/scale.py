@@ -282,6 +282,11 @@ def get(url: str) -> tuple[float, int, bytes]:
 
 
 def busiest_goroutine(db: Path, trace_id: int) -> int:
+    from ingest.store import interval_files
+
+    # The goroutines' rows are kept in files, read through the store's
+    # extension: registered before the connection opens.
+    interval_files.register()
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         row = conn.execute("SELECT goid FROM goroutines WHERE trace_id = ? "
                            "ORDER BY transitions DESC LIMIT 1", (trace_id,)).fetchone()
