@@ -27,7 +27,7 @@ from ingest.derive.lanesets import (
     kind_categories,
     ref_dtype,
 )
-from ingest.store.coded_models import goroutine_rows, read_strings
+from ingest.store.coded_models import goroutine_rows_all, read_strings
 
 
 def goroutine_laneset(frames: TraceFrames, goid: int, lo: int, hi: int) -> LaneSet:
@@ -76,7 +76,7 @@ def goroutine_groups(engine: Engine, frames: TraceFrames) -> GoroutineGroups:
     def build() -> GoroutineGroups:
         # The goroutines' coded table (the view's rows) and the functions'
         # strings: a code a row, not a joined string.
-        g = goroutine_rows
+        g = goroutine_rows_all
         with engine.connect() as conn:
             functions = read_strings(conn, frames.trace_id, "goroutines.start_function")
             # Straight through the DB-API cursor, a batch of rows at a time into

@@ -275,19 +275,14 @@ CODED: dict[str, Coded] = {c.view.name: c for c in (
     _coded(tasks, "task_rows"), _coded(regions, "region_rows"),
     _coded(goroutines, "goroutine_rows"))}
 
-metric_rows = CODED["metrics"].table
-log_rows = CODED["logs"].table
-range_rows = CODED["ranges"].table
-task_rows = CODED["tasks"].table
-region_rows = CODED["regions"].table
-goroutine_rows = CODED["goroutines"].table
-#: What gmpscope reads the rows of the tables SQLite may keep in files from
-#: (Coded.rows: the rows and the files).
+#: What gmpscope reads the coded tables' rows from (Coded.rows: the rows and,
+#: on SQLite, the files; never the tables themselves, which may hold none).
 metric_rows_all = CODED["metrics"].rows
 log_rows_all = CODED["logs"].rows
 region_rows_all = CODED["regions"].rows
 goroutine_rows_all = CODED["goroutines"].rows
 task_rows_all = CODED["tasks"].rows
+range_rows_all = CODED["ranges"].rows
 
 
 def read_strings(conn: Connection, trace_id: int, column: str) -> list[str]:

@@ -26,7 +26,7 @@ from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.extensions import optional_extension
 from ingest.store import models
-from ingest.store.coded_models import CodedQuery, goroutine_rows, read_strings
+from ingest.store.coded_models import CodedQuery, goroutine_rows_all, read_strings
 from ingest.views.histo import released
 from ingest.views.quantiles import lane_chunks
 from ingest.views.running_time import running_in_chunks
@@ -261,7 +261,7 @@ def _start_functions(engine: Engine, trace_id: int) -> dict[int, str | None]:
     the query)."""
     # The coded table's function codes (ingest.store.coded_models), not a
     # joined string a row.
-    sql = (f"SELECT goid, start_function_code FROM {goroutine_rows.name} WHERE trace_id = "
+    sql = (f"SELECT goid, start_function_code FROM {goroutine_rows_all.name} WHERE trace_id = "
            f"{int(trace_id)}")
     with engine.connect() as conn:
         names = read_strings(conn, trace_id, "goroutines.start_function")
