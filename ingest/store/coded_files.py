@@ -17,7 +17,7 @@ without the extension, keep rows.
 
 A part the files cannot hold as it is stays rows: text in a column the files
 keep no text for (an old trace's metric ``value_str``), a NULL in a column
-they keep none for, a key twice.
+they keep none for, a key twice; and a part of fewer than MIN_PART_ROWS rows.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ NULLABLE: dict[str, frozenset[str]] = {
     for c in CODED.values() if c.table.name in FILE_TABLES}
 
 _INTS = (np.int8, np.int16, np.int32, np.int64)
+
+#: A part of fewer rows stays rows: as files it would cost a file and a flush
+#: to the disk per column for a handful of rows (a test's parts of 3 rows made
+#: thousands; a real load's parts are of up to two million).
+MIN_PART_ROWS = 256
 
 #: The coded views over the tables kept in files.
 _VIEW_OF = {c.table.name: name for name, c in CODED.items() if c.table.name in FILE_TABLES}
@@ -182,7 +187,7 @@ class CodedFiles:
         """Keep one part of ``table``'s rows (its stored columns) in files,
         flushed to the disk; False when the files cannot hold it (it is then
         the caller's to store as rows)."""
-        if table not in FILE_TABLES or not n:
+        if table not in FILE_TABLES or n < max(MIN_PART_ROWS, 1):
             return False
         out = part_columns(table, cols, n)
         if out is None:

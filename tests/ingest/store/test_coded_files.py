@@ -16,7 +16,7 @@ from sqlalchemy import Engine, text
 
 from ingest.columns import Nullable
 from ingest.load.delete import delete_trace
-from ingest.store import interval_files
+from ingest.store import coded_files, interval_files
 from ingest.store.coded_files import ALWAYS_NULL, NULLABLE, CodedFiles, part_columns
 from ingest.store.coded_models import FILE_TABLES
 from ingest.store.db import make_engine, write_tx
@@ -33,11 +33,18 @@ pytestmark = pytest.mark.skipif(not interval_files.register(),
                                 reason="the interval files' extension is not built")
 
 
+@pytest.fixture(autouse=True)
+def _small_parts_in_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of any size kept in files: these traces' tables are small."""
+    monkeypatch.setattr(coded_files, "MIN_PART_ROWS", 0)
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Engine, Engine]:
     """The same two traces loaded with their coded rows in files and as rows."""
     out = []
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(coded_files, "MIN_PART_ROWS", 0)  # (module-scoped: set here)
         for files in (True, False):
             d = tmp_path_factory.mktemp("files" if files else "rows")
             engine = make_engine(f"sqlite:///{d / 'gmpscope.db'}")
