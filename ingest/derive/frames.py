@@ -48,7 +48,7 @@ from ingest.derive.frame_layout import (
 )
 from ingest.derive.frame_writer import write_frames
 from ingest.memory import libc
-from ingest.store import interval_files, models, pg_chunks
+from ingest.store import interval_files, models, pg_chunk_io, pg_chunks
 
 I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
@@ -237,7 +237,7 @@ def _read_chunks(conn: Connection, name: str, cols: tuple[str, ...], lo: int, hi
     if pg_chunks.OUTCOMES != SYSCALL_OUTCOMES:  # pragma: no cover - kept equal
         raise ValueError("the chunks' syscall outcomes are not the frames'")
     stored = {"row": "interval_id"}
-    raw = pg_chunks.read_block(conn, name, [stored.get(c, c) for c in cols], lo, hi)
+    raw = pg_chunk_io.read_block(conn, name, [stored.get(c, c) for c in cols], lo, hi)
     out: dict[str, I64] = {}
     for c in cols:
         v = raw[stored.get(c, c)].astype(np.int64)

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, func, select
 
 from ingest.columns import Computed, Gather, Nullable, Seq
 from ingest.derive.interval_order import Columns
-from ingest.store import models, pg_chunks
+from ingest.store import models, pg_chunk_io, pg_chunks
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
 from ingest.store.coded_files import CodedFiles
 from ingest.store.coded_insert import store_coded
@@ -61,7 +61,7 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
         advance(n)
         return
     if conn.dialect.name == "postgresql" and table_name in pg_chunks.CHUNKED:
-        pg_chunks.store_table(conn, trace_id, table_name, cols, n, interval_base, advance)
+        pg_chunk_io.store_table(conn, trace_id, table_name, cols, n, interval_base, advance)
         return
     if table_name == "intervals":
         for rows_in, part in interval_parts(cols, n):
@@ -96,7 +96,7 @@ _INTERVAL_VIEWS: dict[str, tuple[Any, tuple[str, ...]]] = {
 def next_id(conn: Connection, table: Any) -> int:
     """The first free row id of a ranged table (ids run in per-trace blocks)."""
     if conn.dialect.name == "postgresql":
-        return pg_chunks.last_id(conn, models.RANGE_NAME[table.name]) + 1
+        return pg_chunk_io.last_id(conn, models.RANGE_NAME[table.name]) + 1
     top = int(conn.execute(select(func.max(table.c.id))).scalar() or 0)
     # And the ids of the rows kept in files.
     files = {models.interval_rows.name: models.interval_files,

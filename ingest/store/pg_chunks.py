@@ -22,21 +22,19 @@ by id through the chunks' key, so the readers of an id range call the
 functions ``gmpscope_intervals(lo, hi)``, ``gmpscope_proc_runs(lo, hi)`` and
 ``gmpscope_syscalls(lo, hi)`` (the rows of the views with ids ``lo..hi``;
 plain SQL functions, which the planner inlines), or read the arrays
-themselves (:func:`read_block`). docs/schema.md.
+themselves (ingest.store.pg_chunk_io, which also writes them). Two interval
+arrays are kept relative (:data:`RELATIVE`, revision 0019). docs/schema.md.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, column, func
-
-from ingest.columns import Computed, Gather, Nullable, Seq
+from sqlalchemy import column, func
 
 Arr = npt.NDArray[Any]
 
@@ -48,6 +46,12 @@ CHUNK = 1024
 NULL_VALUE = -(2**63)
 #: ``syscall_outcomes.outcome`` by its code in the chunks.
 OUTCOMES = ("returned", "blocked", "exited", "unfinished", "other")
+#: The interval chunks' arrays kept relative to another value (revision
+#: 0019): ``end_ts`` less the next position's ``start_ts`` in the chunk (none
+#: after the last), 0 for every interval but a resource's last, as each
+#: interval ends where its resource's next begins; ``seq`` less the id. lz4
+#: keeps the first 0.3 MB of 98 (the 200 MB trace's), the second 45 of 83.
+RELATIVE = ("end_ts", "seq")
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,18 @@ def _count_array(c: Chunked) -> str:
     return min(c.arrays, key=lambda a: np.dtype(a.dtype).itemsize).name
 
 
-def _value(c: Chunked, name: str, arr: str, at: str) -> str:
+def _value(c: Chunked, name: str, arr: str, at: str, first: str = "c.first_id",
+           relative: bool = True) -> str:
     """SQL: the view's value of array column ``name`` (``arr``, an array
-    expression) at position ``at``."""
+    expression; its table's other arrays beside it, ``start_ts[...]``) at
+    position ``at`` of the chunk whose ``first_id`` is ``first``;
+    ``relative``: the interval chunks keep :data:`RELATIVE` (revision 0019)."""
     v = f"{arr}[{at}]"
+    if relative and c.chunks == "interval_chunks" and name in RELATIVE:
+        if name == "seq":
+            return f"({v} + {first} + {at} - 1)"
+        starts = arr[:-len(name)] + "start_ts"
+        return f"({v} + coalesce({starts}[{at} + 1], 0))"
     if name == "outcome":
         names = ", ".join(f"'{o}'" for o in OUTCOMES)
         return f"(ARRAY[{names}]::varchar(16)[])[{v} + 1]"
@@ -131,27 +143,36 @@ def _value(c: Chunked, name: str, arr: str, at: str) -> str:
     return v
 
 
-def _rows_sql(c: Chunked, where: str = "") -> str:
+def with_starts(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` and ``start_ts`` when ``end_ts`` is among them (the interval
+    chunks' ``end_ts`` reads the next position's)."""
+    out = tuple(names)
+    return (*out, "start_ts") if "end_ts" in out and "start_ts" not in out else out
+
+
+def _rows_sql(c: Chunked, where: str = "", relative: bool = True) -> str:
     """The SELECT of the rows of chunk table ``c`` (view columns), a row per
     element: generate_series over the positions (estimated 1000 rows a chunk,
     where unnest guesses 10; no tuplestore of unnest WITH ORDINALITY, which
     made a count(*) of the 200 MB trace's intervals take 14 s, now 1.7 s)."""
-    cols = ", ".join(f"{_value(c, x, f'cd.{x}', 'o')} AS {x}" for x in c.names)
+    cols = ", ".join(f"{_value(c, x, f'cd.{x}', 'o', relative=relative)} AS {x}"
+                     for x in c.names)
     return (f"SELECT c.first_id + o - 1 AS id, c.trace_id, {cols} FROM {c.chunks} c "
             f"{_flat(c, 'c', c.names)} "
             f"CROSS JOIN LATERAL generate_series(1, cardinality(c.{_count_array(c)})) o"
             + (f" WHERE {where}" if where else ""))
 
 
-def view_sql(c: Chunked) -> str:
-    """The SELECT of the view over a chunk table (every trace's rows)."""
-    return _rows_sql(c)
+def view_sql(c: Chunked, relative: bool = True) -> str:
+    """The SELECT of the view over a chunk table (every trace's rows);
+    ``relative``: as revision 0019 keeps the interval chunks (:data:`RELATIVE`)."""
+    return _rows_sql(c, relative=relative)
 
 
-def _range_rows(c: Chunked) -> str:
+def _range_rows(c: Chunked, relative: bool = True) -> str:
     """The chunk table's rows with ids $1..$2 (only the chunks that hold them)."""
     return _rows_sql(c, f"c.first_id BETWEEN {cell_start('$1')} AND $2 "
-                        "AND c.first_id + o - 1 BETWEEN $1 AND $2")
+                        "AND c.first_id + o - 1 BETWEEN $1 AND $2", relative)
 
 
 RUN_COLUMNS = (("p", "p"), ("start_ts", "start_ts"), ("end_ts", "end_ts"), ("rid", "g"),
@@ -176,7 +197,7 @@ RETURNS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def _zipped(name: str, where: str = "") -> str:
+def _zipped(name: str, where: str = "", relative: bool = True) -> str:
     """The SELECT of the rows of ``proc_runs`` or ``syscalls`` (``name``)
     from their chunks zipped with the interval chunks they point into.
 
@@ -191,7 +212,8 @@ def _zipped(name: str, where: str = "") -> str:
     picks = RUN_COLUMNS if name == "proc_runs" else SYSCALL_COLUMNS
     own = [x for x in c.names if x != "interval_id"]
     k = "(sd.interval_id[o] - d.first_id + 1)"
-    inner = [f"d.{src}[{k}] AS {out}" for src, out in picks]
+    inner = [f"{_value(ivc, src, f'd.{src}', k, 'd.first_id', relative)} AS {out}"
+             for src, out in picks]
     inner += [f"{_value(c, x, f'sd.{x}', 'o')} AS {x}" for x in own]
     cell = f"(sd.interval_id[o] - 1) / {CHUNK}"
     zipped = (
@@ -224,7 +246,7 @@ def _zipped(name: str, where: str = "") -> str:
             f"CROSS JOIN LATERAL ({zipped} OFFSET 0) z{chunk_where}")
 
 
-def _thread_intervals() -> str:
+def _thread_intervals(relative: bool = True) -> str:
     """The SELECT of ``thread_intervals`` from the interval chunks: each
     trace's goroutine Running and Syscall kinds looked up once a chunk (as
     arrays; the view's join of ``transition_counts`` by kind made the server
@@ -233,9 +255,10 @@ def _thread_intervals() -> str:
     c = CHUNKED["intervals"]
     state = ("CASE WHEN cd.kind[o] = ANY(ks.running) THEN 'Running' "
              "ELSE 'Syscall' END::varchar(16)")
+    end, seq = (_value(c, x, f"cd.{x}", "o", relative=relative) for x in ("end_ts", "seq"))
     return (
         f"SELECT c.trace_id, cd.m[o] AS m, {state} AS state, cd.rid[o] AS g, cd.p[o] AS p, "
-        f"cd.start_ts[o] AS start_ts, cd.end_ts[o] AS end_ts, cd.seq[o] AS seq "
+        f"cd.start_ts[o] AS start_ts, {end} AS end_ts, {seq} AS seq "
         f"FROM {c.chunks} c "
         "CROSS JOIN LATERAL (SELECT array_agg(k.kind) FILTER (WHERE k.to_state = 'Running') "
         "AS running, array_agg(k.kind) AS kinds FROM transition_counts k "
@@ -261,14 +284,17 @@ def thread_rows_sql(cols: Sequence[str], *, m: bool, t1: bool, t2: bool, g: bool
     states = "= 'Running'" if running else "IN ('Running', 'Syscall')"
     conds = ["f.kind[o] = ANY(ks.kinds)"]
     need = ["kind"]
-    for on, col, cond in ((not m, "m", "f.m[o] <> -1"), (t1, "end_ts", "f.end_ts[o] > :t1"),
+    end = _value(c, "end_ts", "f.end_ts", "o")
+    for on, col, cond in ((not m, "m", "f.m[o] <> -1"), (t1, "end_ts", f"{end} > :t1"),
                           (t2, "start_ts", "f.start_ts[o] < :t2"), (g, "rid", "f.rid[o] = :g")):
         if on:
             need.append(col)
             conds.append(cond)
+    need = list(with_starts(need))
     pos = ("unnest(array_positions(c.m, CAST(:m AS bigint)))" if m
            else f"generate_series(1, cardinality(c.{_count_array(c)}))")
-    out = ", ".join(["c.first_id + o - 1 AS id", *(f"od.{x}[o] AS {x}" for x in cols)])
+    out = ", ".join(["c.first_id + o - 1 AS id",
+                     *(f"{_value(c, x, f'od.{x}', 'o')} AS {x}" for x in cols)])
     return (
         f"SELECT {out} FROM {c.chunks} c "
         "CROSS JOIN LATERAL (SELECT array_agg(k.kind) AS kinds FROM transition_counts k "
@@ -277,25 +303,26 @@ def thread_rows_sql(cols: Sequence[str], *, m: bool, t1: bool, t2: bool, g: bool
         + ", ".join(f"c.{x} || '{{}}'::{'smallint' if x == 'kind' else 'bigint'}[] AS {x}"
                     for x in need)
         + f" OFFSET 0) f, {pos} o WHERE {' AND '.join(conds)}) hit "
-        f"{_flat(c, 'c', cols, 'od')} "
+        f"{_flat(c, 'c', with_starts(cols), 'od')} "
         "CROSS JOIN LATERAL unnest(hit.pos) o "
         "WHERE c.trace_id = :t AND hit.pos IS NOT NULL")
 
 
-def pg_views() -> dict[str, str]:
+def pg_views(relative: bool = True) -> dict[str, str]:
     """PostgreSQL's own SELECTs of the views ``proc_runs`` and ``syscalls``
     (the chunks zipped, :func:`_zipped`) and ``thread_intervals``
     (:func:`_thread_intervals`), made instead of the shared ones
-    (ingest.store.models.VIEWS), which join ``intervals``."""
-    return {**{name: _zipped(name) for name in ("proc_runs", "syscalls")},
-            "thread_intervals": _thread_intervals()}
+    (ingest.store.models.VIEWS), which join ``intervals``; ``relative``: as
+    revision 0019 keeps the interval chunks (:data:`RELATIVE`)."""
+    return {**{name: _zipped(name, relative=relative) for name in ("proc_runs", "syscalls")},
+            "thread_intervals": _thread_intervals(relative)}
 
 
-def _function_body(name: str) -> str:
+def _function_body(name: str, relative: bool = True) -> str:
     """The body of the range function of ``name``."""
     if name == "intervals":
-        return _range_rows(CHUNKED[name])
-    return _zipped(name, "z.id BETWEEN $1 AND $2")
+        return _range_rows(CHUNKED[name], relative)
+    return _zipped(name, "z.id BETWEEN $1 AND $2", relative)
 
 
 def _at(table: str, column: str, at: str) -> str:
@@ -315,15 +342,18 @@ def start_ts_at(name: str, at: str) -> str:
     return _at("interval_chunks", "start_ts", at)
 
 
-def function_sql(name: str, body: str | None = None) -> str:
+def function_sql(name: str, body: str | None = None, relative: bool = True,
+                 replace: bool = False) -> str:
     """CREATE FUNCTION of ``gmpscope_<name>(lo, hi)``: the rows of the view
     ``name`` with ids lo..hi (``body``: its SELECT, this revision's by
-    default). Plain SQL and STABLE, so that the planner inlines it into the
-    caller's query (its bounds then reach the chunks' key)."""
+    default; ``relative`` as :func:`pg_views`). Plain SQL and STABLE, so that
+    the planner inlines it into the caller's query (its bounds then reach the
+    chunks' key)."""
     returns = ", ".join(f"{c} {t}" for c, t in RETURNS[name])
-    return (f"CREATE FUNCTION {CHUNKED[name].function}(bigint, bigint) "
+    return (f"CREATE {'OR REPLACE ' if replace else ''}FUNCTION "
+            f"{CHUNKED[name].function}(bigint, bigint) "
             f"RETURNS TABLE ({returns}) LANGUAGE sql STABLE AS "
-            f"$$ {_function_body(name) if body is None else body} $$")
+            f"$$ {_function_body(name, relative) if body is None else body} $$")
 
 
 def _table_sql(c: Chunked) -> str:
@@ -374,210 +404,6 @@ def create_functions() -> list[str]:
 def delete_trace_rows(trace: str) -> list[str]:
     """SQL: delete trace ``trace``'s chunks of every chunk table."""
     return [f"DELETE FROM {c.chunks} WHERE trace_id = {trace};" for c in CHUNKED.values()]
-
-
-# --------------------------------------------------------------------------
-# writing
-
-
-def _values(col: Any, dtype: str, n: int) -> Arr:
-    arr = np.asarray(col)
-    if len(arr) != n:
-        raise ValueError(f"a column of {len(arr)} rows, not {n}")
-    return arr
-
-
-def _records(arrays: Sequence[ArrayColumn], cols: dict[str, Arr], a: int, k: int,
-             size: int, first: int, trace_id: int) -> bytes:
-    """``k`` chunk rows of ``size`` values each, the first at row ``a`` of
-    ``cols`` with id ``first``, in COPY's binary format."""
-    fields: list[tuple[Any, ...]] = [("nf", ">i2"), ("l_id", ">i4"), ("id", ">i8"),
-                                     ("l_trace", ">i4"), ("trace", ">i4")]
-    for j, ac in enumerate(arrays):
-        fields += [(f"l{j}", ">i4"), (f"h{j}", ">i4", (5,)),
-                   (f"v{j}", [("l", ">i4"), ("v", ac.dtype)], (size,))]
-    rec = np.empty(k, dtype=np.dtype(fields))
-    rec["nf"] = 2 + len(arrays)
-    rec["l_id"] = 8
-    rec["id"] = first + np.arange(k, dtype=np.int64) * size
-    rec["l_trace"] = 4
-    rec["trace"] = trace_id
-    for j, ac in enumerate(arrays):
-        item = np.dtype(ac.dtype).itemsize
-        rec[f"l{j}"] = 20 + size * (4 + item)
-        rec[f"h{j}"] = (1, 0, ac.oid, size, 1)
-        v = rec[f"v{j}"]
-        v["l"] = item
-        v["v"] = cols[ac.name][a:a + k * size].reshape(k, size)
-    return rec.tobytes()
-
-
-def _from_send(data: bytes, ac: ArrayColumn) -> Arr:
-    """An array's values from its binary form (array_send)."""
-    n = struct.unpack_from(">i", data, 12)[0] if len(data) > 12 else 0
-    rec = np.frombuffer(data, dtype=[("l", ">i4"), ("v", ac.dtype)], count=n, offset=20)
-    return rec["v"]
-
-
-def _take_head(conn: Connection, c: Chunked, trace_id: int, first: int
-               ) -> tuple[int, dict[str, Arr]] | None:
-    """The previous part's last chunk when ``first`` continues its grid cell:
-    deleted, its (first id, values) returned to be written again with the
-    part's first rows."""
-    if (first - 1) % CHUNK == 0:
-        return None
-    sends = ", ".join(f"array_send({a.name})" for a in c.arrays)
-    row = conn.exec_driver_sql(
-        f"DELETE FROM {c.chunks} WHERE first_id BETWEEN {(first - 1) // CHUNK * CHUNK + 1} "
-        f"AND {first - 1} AND trace_id = {int(trace_id)} RETURNING first_id, {sends}").first()
-    if row is None:
-        return None
-    values = {a.name: _from_send(bytes(row[j + 1]), a) for j, a in enumerate(c.arrays)}
-    if int(row[0]) + len(values[c.arrays[0].name]) != first:
-        raise ValueError(f"{c.chunks}: the chunk at {row[0]} does not end before {first}")
-    return int(row[0]), values
-
-
-def write_chunks(conn: Connection, name: str, trace_id: int, first: int,
-                 cols: dict[str, Arr], n: int, advance: Callable[[int], None] | None = None
-                 ) -> int:
-    """Store ``n`` rows of ``name`` with ids ``first``.. (``cols``: one array
-    per array column, NULLs as :data:`NULL_VALUE`) as chunk rows by binary
-    COPY, in the caller's transaction; returns ``n``."""
-    c = CHUNKED[name]
-    if not n:
-        return 0
-    values = {a.name: _values(cols[a.name], a.dtype, n) for a in c.arrays}
-    head = _take_head(conn, c, trace_id, first)
-    if head is not None:
-        first, old = head
-        values = {k: np.concatenate([old[k].astype(v.dtype, copy=False), v])
-                  for k, v in values.items()}
-    total = len(values[c.arrays[0].name])
-    # Row counts of the chunks: up to the grid's next multiple, then whole
-    # cells, then the rest.
-    lead = min(total, (-(first - 1)) % CHUNK)
-    whole = (total - lead) // CHUNK
-    tail = total - lead - whole * CHUNK
-    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    cols_sql = ", ".join(("first_id", "trace_id", *c.names))
-    try:
-        with cur.copy(f"COPY {c.chunks} ({cols_sql}) FROM STDIN (FORMAT BINARY)") as cp:
-            cp.write(b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00")
-            if lead:
-                cp.write(_records(c.arrays, values, 0, 1, lead, first, trace_id))
-            step = 64  # chunk rows per message
-            for a in range(0, whole, step):
-                k = min(step, whole - a)
-                cp.write(_records(c.arrays, values, lead + a * CHUNK, k, CHUNK,
-                                  first + lead + a * CHUNK, trace_id))
-                if advance:
-                    advance(k * CHUNK)
-            if tail:
-                at = lead + whole * CHUNK
-                cp.write(_records(c.arrays, values, at, 1, tail, first + at, trace_id))
-            cp.write(b"\xff\xff")
-    finally:
-        cur.close()
-    if advance:
-        advance(n - whole * CHUNK)
-    return n
-
-
-#: Rows per COPY of a loader's table: what one part's columns take (8 bytes a
-#: row each).
-PART = 1 << 20
-
-
-def store_table(conn: Connection, trace_id: int, name: str, cols: dict[str, Any], n: int,
-                interval_base: int, advance: Callable[[int], None] | None = None) -> None:
-    """Store the loader's next ``n`` rows of ``name`` (intervals, proc_runs or
-    syscalls: the derived columns, an ``id`` Seq among them; a proc run's and
-    a syscall's ``interval_row`` its row in the trace's intervals, whose ids
-    start at ``interval_base``) as chunk rows, a part at a time."""
-    first = cols["id"]
-    if not isinstance(first, Seq):
-        raise TypeError(f"{name}: rows without consecutive ids")
-    cols = dict(cols)
-    if name != "intervals":
-        row = cols["interval_row"]
-
-        def interval_id(a: int, b: int) -> Arr:
-            return np.asarray(row[a:b], np.int64) + interval_base
-
-        cols["interval_id"] = Computed(interval_id, n)
-    if name == "syscalls":
-        outcome = cols["outcome"]
-        if not (isinstance(outcome, Gather) and tuple(outcome.values.tolist()) == OUTCOMES):
-            raise ValueError("the syscalls' outcomes are not pg_chunks.OUTCOMES")
-        cols["outcome"] = outcome.index
-    for a in range(0, n, PART):
-        b = min(n, a + PART)
-        part = {x: _part(cols[x], a, b) for x in CHUNKED[name].names}
-        write_chunks(conn, name, trace_id, first.start + a, part, b - a, advance)
-        del part
-
-
-def _part(col: Any, a: int, b: int) -> Arr:
-    """Rows a..b-1 of a loader's column as an array (NULL as NULL_VALUE)."""
-    if isinstance(col, Computed):
-        return col.chunk(a, b)
-    if isinstance(col, Gather):
-        return col.values[col.index[a:b]]
-    if isinstance(col, Nullable):
-        return np.where(col.null[a:b], NULL_VALUE,
-                        np.asarray(col.values[a:b]).astype(np.int64, copy=False))
-    return np.asarray(col[a:b])
-
-
-def last_id(conn: Connection, name: str) -> int:
-    """The largest id stored in ``name``'s chunks (0: none)."""
-    c = CHUNKED[name]
-    row = conn.exec_driver_sql(
-        f"SELECT first_id + cardinality({c.arrays[0].name}) - 1 FROM {c.chunks} "
-        "ORDER BY first_id DESC LIMIT 1").first()
-    return 0 if row is None else int(row[0])
-
-
-# --------------------------------------------------------------------------
-# reading
-
-
-def read_block(conn: Connection, name: str, cols: Sequence[str], lo: int, hi: int
-               ) -> dict[str, Arr]:
-    """Columns ``cols`` (array columns of ``name``'s chunks) of ids lo..hi, in
-    id order, read as the arrays' binary form: each chunk's values at once."""
-    c = CHUNKED[name]
-    by_name = {a.name: a for a in c.arrays}
-    sends = ", ".join(f"array_send({x})" for x in cols)
-    parts: dict[str, list[Arr]] = {x: [] for x in cols}
-    firsts: list[int] = []
-    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cur.execute(f"SELECT first_id, {sends} FROM {c.chunks} "
-                    f"WHERE first_id BETWEEN {(int(lo) - 1) // CHUNK * CHUNK + 1} AND {int(hi)} "
-                    "ORDER BY first_id", binary=True)  # bytea as bytes, not hex text
-        for row in cur:
-            firsts.append(int(row[0]))
-            for j, x in enumerate(cols):
-                parts[x].append(_from_send(bytes(row[j + 1]), by_name[x]))
-    finally:
-        cur.close()
-    if not firsts:
-        return {x: np.zeros(0, np.dtype(by_name[x].dtype).newbyteorder("=")) for x in cols}
-    sizes = np.array([len(p) for p in parts[cols[0]]], np.int64)
-    keep: Arr | None = None
-    if firsts[0] < lo or firsts[-1] + int(sizes[-1]) - 1 > hi:  # chunks cut by the range
-        ids = np.repeat(np.array(firsts, np.int64), sizes) + (
-            np.arange(int(sizes.sum()), dtype=np.int64)
-            - np.repeat(np.cumsum(sizes) - sizes, sizes))
-        keep = (ids >= lo) & (ids <= hi)
-    out: dict[str, Arr] = {}
-    for x in cols:
-        joined = np.concatenate(parts[x])
-        joined = joined.astype(joined.dtype.newbyteorder("="))
-        out[x] = joined if keep is None else joined[keep]
-    return out
 
 
 def range_source(view: Any, lo: int, hi: int) -> Any:

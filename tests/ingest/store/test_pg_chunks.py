@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, select, text
 
 from ingest.columns import Gather, Nullable, Seq
-from ingest.store import models, pg_chunks
+from ingest.store import models, pg_chunk_io, pg_chunks
 from ingest.store.db import make_engine, write_tx
 from tests.support.ingest_fixtures import make_db_url
 
@@ -52,7 +52,7 @@ def _store(conn: Any, trace_id: int, first: int, cols: dict[str, Any], cuts: lis
             part[k] = (Gather(v.values, v.index[a:b]) if isinstance(v, Gather)
                        else Nullable(v.values[a:b], v.null[a:b]) if isinstance(v, Nullable)
                        else v[a:b])
-        pg_chunks.store_table(conn, trace_id, "intervals", part, b - a, 0)
+        pg_chunk_io.store_table(conn, trace_id, "intervals", part, b - a, 0)
         a = b
 
 
@@ -91,10 +91,10 @@ def test_range_functions_and_arrays_give_the_views_rows(pg: Engine) -> None:
         tid = _trace(conn)
         _store(conn, tid, 1, cols, [CHUNK + 3])
         runs = np.array([5, 0, n - 1, 2 * CHUNK, 17], np.int64)
-        pg_chunks.store_table(conn, tid, "proc_runs", {"id": Seq(1), "interval_row": runs},
+        pg_chunk_io.store_table(conn, tid, "proc_runs", {"id": Seq(1), "interval_row": runs},
                               len(runs), 1)
         outcome = Gather(np.array(pg_chunks.OUTCOMES, dtype=object), np.array([0, 3, 1]))
-        pg_chunks.store_table(conn, tid, "syscalls", {
+        pg_chunk_io.store_table(conn, tid, "syscalls", {
             "id": Seq(1), "interval_row": np.array([9, 10, 3000]),
             "start_known": np.array([True, False, True]), "outcome": outcome,
             "p_lost": np.array([False, True, True]),
@@ -108,7 +108,7 @@ def test_range_functions_and_arrays_give_the_views_rows(pg: Engine) -> None:
             via_fn = conn.execute(text(
                 "SELECT * FROM gmpscope_intervals(:a, :b) ORDER BY id"), {"a": lo, "b": hi}).all()
             assert via_fn == via_view and len(via_view) == max(0, hi - lo + 1)
-            arrays = pg_chunks.read_block(conn, "intervals", ["start_ts", "kind"], lo, hi)
+            arrays = pg_chunk_io.read_block(conn, "intervals", ["start_ts", "kind"], lo, hi)
             assert arrays["start_ts"].tolist() == [r.start_ts for r in via_view]
             assert arrays["kind"].tolist() == [r.kind for r in via_view]
         for view in ("proc_runs", "syscalls"):
@@ -122,8 +122,38 @@ def test_range_functions_and_arrays_give_the_views_rows(pg: Engine) -> None:
         assert sc == [("returned", None, None, True, False, True),
                       ("unfinished", 123, 4, False, True, True),
                       ("blocked", None, None, True, True, True)]
-        assert pg_chunks.last_id(conn, "intervals") == n
-        assert pg_chunks.last_id(conn, "syscalls") == 3
+        assert pg_chunk_io.last_id(conn, "intervals") == n
+        assert pg_chunk_io.last_id(conn, "syscalls") == 3
+
+
+def test_follow_on_intervals_keep_zero_ends(pg: Engine) -> None:
+    """A resource's intervals follow one another (each ends where the next
+    begins): the chunks keep 0 for every end but a chunk's or a resource's
+    last, and the seq less the id; the view, the range function and the
+    arrays give the times and seqs back."""
+    n = 2 * CHUNK + 40
+    cols = _intervals(n, seed=4)
+    cols["rid"] = np.repeat(np.arange(4), [700, 900, 1, n - 1601])
+    cols["end_ts"] = np.append(cols["start_ts"][1:], cols["start_ts"][-1] + 5)
+    last = np.cumsum([700, 900, 1, n - 1601]) - 1
+    cols["end_ts"][last[:-1]] -= 1  # a resource's last ends before the next one's first
+    cols["seq"] = np.arange(n) + 7
+    with write_tx(pg) as conn:
+        tid = _trace(conn)
+        _store(conn, tid, 1, cols, [300, CHUNK + 1])
+        kept = conn.exec_driver_sql(
+            "SELECT first_id, end_ts, seq FROM interval_chunks ORDER BY first_id").all()
+        view = conn.execute(text("SELECT end_ts, seq FROM intervals ORDER BY id")).all()
+        fn = conn.execute(text(f"SELECT end_ts, seq FROM gmpscope_intervals(1, {n})")).all()
+        arrays = pg_chunk_io.read_block(conn, "intervals", ["end_ts", "seq"], 2, n)
+        conn.exec_driver_sql(f"DELETE FROM traces WHERE id = {tid}")
+    ends = [e for _, chunk_ends, _ in kept for e in chunk_ends[:-1]]
+    assert len(ends) == n - len(kept) and sum(e != 0 for e in ends) == len(last) - 1
+    assert {s for _, _, seqs in kept for s in seqs} == {7 - 1}
+    want = list(zip(cols["end_ts"].tolist(), cols["seq"].tolist(), strict=True))
+    assert [tuple(r) for r in view] == [tuple(r) for r in fn] == want
+    assert arrays["end_ts"].tolist() == cols["end_ts"][1:].tolist()
+    assert arrays["seq"].tolist() == cols["seq"][1:].tolist()
 
 
 def _alembic(engine: Engine, action: str, revision: str) -> None:
