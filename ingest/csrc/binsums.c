@@ -137,7 +137,7 @@ static PyObject *series_codes(PyObject *self, PyObject *args)
     memset(b, 0, sizeof b);
     if (buf_get(o[0], &b[0], 0, "h", 2, names[0]) < 0 ||
         buf_get_widths(o[1], &b[1], 0, "ilq", 4 | 8, names[1]) < 0 ||
-        buf_get_widths(o[2], &b[2], 0, "ilq", 4 | 8, names[2]) < 0 ||
+        buf_get_widths(o[2], &b[2], 0, "hilq", 2 | 4 | 8, names[2]) < 0 ||
         buf_get(o[3], &b[3], 0, "b", 1, names[3]) < 0 ||
         buf_get(o[4], &b[4], 0, "b", 1, names[4]) < 0 ||
         buf_get(o[5], &b[5], 1, "b", 1, names[5]) < 0)

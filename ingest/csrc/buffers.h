@@ -142,7 +142,8 @@ static inline int buf_get_all(PyObject *const *o, Buf *bufs, int n, int writable
 }
 
 /* buf_get_all for read-only buffers whose items may take either of two
- * sizes (small[i] or large[i] bytes, as buf_get_sizes). */
+ * sizes (small[i] or large[i] bytes, as buf_get_sizes; each a bit of
+ * buf_get_widths', so small[i] may be 2 | 4: either). */
 static inline int buf_get_all_sizes(PyObject *const *o, Buf *bufs, int n,
                                     const char *const *names, const char *const *formats,
                                     const Py_ssize_t *small, const Py_ssize_t *large)

@@ -60,8 +60,9 @@
 /* An integer item of a 4- or 8-byte buffer. */
 static inline int64_t item(const Buf *b, Py_ssize_t i)
 {
-    return b->b.itemsize == 4 ? (int64_t)((const int32_t *)b->b.buf)[i]
-                              : ((const int64_t *)b->b.buf)[i];
+    return b->b.itemsize == 4   ? (int64_t)((const int32_t *)b->b.buf)[i]
+           : b->b.itemsize == 2 ? (int64_t)((const int16_t *)b->b.buf)[i]
+                                : ((const int64_t *)b->b.buf)[i];
 }
 
 /* The out buffer of the refs: writable, int32 or int64, room for `rows`. */
@@ -104,8 +105,8 @@ static PyObject *p_lane_refs(PyObject *self, PyObject *args)
     int by_row = o[0] != Py_None;
     static const char *names[8] = {"run_row", "run_p", "run_start", "run_end", "rid", "start",
                                    "end", "state"};
-    static const char *formats[8] = {"ilq", "ilq", "lq", "lq", "ilq", "lq", "lq", "b"};
-    static const Py_ssize_t small[8] = {4, 4, 8, 8, 4, 8, 8, 1};
+    static const char *formats[8] = {"ilq", "hilq", "lq", "lq", "ilq", "lq", "lq", "b"};
+    static const Py_ssize_t small[8] = {4, 2 | 4, 8, 8, 4, 8, 8, 1};
     static const Py_ssize_t large[8] = {8, 8, 8, 8, 8, 8, 8, 1};
     Buf b[9];
     if (!by_row)
@@ -257,8 +258,8 @@ static PyObject *m_lane_rows(PyObject *self, PyObject *args)
     if (release_init(&rel, ofn, stride) < 0)
         return NULL;
     static const char *names[3] = {"state", "m", "seq"};
-    static const char *formats[3] = {"b", "ilq", "ilq"};
-    static const Py_ssize_t small[3] = {1, 4, 4};
+    static const char *formats[3] = {"b", "hilq", "ilq"};
+    static const Py_ssize_t small[3] = {1, 2 | 4, 4};
     static const Py_ssize_t large[3] = {1, 8, 8};
     Buf b[3];
     if (buf_get_all_sizes(o, b, 3, names, formats, small, large) < 0)
