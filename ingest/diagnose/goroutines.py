@@ -19,6 +19,7 @@ from ingest.diagnose.base import (
     timeline_link,
 )
 from ingest.store import models
+from ingest.store.coded_models import rows_by_key
 
 
 class GoroutineLeak:
@@ -109,14 +110,12 @@ class GoroutineLeak:
 
 def _start_functions(ctx: Context, goids: Any) -> dict[int, str]:
     """Goroutine id -> start function, for the given goroutines only."""
-    from sqlalchemy import select
 
-    g = models.goroutines
     ids = sorted(int(x) for x in goids.tolist())
     out: dict[int, str] = {}
     with ctx.engine.connect() as conn:
         for k in range(0, len(ids), 500):
-            for r in conn.execute(select(g.c.goid, g.c.start_function).where(
-                    g.c.trace_id == ctx.trace_id, g.c.goid.in_(ids[k:k + 500]))):
+            for r in rows_by_key(conn, "goroutines", ctx.trace_id, ids[k:k + 500],
+                                 ("goid", "start_function")):
                 out[int(r.goid)] = r.start_function or "?"
     return out

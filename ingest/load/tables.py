@@ -13,7 +13,7 @@ from sqlalchemy import Connection, func, select
 
 from ingest.columns import Computed, Gather, Nullable, Seq
 from ingest.derive.interval_order import Columns
-from ingest.store import models, pg_chunk_io, pg_chunks
+from ingest.store import models, pg_chunk_io, pg_chunks, pg_coded
 from ingest.store.bulk import column_length, insert_columns, insert_int_arrays
 from ingest.store.coded_files import CodedFiles
 from ingest.store.coded_insert import store_coded
@@ -79,6 +79,9 @@ def store_table(conn: Connection, trace_id: int, table_name: str, cols: Columns,
         return
     if table_name in CODED:  # kept coded, behind a view of these columns
         store_coded(conn, trace_id, table_name, cols, advance, files)
+        return
+    if conn.dialect.name == "postgresql" and table_name in pg_coded.CHUNKED:
+        pg_coded.write_chunks(conn, table_name, trace_id, cols, n, advance)
         return
     insert_columns(conn, models.metadata.tables[table_name], cols, {"trace_id": trace_id},
                    advance)

@@ -44,9 +44,12 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    column,
     func,
+    literal,
     select,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from ingest.store.schema_base import metadata, trace_key, traces_fk
 
@@ -142,6 +145,19 @@ tasks = Table(
     Column("end_ts", BigInteger),
     Column("start_g", BigInteger),
     Column("end_g", BigInteger),
+)
+
+#: Each transition's second stack (as transition_stacks.parquet). Not coded,
+#: but kept here beside the coded tables, as PostgreSQL keeps it in chunks as
+#: it does them (ingest.store.pg_coded).
+transition_stacks = Table(
+    "transition_stacks",
+    metadata,
+    trace_key(),
+    traces_fk(),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("stack_id", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: strings.source: the view column whose values the strings are. Fixed
@@ -275,6 +291,48 @@ CODED: dict[str, Coded] = {c.view.name: c for c in (
     _coded(tasks, "task_rows"), _coded(regions, "region_rows"),
     _coded(goroutines, "goroutine_rows"))}
 
+#: The coded views whose tables PostgreSQL keeps as chunk rows
+#: (ingest.store.pg_coded), with a function ``gmpscope_<table>_at(trace, keys)``
+#: (:func:`keyed_function`) that reads some rows by key.
+PG_CHUNKED = ("metrics", "regions", "goroutines", "tasks", "ranges")
+
+
+def keyed_function(table_name: str) -> str:
+    """The name of the PostgreSQL function that reads a chunked table's rows by key."""
+    return f"gmpscope_{table_name}_at"
+
+
+def keyed_rows(view: str, trace_id: int, keys: Sequence[int], dialect: str) -> Any:
+    """A FROM item with the columns of ``CODED[view].rows`` holding trace
+    ``trace_id``'s rows whose key is one of ``keys``: on PostgreSQL, where the
+    table is chunks, through its keyed function (a view over chunks would
+    make every row of the trace to find them); elsewhere the rows filtered by
+    their key."""
+    coded = CODED[view]
+    key = next(c for c in coded.table.primary_key.columns if c.name != "trace_id")
+    wanted = sorted({int(k) for k in keys})
+    if dialect == "postgresql" and view in PG_CHUNKED:
+        fn = getattr(func, keyed_function(coded.table.name))(
+            trace_id, literal(wanted, ARRAY(BigInteger)))
+        return fn.table_valued(*(column(c.name, c.type) for c in coded.rows.columns)).alias("t")
+    rows = coded.rows
+    return select(rows).where(rows.c.trace_id == trace_id,
+                              rows.c[key.name].in_(wanted)).subquery("t")
+
+
+def rows_by_key(conn: Connection, view: str, trace_id: int, keys: Sequence[int],
+                columns: Sequence[str] | None = None) -> list[Any]:
+    """Columns ``columns`` (labelled by name; by default every view column but
+    ``trace_id``) of trace ``trace_id``'s rows of coded view ``view`` whose
+    key is one of ``keys``, in key order: through :func:`keyed_rows`, fast
+    on either database."""
+    coded = CODED[view]
+    key = next(c.name for c in coded.view.primary_key.columns if c.name != "trace_id")
+    cols = list(columns or [c.name for c in coded.view.columns if c.name != "trace_id"])
+    q = CodedQuery(view, trace_id, keyed_rows(view, trace_id, keys, conn.dialect.name))
+    return list(conn.execute(q.select(cols).order_by(q.col(key))))
+
+
 #: What gmpscope reads the coded tables' rows from (Coded.rows: the rows and,
 #: on SQLite, the files; never the tables themselves, which may hold none).
 metric_rows_all = CODED["metrics"].rows
@@ -307,10 +365,12 @@ class CodedQuery:
     the codes of the strings that match, looked up once, and :meth:`select`
     makes the SELECT."""
 
-    def __init__(self, view: str, trace_id: int) -> None:
+    def __init__(self, view: str, trace_id: int, source: Any = None) -> None:
+        """``source``: the rows' FROM item (default: all of ``Coded.rows``),
+        such as :func:`keyed_rows`'."""
         self.coded = CODED[view]
         self.trace_id = trace_id
-        self.t = self.coded.rows.alias("t")
+        self.t = self.coded.rows.alias("t") if source is None else source
         self._from: Any = self.t
         self._exprs: dict[str, Any] = {}
 

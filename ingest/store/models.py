@@ -69,6 +69,7 @@ from ingest.store.coded_models import metrics as metrics
 from ingest.store.coded_models import ranges as ranges
 from ingest.store.coded_models import regions as regions
 from ingest.store.coded_models import tasks as tasks
+from ingest.store.coded_models import transition_stacks as transition_stacks
 from ingest.store.poller_models import poller_events, poller_recordings
 from ingest.store.schema_base import metadata as metadata
 from ingest.store.schema_base import trace_key, traces_fk
@@ -201,16 +202,6 @@ row_ranges = Table(
     Column("table_name", String(32), primary_key=True),
     Column("first_id", BigInteger, nullable=False),
     Column("last_id", BigInteger, nullable=False),
-)
-
-transition_stacks = Table(
-    "transition_stacks",
-    metadata,
-    trace_key(),
-    traces_fk(),
-    Column("seq", BigInteger, primary_key=True, autoincrement=False),
-    Column("stack_id", BigInteger, nullable=False),
-    sqlite_with_rowid=False,
 )
 
 transition_counts = Table(
@@ -540,15 +531,16 @@ def dialect_views(dialect: str) -> dict[str, str]:
     return {**VIEWS, **pg_chunks.pg_views()}
 
 
-def pg_delete_rows(coded_chunks: bool = True, listed: bool = True) -> tuple[str, str]:
+def pg_delete_rows(coded_chunks: tuple[str, ...] = pg_coded.ALL,
+                   listed: bool = True) -> tuple[str, str]:
     """The delete function and trigger of PG_DELETE_ROWS (``coded_chunks``:
-    with the coded tables of ingest.store.pg_coded in chunks, from 0017;
-    ``listed``: with the table coded_files, from 0018)."""
+    the coded views whose tables are chunks (ingest.store.pg_coded): two from
+    0017, five from 0020; ``listed``: with the table coded_files, from 0018)."""
     # The rows of the three ranged tables live in chunks there
     # (ingest.store.pg_chunks), deleted by their trace's index.
-    big = {*RANGE_NAME, *(pg_coded.BY_TABLE if coded_chunks else ())}
-    chunks = "\n".join(f"    {s}" for s in [*pg_chunks.delete_trace_rows("OLD.id"), *(
-        pg_coded.delete_trace_rows("OLD.id") if coded_chunks else [])])
+    big = {*RANGE_NAME, *(pg_coded.CHUNKED[v].table.name for v in coded_chunks)}
+    chunks = "\n".join(f"    {s}" for s in [*pg_chunks.delete_trace_rows("OLD.id"),
+                                             *pg_coded.delete_trace_rows("OLD.id", coded_chunks)])
     if not listed:
         big.add(coded_files.name)
     rest = "\n".join(f"    DELETE FROM {t.name} WHERE trace_id = OLD.id;"
@@ -583,7 +575,7 @@ def pg_chunk_schema() -> list[str]:
     drops = [f"DROP TABLE {t}" for t in [*(c.view for c in pg_chunks.CHUNKED.values()),
                                          *pg_coded.BY_TABLE]]
     return [*pg_chunks.create_tables(), *pg_coded.create_tables(), *drops,
-            *pg_chunks.create_row_views(), *pg_coded.create_row_views(),
+            *pg_chunks.create_row_views(), *pg_coded.create_row_views(), *pg_coded.create_keyed(),
             *pg_chunks.create_functions()]
 
 

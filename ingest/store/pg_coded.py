@@ -15,7 +15,8 @@ views with their columns (a row per array position), so the coded views
 (``metrics``, ``regions``), :class:`~ingest.store.coded_models.CodedQuery` and
 users' SQL read them as before.
 
-Inside an integer array, a NULL is :data:`NULL_VALUE` (the view turns it back);
+Inside an integer array, a NULL is its type's lowest value (:data:`NULL_VALUE`
+in a ``bigint[]``; the view turns it back);
 a column that is NULL on every row of a chunk is a NULL array (a metric's
 ``value_str`` on Go's new traces). SQLite keeps these tables as rows.
 """
@@ -29,20 +30,28 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import BigInteger, Connection, Integer, Table, Text
+from sqlalchemy import BigInteger, Boolean, Connection, Integer, Table, Text
 
 from ingest.columns import Nullable
-from ingest.store.coded_models import CODED
+from ingest.store.coded_models import CODED, PG_CHUNKED, keyed_function, transition_stacks
 from ingest.store.pg_chunks import CHUNK, NULL_VALUE, lz4_sql
 
 Arr = npt.NDArray[Any]
 
-#: The coded views whose tables are chunked, by view name.
-#: (Not ``logs``: its page reads a trace's records in key order a page at a
-#: time, which the primary key serves at once and a view over chunks only by
-#: making and sorting every row: the 200 MB trace's first page took 0.63 s
-#: that way, 0.3 ms through the key.)
-VIEWS = ("metrics", "regions")
+#: The coded views whose tables are chunked, by view name: ``metrics`` and
+#: ``regions`` from revision 0017, the others from 0020. (Not ``logs``: its
+#: page reads a trace's records in key order a page at a time, which the
+#: primary key serves at once and a view over chunks only by making and
+#: sorting every row: the 200 MB trace's first page took 0.63 s that way,
+#: 0.3 ms through the key.) A reader of some rows by key reads them through
+#: the function ``gmpscope_<table>_at(trace, keys)`` (:func:`keyed_sql`):
+#: the view would make every row of the trace to find them.
+VIEWS = PG_CHUNKED
+#: Those of revisions 0017 to 0019.
+VIEWS_0017 = ("metrics", "regions")
+#: Every chunked table, by the name :data:`CHUNKED` gives it: the coded
+#: views' and ``transition_stacks`` (from 0020; read by users' SQL only).
+ALL = (*VIEWS, "transition_stacks")
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,11 @@ class ArrayCol:
     dtype: str  # big-endian numpy type in COPY's binary format ("" for text)
     oid: int  # the element type's oid
     nullable: bool
+
+    @property
+    def null(self) -> int:
+        """What stands for NULL inside the array: its type's lowest value."""
+        return NULL_VALUE if self.sql == "bigint" else -(2**31)
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,8 @@ class CodedChunks:
 
 
 def _array_col(c: Any) -> ArrayCol:
+    if isinstance(c.type, Boolean):
+        return ArrayCol(c.name, "boolean", "?", 16, bool(c.nullable))
     if isinstance(c.type, BigInteger):
         return ArrayCol(c.name, "bigint", ">i8", 20, bool(c.nullable))
     if isinstance(c.type, Integer):
@@ -82,15 +98,16 @@ def _array_col(c: Any) -> ArrayCol:
     raise TypeError(f"{c.name}: no array form for {c.type}")
 
 
-def _chunked(view: str) -> CodedChunks:
-    table = CODED[view].table
+def _chunked(name: str) -> CodedChunks:
+    table = CODED[name].table if name in CODED else transition_stacks
     key = next(c.name for c in table.primary_key.columns if c.name != "trace_id")
     arrays = tuple(_array_col(c) for c in table.columns if c.name != "trace_id")
-    return CodedChunks(table, table.name.replace("_rows", "_chunks"), key, arrays)
+    return CodedChunks(table, table.name.removesuffix("_rows").removesuffix("s") + "_chunks",
+                       key, arrays)
 
 
 #: By coded view name.
-CHUNKED: dict[str, CodedChunks] = {v: _chunked(v) for v in VIEWS}
+CHUNKED: dict[str, CodedChunks] = {v: _chunked(v) for v in ALL}
 #: By the name of the table they replace (metric_rows, ...).
 BY_TABLE: dict[str, CodedChunks] = {c.table.name: c for c in CHUNKED.values()}
 
@@ -116,31 +133,79 @@ def view_sql(c: CodedChunks) -> str:
     for a in c.arrays:
         v = f"cd.{a.name}[o]"
         if a.nullable and a.sql != "text":
-            v = f"NULLIF({v}, {NULL_VALUE})"
+            v = f"NULLIF({v}, {a.null})"
         cols.append(f"{v} AS {a.name}")
     return (f"SELECT c.trace_id, {', '.join(cols)} FROM {c.chunks} c "
             f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd "
             f"CROSS JOIN LATERAL generate_series(1, cardinality(c.{c.key})) o")
 
 
-def create_tables() -> list[str]:
-    """The chunk tables' DDL."""
-    return [s for c in CHUNKED.values() for s in (
+def keyed_sql(c: CodedChunks) -> str:
+    """CREATE FUNCTION of ``gmpscope_<table>_at(trace, keys)``: trace
+    ``trace``'s rows of ``c``'s table (its columns, as the view) whose key is
+    one of ``keys`` (``bigint[]``): each key's chunk found through the
+    chunks' key (the last whose first key is at or before it), each such
+    chunk's arrays decompressed once (500 goroutines by id: 0.27 s one
+    chunk per key, 0.03 s this way), a key's row at its position in the key
+    array. Plain SQL and STABLE, so that the planner can inline it."""
+    cols = []
+    returns = ["trace_id integer"]
+    for a in c.arrays:
+        v = f"cd.{a.name}[p.o]"
+        if a.nullable and a.sql != "text":
+            v = f"NULLIF({v}, {a.null})"
+        cols.append(v)
+        returns.append(f"{a.name} {a.sql}")
+    flat = ", ".join(f"c.{a.name} || '{{}}'::{a.sql}[] AS {a.name}" for a in c.arrays)
+    return (f"CREATE FUNCTION {keyed_function(c.table.name)}(integer, bigint[]) "
+            # ROWS 10: a few keys, not the 1000 rows a function is guessed to
+            # return; the texts are then joined by their key, not by hashing
+            # every string of the trace (500 goroutines' rows: 0.10 -> 0.03 s).
+            f"RETURNS TABLE ({', '.join(returns)}) LANGUAGE sql STABLE ROWS 10 AS $$ "
+            f"SELECT c.trace_id, {', '.join(cols)} FROM ("
+            f"SELECT f.first, array_agg(k.key) AS keys FROM (SELECT DISTINCT unnest($2) AS key) k "
+            f"CROSS JOIN LATERAL (SELECT c.{c.first} AS first FROM {c.chunks} c "
+            f"WHERE c.trace_id = $1 AND c.{c.first} <= k.key ORDER BY c.{c.first} DESC LIMIT 1) f "
+            f"GROUP BY f.first) g JOIN {c.chunks} c ON c.trace_id = $1 AND c.{c.first} = g.first "
+            f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd "
+            "CROSS JOIN LATERAL unnest(g.keys) AS kk(key) "
+            f"CROSS JOIN LATERAL (SELECT array_position(cd.{c.key}, kk.key) AS o) p "
+            "WHERE p.o IS NOT NULL $$")
+
+
+def _chunked_of(views: tuple[str, ...]) -> list[CodedChunks]:
+    return [CHUNKED[v] for v in views]
+
+
+def create_tables(views: tuple[str, ...] = ALL) -> list[str]:
+    """The chunk tables' DDL (of the tables of ``views``)."""
+    return [s for c in _chunked_of(views) for s in (
         _table_sql(c), lz4_sql(c.chunks, [a.name for a in c.arrays]))]
 
 
-def create_row_views() -> list[str]:
+def create_row_views(views: tuple[str, ...] = ALL) -> list[str]:
     """The views in place of the tables, each with a rule that makes a DELETE
     from it do nothing (a trace's chunks go with its ``traces`` row, by the
     delete trigger: models.PG_DELETE_ROWS)."""
-    return [s for c in CHUNKED.values() for s in (
+    return [s for c in _chunked_of(views) for s in (
         f"CREATE VIEW {c.table.name} AS {view_sql(c)}",
         f"CREATE RULE {c.table.name}_delete AS ON DELETE TO {c.table.name} DO INSTEAD NOTHING")]
 
 
-def delete_trace_rows(trace: str) -> list[str]:
-    """SQL: delete trace ``trace``'s chunks of every chunk table."""
-    return [f"DELETE FROM {c.chunks} WHERE trace_id = {trace};" for c in CHUNKED.values()]
+def create_keyed(views: tuple[str, ...] = ALL) -> list[str]:
+    """The keyed functions (:func:`keyed_sql`) of the tables of ``views``."""
+    return [keyed_sql(c) for c in _chunked_of(views)]
+
+
+def drop_keyed(views: tuple[str, ...] = ALL) -> list[str]:
+    """DROP of the keyed functions of the tables of ``views``."""
+    return [f"DROP FUNCTION {keyed_function(c.table.name)}(integer, bigint[])"
+            for c in _chunked_of(views)]
+
+
+def delete_trace_rows(trace: str, views: tuple[str, ...] = ALL) -> list[str]:
+    """SQL: delete trace ``trace``'s chunks of every chunk table (of ``views``)."""
+    return [f"DELETE FROM {c.chunks} WHERE trace_id = {trace};" for c in _chunked_of(views)]
 
 
 def aggregate_sql(c: CodedChunks, source: str) -> str:
@@ -148,7 +213,7 @@ def aggregate_sql(c: CodedChunks, source: str) -> str:
     columns of ``c``'s), CHUNK rows a chunk in key order."""
     aggs = []
     for a in c.arrays:
-        v = f"COALESCE({a.name}, {NULL_VALUE})" if a.nullable and a.sql != "text" else a.name
+        v = f"COALESCE({a.name}, {a.null})" if a.nullable and a.sql != "text" else a.name
         aggs.append(f"array_agg({v} ORDER BY {c.key})")
     names = ", ".join(a.name for a in c.arrays)
     return (f"INSERT INTO {c.chunks} (trace_id, {c.first}, {names}) "
@@ -192,16 +257,16 @@ def _text_array(values: list[Any]) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def _ints(col: Any, n: int) -> Arr:
-    """A loader's integer column as int64 values, NULL as NULL_VALUE."""
+def _ints(col: Any, n: int, null: int) -> Arr:
+    """A loader's integer column as int64 values, NULL as ``null``."""
     if col is None:
-        return np.full(n, NULL_VALUE, np.int64)
+        return np.full(n, null, np.int64)
     if isinstance(col, Nullable):
-        return np.where(np.asarray(col.null, bool), NULL_VALUE,
+        return np.where(np.asarray(col.null, bool), null,
                         np.asarray(col.values).astype(np.int64, copy=False))
     arr = np.asarray(col)
     if arr.dtype == object:
-        return np.array([NULL_VALUE if v is None else int(v) for v in arr.tolist()], np.int64)
+        return np.array([null if v is None else int(v) for v in arr.tolist()], np.int64)
     return arr.astype(np.int64, copy=False)
 
 
@@ -216,7 +281,7 @@ def write_chunks(conn: Connection, view: str, trace_id: int, cols: dict[str, Any
     given, taken = n, 0
     if not n:
         return 0
-    ints = {a.name: _ints(cols.get(a.name), n) for a in c.arrays if a.sql != "text"}
+    ints = {a.name: _ints(cols.get(a.name), n, a.null) for a in c.arrays if a.sql != "text"}
     texts: dict[str, list[Any] | None] = {
         a.name: None if cols.get(a.name) is None else list(cols[a.name])
         for a in c.arrays if a.sql == "text"}

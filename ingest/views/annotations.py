@@ -40,7 +40,7 @@ from ingest.derive.annotation_index import (
 )
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
-from ingest.store.coded_models import CodedQuery, strings
+from ingest.store.coded_models import CodedQuery, rows_by_key, strings
 
 #: Log rows in a page by default, and at most.
 LOG_LIMIT = 1000
@@ -105,7 +105,6 @@ def _depths(conn: Connection, trace_id: int, parents: dict[int, int | None]) -> 
     """Depth of each task in ``parents`` (task -> parent id): its number of
     ancestors in the trace, found by walking parent ids up (a parent missing
     from the trace ends the chain, as does a cycle)."""
-    tk = models.tasks
     known: dict[int, int | None] = dict(parents)  # task -> parent, every task seen
     missing: set[int] = set()
     todo = {p for p in known.values() if p is not None and p not in known}
@@ -113,8 +112,8 @@ def _depths(conn: Connection, trace_id: int, parents: dict[int, int | None]) -> 
         found: dict[int, int | None] = {}
         for ids in _chunks(sorted(todo)):
             found.update((int(r.task_id), None if r.parent_id is None else int(r.parent_id))
-                         for r in conn.execute(select(tk.c.task_id, tk.c.parent_id).where(
-                             tk.c.trace_id == trace_id, tk.c.task_id.in_(ids))))
+                         for r in rows_by_key(conn, "tasks", trace_id, ids,
+                                              ("task_id", "parent_id")))
         missing |= todo - found.keys()
         known.update(found)
         todo = {p for p in found.values() if p is not None and p not in known
@@ -172,15 +171,13 @@ def task_page(engine: Engine, trace_id: int, frames: TraceFrames | None = None, 
     total = len(order)
     pos = order[offset:offset + limit] if limit else order[:0]
     ids = [int(x) for x in np.asarray(ti.task_id)[pos]]
-    tk = models.tasks
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
         by_id: dict[int, dict[str, Any]] = {}
         for chunk in _chunks(ids):
-            by_id.update((int(r.task_id), dict(r._mapping)) for r in conn.execute(
-                select(tk.c.task_id, tk.c.parent_id, tk.c.name, tk.c.start_ts, tk.c.end_ts,
-                       tk.c.start_g, tk.c.end_g).where(tk.c.trace_id == trace_id,
-                                                       tk.c.task_id.in_(chunk))))
+            by_id.update((int(r.task_id), dict(r._mapping)) for r in rows_by_key(
+                conn, "tasks", trace_id, chunk, ("task_id", "parent_id", "name", "start_ts",
+                                                  "end_ts", "start_g", "end_g")))
         if len(by_id) != len(ids):
             raise RuntimeError(f"trace {trace_id}: the annotation index names tasks "
                                "the database does not hold")

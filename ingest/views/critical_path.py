@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
-from ingest.store import models
+from ingest.store.coded_models import rows_by_key
 from ingest.views.area import own_stacks
 from ingest.views.wakes import (
     goroutine_rows,
@@ -127,13 +127,11 @@ def walk(frames: TraceFrames, goid: int, t1: int, t2: int,
 
 
 def _task(engine: Engine, trace_id: int, task_id: int) -> Any:
-    tk = models.tasks
     with engine.connect() as conn:
-        row = conn.execute(select(tk).where(tk.c.trace_id == trace_id,
-                                            tk.c.task_id == task_id)).first()
-    if row is None:
+        rows = rows_by_key(conn, "tasks", trace_id, [task_id])
+    if not rows:
         raise LookupError(f"no task {task_id} in this trace")
-    return row
+    return rows[0]
 
 
 def goroutine_window(frames: TraceFrames, goid: int) -> tuple[int, int]:

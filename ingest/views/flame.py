@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from ingest.derive.cache import cached_json
 from ingest.derive.frames import TraceFrames
-from ingest.store import models
+from ingest.store.coded_models import rows_by_key
 from ingest.views.histo import released
 from ingest.views.pprof import TYPES, WAIT_KINDS, Waits, check_type, last_of_each, stack_groups
 from ingest.views.pprof import waits as profile_waits
@@ -177,13 +177,12 @@ def flame_goroutines(engine: Engine, frames: TraceFrames, kind: str, node: int,
 
 
 def _start_functions(engine: Engine, trace_id: int, goids: list[int]) -> dict[int, str]:
-    gt = models.goroutines
     out: dict[int, str] = {}
     ids = [g for g in goids if g >= 0]
     with engine.connect() as conn:
         for k in range(0, len(ids), 500):
-            for goid, fn in conn.execute(select(gt.c.goid, gt.c.start_function).where(
-                    gt.c.trace_id == trace_id, gt.c.goid.in_(ids[k:k + 500]))):
+            for goid, fn in rows_by_key(conn, "goroutines", trace_id, ids[k:k + 500],
+                                        ("goid", "start_function")):
                 if fn:
                     out[int(goid)] = str(fn)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
@@ -38,6 +38,23 @@ def goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int
     A busy goroutine's rows are hundreds of MB of the frames: handed back after."""
     return released(frames, lambda: _goroutine_detail(engine, frames, goid, offset, limit,
                                                       segments))
+
+
+def created_by(frames: TraceFrames, goid: int, limit: int) -> list[int]:
+    """The goroutines goroutine ``goid`` created (``goroutines.parent_goid``),
+    by id, at most ``limit``: those whose first interval begins with their
+    creation (out of NotExist) and whose creating transition ran in ``goid``
+    (that row's ``g``). From the frames: the SQL table has no index on the
+    parent, and its scan took 66 ms of the busiest goroutine's page on the
+    200 MB trace (118 ms on PostgreSQL's chunks)."""
+    lanes = frames.goroutines
+    if goid < 0 or not len(lanes.ids):  # -1: no goroutine (the table keeps NULL)
+        return []
+    first = np.asarray(lanes.off[:-1], np.int64)
+    created = [code for code, k in frames.kinds.items() if k.from_state == "NotExist"]
+    iv = frames.intervals
+    mine = (iv.take("g", first) == goid) & np.isin(iv.take("kind", first), created)
+    return [int(x) for x in np.asarray(lanes.ids)[mine][:limit]]
 
 
 def _goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: int,
@@ -86,11 +103,7 @@ def _goroutine_detail(engine: Engine, frames: TraceFrames, goid: int, offset: in
         created_stack = int(iv["stack_id"][rows.start])
     wanted = [int(r["stack_id"]) for r in page_rows] + [start_stack, created_stack]
     stacks = stack_frames(engine, frames.trace_id, wanted)
-    gt = models.goroutines
-    with engine.connect() as conn:
-        children = [int(r.goid) for r in conn.execute(
-            select(gt.c.goid).where(gt.c.trace_id == frames.trace_id, gt.c.parent_goid == goid)
-            .order_by(gt.c.goid).limit(MAX_CHILDREN))]
+    children = created_by(frames, goid, MAX_CHILDREN)
     return {
         "trace_id": frames.trace_id, "goid": goid,
         "start_function": info.get("start_function"),

@@ -26,7 +26,7 @@ from ingest.derive.frames import TraceFrames
 from ingest.derive.goroutine_lanes import goroutine_table
 from ingest.extensions import optional_extension
 from ingest.store import models
-from ingest.store.coded_models import CodedQuery, goroutine_rows_all, read_strings
+from ingest.store.coded_models import CodedQuery, goroutine_rows_all, read_strings, rows_by_key
 from ingest.views.histo import released
 from ingest.views.quantiles import lane_chunks
 from ingest.views.running_time import running_in_chunks
@@ -406,14 +406,12 @@ def _group_codes_by_name(names: list[str], known: Arr) -> GroupCodes:
 
 def _start_functions_of(engine: Engine, trace_id: int, goids: I64) -> dict[int, str | None]:
     """goid -> start function of the goroutines ``goids`` (those in the table)."""
-    g = models.goroutines
     out: dict[int, str | None] = {}
     ids = goids.tolist()
     with engine.connect() as conn:
         for k in range(0, len(ids), 500):
-            out.update((int(r[0]), r[1]) for r in conn.execute(
-                select(g.c.goid, g.c.start_function)
-                .where(g.c.trace_id == trace_id, g.c.goid.in_(ids[k:k + 500]))))
+            out.update((int(r[0]), r[1]) for r in rows_by_key(
+                conn, "goroutines", trace_id, ids[k:k + 500], ("goid", "start_function")))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, TextClause, and_, select, text
 
 from ingest.store import models, pg_chunks
+from ingest.store.coded_models import rows_by_key
 
 #: (resource, from_state, to_state, reason) by kind code, for one trace.
 Kinds = dict[int, tuple[str, str, str, str]]
@@ -114,10 +115,10 @@ def goroutine_intervals(engine: Engine, trace_id: int, goid: int, t1: int,
     """What goroutine ``goid`` was doing during ``[t1, t2)``: its state
     intervals in time order (state, reason it entered it, M/P of the
     transition that began it, stack)."""
-    g = models.goroutines
     with engine.connect() as conn:
-        lo, hi = _ids(conn, g, and_(g.c.trace_id == trace_id, g.c.goid == goid),
-                      "first_interval", "last_interval")
+        got = rows_by_key(conn, "goroutines", trace_id, [goid],
+                          ("first_interval", "last_interval"))
+        lo, hi = (got[0][0], got[0][1]) if got else (None, None)
         rows = _window(conn, _IV, _IV_COLS, lo, hi, t1, t2)
         kinds = _kinds(conn, trace_id) if rows else {}
     return [_interval_dict(r, kinds) for r in rows]
@@ -164,14 +165,9 @@ def who_ran_on_proc(engine: Engine, trace_id: int, p: int, t: int) -> dict[str, 
 
 def goroutine(engine: Engine, trace_id: int, goid: int) -> dict[str, Any] | None:
     """One goroutine's summary row."""
-    g = models.goroutines
     with engine.connect() as conn:
-        row = conn.execute(select(g).where(g.c.trace_id == trace_id, g.c.goid == goid)).first()
-    if row is None:
-        return None
-    d = dict(row._mapping)
-    d.pop("trace_id")
-    return d
+        rows = rows_by_key(conn, "goroutines", trace_id, [goid])
+    return dict(rows[0]._mapping) if rows else None
 
 
 def thread_intervals(engine: Engine, trace_id: int, m: int, t1: int,

@@ -36,6 +36,7 @@ from ingest.derive.lanesets import (
 from ingest.derive.proc_thread_lanes import m_lanes, p_lanes
 from ingest.derive.range_lanes import range_lanes
 from ingest.store import models
+from ingest.store.coded_models import rows_by_key
 from ingest.views.timeline_lod import Shapes, concat_shapes, reduce_indexed, reduce_window
 
 I64 = npt.NDArray[np.int64]
@@ -460,12 +461,11 @@ def span_details(engine: Engine, frames: TraceFrames, ref: int) -> dict[str, Any
         rng = range_lanes(engine, frames)
         if row >= len(rng.range_id):
             raise LookupError(f"no range row {row}")
-        r = models.ranges
         with engine.connect() as conn:
-            x = conn.execute(select(r).where(r.c.trace_id == frames.trace_id,
-                                             r.c.id == int(rng.range_id[row]))).first()
-        if x is None:
+            got = rows_by_key(conn, "ranges", frames.trace_id, [int(rng.range_id[row])])
+        if not got:
             raise LookupError(f"no range row {row}")
+        x = got[0]
         start = frames.first_ts if x.start_ts is None else x.start_ts
         end = frames.last_ts if x.end_ts is None else x.end_ts
         return {"source": "range", "row": row, "resource": x.scope, "id": x.scope_id,

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Boolean, Engine, text
 
 from ingest.columns import Nullable
 from ingest.store import pg_coded
 from ingest.store.bulk import insert_columns
 from ingest.store.coded_insert import CodeBook, in_book, store_coded, stored_columns
-from ingest.store.coded_models import CODED, strings
+from ingest.store.coded_models import CODED, rows_by_key, strings
 from ingest.store.db import make_engine, write_tx
 from tests.ingest.store.test_pg_chunks import _alembic, _trace
 from tests.support.ingest_fixtures import make_db_url
@@ -27,9 +27,34 @@ pytestmark = pytest.mark.skipif(not os.environ.get("GMPSCOPE_TEST_PG_URL"),
                                 reason="needs GMPSCOPE_TEST_PG_URL")
 
 CHUNK = pg_coded.CHUNK
-_ORDER = {"metrics": "trace_id, seq", "logs": "trace_id, seq", "regions": "trace_id, id",
-          "metric_rows": "trace_id, seq", "log_rows": "trace_id, seq",
-          "region_rows": "trace_id, id"}
+_ORDER = {**{v: f"trace_id, {k}" for v, k in (
+    ("metrics", "seq"), ("logs", "seq"), ("regions", "id"), ("goroutines", "goid"),
+    ("tasks", "task_id"), ("ranges", "id"))}, **{
+    CODED[v].table.name: f"trace_id, {k}" for v, k in (
+        ("metrics", "seq"), ("logs", "seq"), ("regions", "id"), ("goroutines", "goid"),
+        ("tasks", "task_id"), ("ranges", "id"))}, "transition_stacks": "trace_id, seq"}
+
+
+def _any_view_cols(view: str, n: int, rng: Any, key: Any) -> dict[str, Any]:
+    """Columns of ``view`` made from its model: the key increasing with gaps,
+    texts from a few values, NULLs in every nullable column."""
+    out: dict[str, Any] = {}
+    for c in CODED[view].view.columns:
+        if c.name == "trace_id":
+            continue
+        null = rng.random(n) < 0.2
+        if c.primary_key:
+            out[c.name] = key
+        elif c.name in CODED[view].sources:
+            words = ["Running", "gc", "main.worker", "/x"] + ([None] if c.nullable else [])
+            out[c.name] = np.array(words, dtype=object)[rng.integers(0, len(words), n)]
+        elif isinstance(c.type, Boolean):
+            out[c.name] = rng.random(n) < 0.5
+        elif c.nullable:
+            out[c.name] = Nullable(rng.integers(-5, 2**40, n), null)
+        else:
+            out[c.name] = rng.integers(-1, 2**40, n)
+    return out
 
 
 def _view_cols(view: str, n: int, seed: int) -> dict[str, Any]:
@@ -41,6 +66,8 @@ def _view_cols(view: str, n: int, seed: int) -> dict[str, Any]:
     names = np.array(["/gc/heap/goal:bytes", "/sched/gomaxprocs:threads", "a", "b"],
                      dtype=object)
     null = rng.random(n) < 0.2
+    if view not in ("metrics", "logs", "regions"):
+        return _any_view_cols(view, n, rng, key)
     if view == "metrics":
         strs = np.array([None, "x", "y"], dtype=object)[rng.integers(0, 3, n)]
         return {"seq": key, "ts": ts, "name": names[rng.integers(0, 4, n)],
@@ -152,7 +179,7 @@ def test_revision_0017_carries_rows_over_and_back(tmp_path: Path) -> None:
     """Rows stored at revision 0016 (two traces) show the same through every
     table and view after the upgrade, as chunks of CHUNK rows in key order, and
     after the downgrade, as rows again; a delete then removes one trace's."""
-    rels = ("metrics", "logs", "regions", "metric_rows", "log_rows", "region_rows")
+    rels = (*_ORDER,)
     for url in make_db_url("postgresql", tmp_path):
         engine = make_engine(url, migrate_to_head=False)
         _alembic(engine, "upgrade", "0016")
@@ -161,6 +188,9 @@ def test_revision_0017_carries_rows_over_and_back(tmp_path: Path) -> None:
                 tid = _trace(conn)
                 for view in pg_coded.VIEWS:
                     _store_rows(conn, tid, view, _view_cols(view, n, seed))
+                conn.exec_driver_sql(
+                    "INSERT INTO transition_stacks SELECT %s, 3 * k, k %% 17 "
+                    "FROM generate_series(1, %s) k", (tid, n))
         before = {r: _rows(engine, r) for r in rels}
         assert len(before["metrics"]) == 3 * CHUNK + 307
         _alembic(engine, "upgrade", "head")
@@ -177,3 +207,50 @@ def test_revision_0017_carries_rows_over_and_back(tmp_path: Path) -> None:
             conn.exec_driver_sql(f"DELETE FROM traces WHERE id = {first}")
         assert _rows(engine, "regions") == [r for r in before["regions"] if r[0] != first]
         engine.dispose()
+
+
+@pytest.mark.parametrize("view", ("goroutines", "tasks", "ranges", "regions"))
+def test_rows_by_key_are_the_views_rows(pg: Engine, view: str) -> None:
+    """``rows_by_key`` (through the table's keyed function) gives the rows the
+    view gives for the same keys: a chunk's first and last rows, keys no row
+    has (between rows, before the first, after the last), a key asked twice."""
+    n = 2 * CHUNK + 50
+    cols = _view_cols(view, n, 7)
+    key = next(c.name for c in CODED[view].view.primary_key.columns if c.name != "trace_id")
+    k = cols[key]
+    with write_tx(pg) as conn:
+        tid = _trace(conn)
+        store_coded(conn, tid, view, cols)
+    asked = [int(k[0]), int(k[CHUNK - 1]), int(k[CHUNK]), int(k[-1]), int(k[5]), int(k[5]),
+             int(k[0]) - 1, int(k[-1]) + 1, *(int(x) + 1 for x in k[7:12] if x + 1 not in k)]
+    names = [c.name for c in CODED[view].view.columns if c.name != "trace_id"]
+    with pg.connect() as conn:
+        want = [tuple(r) for r in conn.execute(text(
+            f"SELECT {', '.join(names)} FROM {view} WHERE trace_id = :t AND {key} = ANY(:k) "
+            f"ORDER BY {key}"), {"t": tid, "k": asked})]
+        got = [tuple(r) for r in rows_by_key(conn, view, tid, asked)]
+        some = [tuple(r) for r in rows_by_key(conn, view, tid, asked, (key, names[-1]))]
+    assert len(want) == 5 and got == want
+    assert some == [(r[0], r[-1]) for r in want]
+
+
+def test_transition_stacks_in_parts_show_as_given(pg: Engine) -> None:
+    """The loader's parts of ``transition_stacks`` (not a coded table) make
+    chunks of CHUNK rows that its view shows as given."""
+    from ingest.load.tables import store_table
+
+    n = 2 * CHUNK + 9
+    seq = np.cumsum(np.random.default_rng(3).integers(1, 40, n)).astype(np.int64)
+    stack = (seq * 7) % 1000
+    with write_tx(pg) as conn:
+        tid = _trace(conn)
+        a = 0
+        for b in (5, CHUNK + 100, n):
+            store_table(conn, tid, "transition_stacks", {"seq": seq[a:b], "stack_id": stack[a:b]},
+                        b - a, 0, lambda k: None)
+            a = b
+        sizes = [r[0] for r in conn.exec_driver_sql(
+            "SELECT cardinality(seq) FROM transition_stack_chunks ORDER BY first_seq")]
+    assert sizes == [CHUNK, CHUNK, 9]
+    assert _rows(pg, "transition_stacks", tid) == [
+        (tid, int(s), int(k)) for s, k in zip(seq, stack, strict=True)]

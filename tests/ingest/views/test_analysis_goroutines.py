@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from ingest.views.goroutine import goroutine_detail
+from ingest.views.goroutine import created_by, goroutine_detail
 from ingest.views.goroutines import (
     CATEGORIES,
     MEMBER_SORTS,
@@ -195,6 +195,20 @@ def test_detail_stacks_and_parent(store: Store) -> None:
     assert d["created_at_stack"]
     parent = goroutine_detail(store.engine, f, row.parent_goid, limit=0)
     assert row.goid in parent["children"]
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_children_from_the_frames_are_the_tables(store: Store, name: str) -> None:
+    """Each goroutine's children found in the frames (its first interval's
+    creation) are the goroutines table's, by ``parent_goid``."""
+    f = store.get(name)
+    by_parent: dict[int, list[int]] = defaultdict(list)
+    for r in store.rows("SELECT goid, parent_goid FROM goroutines WHERE trace_id = :t "
+                        "AND parent_goid IS NOT NULL ORDER BY goid", t=f.trace_id):
+        by_parent[int(r.parent_goid)].append(int(r.goid))
+    assert by_parent
+    for goid in [*by_parent, *(int(g) for g in f.goroutines.ids[:20]), -1]:
+        assert created_by(f, goid, 10**6) == by_parent.get(goid, []), goid
 
 
 # --------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def upgrade() -> None:
                       *pg_chunks.create_functions()]:
         op.execute(statement)
     # 0017 chunks the coded tables; 0018 lists coded_files.
-    _trigger(models.pg_delete_rows(coded_chunks=False, listed=False)[0])
+    _trigger(models.pg_delete_rows(coded_chunks=(), listed=False)[0])
 
 
 # The delete function at 0014, where the rows were the tables'.

@@ -36,14 +36,19 @@ _ROWS_0016 = {
 }
 
 
+#: The coded views chunked here (more are from 0020).
+_VIEWS = pg_coded.VIEWS_0017
+_CHUNKED = [pg_coded.CHUNKED[v] for v in _VIEWS]
+
+
 def _coded_views(create: bool) -> None:
-    for view in pg_coded.VIEWS:
+    for view in _VIEWS:
         op.execute(f"CREATE VIEW {view} AS {CODED[view].select_sql()}" if create
                    else f"DROP VIEW {view}")
 
 
 def _trigger(coded_chunks: bool) -> None:
-    function, trigger = models.pg_delete_rows(coded_chunks, listed=False)
+    function, trigger = models.pg_delete_rows(_VIEWS if coded_chunks else (), listed=False)
     op.execute("DROP TRIGGER traces_delete_rows ON traces")
     op.execute("DROP FUNCTION gmpscope_delete_trace_rows()")
     op.execute(function)
@@ -53,14 +58,14 @@ def _trigger(coded_chunks: bool) -> None:
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    for statement in pg_coded.create_tables():
+    for statement in pg_coded.create_tables(_VIEWS):
         op.execute(statement)
-    for c in pg_coded.CHUNKED.values():
+    for c in _CHUNKED:
         op.execute(pg_coded.aggregate_sql(c, c.table.name))
     _coded_views(create=False)
-    for c in pg_coded.CHUNKED.values():
+    for c in _CHUNKED:
         op.execute(f"DROP TABLE {c.table.name}")
-    for statement in pg_coded.create_row_views():
+    for statement in pg_coded.create_row_views(_VIEWS):
         op.execute(statement)
     _coded_views(create=True)
     _trigger(coded_chunks=True)
@@ -70,7 +75,7 @@ def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     _coded_views(create=False)
-    for c in pg_coded.CHUNKED.values():
+    for c in _CHUNKED:
         name = c.table.name
         op.execute(f"ALTER VIEW {name} RENAME TO {name}_chunked")
         op.execute(f"CREATE TABLE {name} ({_ROWS_0016[name]})")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ingest.store import coded_files, models
+from ingest.store import coded_files, models, pg_coded
 from ingest.store.coded_models import CODED, FILE_TABLES
 
 revision = "0018"
@@ -34,7 +34,7 @@ _VIEWS = tuple(_VIEW_OF.values())
 
 
 def _trigger(listed: bool) -> None:
-    function, trigger = models.pg_delete_rows(listed=listed)
+    function, trigger = models.pg_delete_rows(pg_coded.VIEWS_0017, listed=listed)
     op.execute("DROP TRIGGER traces_delete_rows ON traces")
     op.execute("DROP FUNCTION gmpscope_delete_trace_rows()")
     op.execute(function)
