@@ -39,10 +39,11 @@ Arr = npt.NDArray[Any]
 #: and compare them with small numbers without overflowing.
 TIME_COLUMNS = frozenset({"start_ts", "end_ts", "duration_ns", "stolen_ts"})
 NARROWEST: dict[str, type[np.signedinteger[Any]]] = {
-    "kind": np.int16, "start_known": np.int8, "p_lost": np.int8,
+    "kind": np.int16, "start_known": np.int8, "p_lost": np.int8, "outcome": np.int8,
     # 2 bytes where they fit (GOMAXPROCS, an M's id, a stack's id of all but the
-    # biggest traces): 120 of the 200 MB trace's MB of frames.
-    "m": np.int16, "p": np.int16, "stack_id": np.int16}
+    # biggest traces): 136 of the 200 MB trace's MB of frames, with the outcome's
+    # one.
+    "m": np.int16, "p": np.int16, "stack_id": np.int16, "stolen_by_m": np.int16}
 
 
 def column_dtype(name: str, lo: int, hi: int) -> np.dtype[Any]:
