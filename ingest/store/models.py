@@ -562,15 +562,15 @@ $$"""
 #: foreign key there, see _traces_fk): deleting a traces row first deletes
 #: the trace's rows of every table, the big three's chunks by their trace_id
 #: index, the others by their primary key's leading trace_id. Statements, in
-#: order; revisions 0015 and 0017 make the same.
+#: order; revisions 0015, 0017 and 0020 make the same.
 PG_DELETE_ROWS = pg_delete_rows()
 
 
 def pg_chunk_schema() -> list[str]:
     """PostgreSQL: what turns the tables ``interval_rows``, ``proc_run_index``,
-    ``syscall_outcomes`` (ingest.store.pg_chunks), ``metric_rows``, ``log_rows``
-    and ``region_rows`` (ingest.store.pg_coded) just made from the models into
-    views over chunk tables: statements, in order. Revisions 0015 and 0017
+    ``syscall_outcomes`` (ingest.store.pg_chunks) and the tables of
+    ``pg_coded.ALL`` just made from the models into views over chunk tables,
+    with their functions: statements, in order. Revisions 0015, 0017 and 0020
     make the same from the former tables."""
     drops = [f"DROP TABLE {t}" for t in [*(c.view for c in pg_chunks.CHUNKED.values()),
                                          *pg_coded.BY_TABLE]]

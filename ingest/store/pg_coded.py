@@ -3,22 +3,26 @@
 ``metric_rows`` and ``region_rows`` (ingest.store.coded_models) hold millions
 of rows of a big trace (3.3 M and 3.1 M of the 200 MB benchmark trace): as heap
 rows with a primary-key entry each they took 740 MB of its 1.7 GB database and
-11 s of its load's COPY. On PostgreSQL each is kept, as the intervals are
+11 s of its load's COPY; from revision 0020 the goroutine, task and range rows
+and ``transition_stacks`` (202 of the 970 MB left) join them. On PostgreSQL
+each is kept, as the intervals are
 (ingest.store.pg_chunks, whose rows per chunk, NULL inside an integer array and
 lz4 compression it shares), as chunk rows: up to :data:`CHUNK` consecutive rows
 of one trace in one row, every column an array (``bigint[]``, ``integer[]``,
 ``text[]``). A chunk is keyed by its trace and the key of its first row
-(``first_seq``, or ``first_id`` for regions); its rows are the rows as the
+(``first_seq``, ``first_id``, ``first_goid``...); its rows are the rows as the
 loader gave them, in order, cut every CHUNK rows of the trace's table (the same
 chunks however the loader cut it into parts). The tables keep their names as
-views with their columns (a row per array position), so the coded views
-(``metrics``, ``regions``), :class:`~ingest.store.coded_models.CodedQuery` and
-users' SQL read them as before.
+views with their columns (a row per array position), so the coded views,
+:class:`~ingest.store.coded_models.CodedQuery` and users' SQL read them as
+before, and gmpscope's readers of a few rows by key read them through
+:func:`keyed_sql`'s functions (ingest.store.coded_models.rows_by_key).
 
 Inside an integer array, a NULL is its type's lowest value (:data:`NULL_VALUE`
 in a ``bigint[]``; the view turns it back);
 a column that is NULL on every row of a chunk is a NULL array (a metric's
-``value_str`` on Go's new traces). SQLite keeps these tables as rows.
+``value_str`` on Go's new traces). SQLite keeps these tables as rows, or
+column files (ingest.store.coded_files).
 """
 
 from __future__ import annotations
@@ -40,11 +44,11 @@ Arr = npt.NDArray[Any]
 
 #: The coded views whose tables are chunked, by view name: ``metrics`` and
 #: ``regions`` from revision 0017, the others from 0020. (Not ``logs``: its
-#: page reads a trace's records in key order a page at a time, which the
-#: primary key serves at once and a view over chunks only by making and
-#: sorting every row: the 200 MB trace's first page took 0.63 s that way,
-#: 0.3 ms through the key.) A reader of some rows by key reads them through
-#: the function ``gmpscope_<table>_at(trace, keys)`` (:func:`keyed_sql`):
+#: page joins a page of records to the trace's messages, 290 k on the 200 MB
+#: trace, in key order from an offset; over chunks the server carried every
+#: row's decompressed arrays into that join and the sort, and the page at
+#: offset 1,000,000 took 105 s, 2.1 s over rows.) A reader of some rows by
+#: key reads them through the function ``gmpscope_<table>_at(trace, keys)`` (:func:`keyed_sql`):
 #: the view would make every row of the trace to find them.
 VIEWS = PG_CHUNKED
 #: Those of revisions 0017 to 0019.
@@ -160,7 +164,7 @@ def keyed_sql(c: CodedChunks) -> str:
     return (f"CREATE FUNCTION {keyed_function(c.table.name)}(integer, bigint[]) "
             # ROWS 10: a few keys, not the 1000 rows a function is guessed to
             # return; the texts are then joined by their key, not by hashing
-            # every string of the trace (500 goroutines' rows: 0.10 -> 0.03 s).
+            # every string of the trace (500 goroutines' rows: 0.10 -> 0.06 s).
             f"RETURNS TABLE ({', '.join(returns)}) LANGUAGE sql STABLE ROWS 10 AS $$ "
             f"SELECT c.trace_id, {', '.join(cols)} FROM ("
             f"SELECT f.first, array_agg(k.key) AS keys FROM (SELECT DISTINCT unnest($2) AS key) k "
