@@ -57,7 +57,7 @@
 
 #define MAX_SPAN (1 << 20)
 
-/* An integer item of a 4- or 8-byte buffer. */
+/* An integer item of a 2-, 4- or 8-byte buffer. */
 static inline int64_t item(const Buf *b, Py_ssize_t i)
 {
     return b->b.itemsize == 4   ? (int64_t)((const int32_t *)b->b.buf)[i]
