@@ -41,6 +41,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ingest.derive.npy import map_npy
+
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
 DERIVED_VERSION = 3
@@ -121,7 +123,7 @@ def _load_fields(d: Path, type_name: str, fields: dict[str, Any],
     kwargs: dict[str, Any] = {}
     for name, spec in fields.items():
         if "array" in spec:
-            kwargs[name] = np.load(d / spec["array"], mmap_mode="r", allow_pickle=False)
+            kwargs[name] = map_npy(d / spec["array"])
         elif "json" in spec:
             kwargs[name] = spec["json"]
         else:

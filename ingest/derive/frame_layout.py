@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ingest.derive.npy import map_npy
+
 Arr = npt.NDArray[Any]
 
 #: Bumped whenever the file layout changes; older files are rebuilt.
@@ -209,7 +211,7 @@ def read_tables(d: Path) -> tuple[dict[str, Any], dict[str, Table]] | None:
         facts = json.loads((d / "facts.json").read_text())
         tables: dict[str, Table] = {}
         for name, cols in TABLE_COLUMNS.items():
-            arrays = {c: np.load(d / f"{name}.{c}.npy", mmap_mode="r") for c in cols}
+            arrays = {c: map_npy(d / f"{name}.{c}.npy") for c in cols}
             if len({len(a) for a in arrays.values()}) > 1:
                 return None
             tables[name] = Table(arrays)
