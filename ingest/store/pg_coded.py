@@ -127,20 +127,28 @@ def _table_sql(c: CodedChunks) -> str:
             f"{arrays}, CONSTRAINT {c.chunks}_pkey PRIMARY KEY (trace_id, {c.first}))")
 
 
-def view_sql(c: CodedChunks) -> str:
-    """The SELECT of the view in place of the table: a row per array position,
-    the table's columns in its order. Each array is detoasted once a chunk
-    (``a || '{}'``, as ingest.store.pg_chunks does), and only those a query
+def _detoasted(c: CodedChunks) -> str:
+    """SQL: the LATERAL subquery ``cd`` of chunk ``c``'s arrays, each detoasted
+    once (``a || '{}'``, as ingest.store.pg_chunks does), only those a query
     reads (OFFSET 0 keeps the subquery whole for the planner to prune)."""
     flat = ", ".join(f"c.{a.name} || '{{}}'::{a.sql}[] AS {a.name}" for a in c.arrays)
-    cols = []
+    return f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd"
+
+
+def _row(c: CodedChunks, at: str) -> list[str]:
+    """SQL: the table's columns (but trace_id) at array position ``at`` of ``cd``."""
+    out = []
     for a in c.arrays:
-        v = f"cd.{a.name}[o]"
-        if a.nullable and a.sql != "text":
-            v = f"NULLIF({v}, {a.null})"
-        cols.append(f"{v} AS {a.name}")
-    return (f"SELECT c.trace_id, {', '.join(cols)} FROM {c.chunks} c "
-            f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd "
+        v = f"cd.{a.name}[{at}]"
+        out.append(f"NULLIF({v}, {a.null})" if a.nullable and a.sql != "text" else v)
+    return out
+
+
+def view_sql(c: CodedChunks) -> str:
+    """The SELECT of the view in place of the table: a row per array position,
+    the table's columns in its order (:func:`_detoasted`, :func:`_row`)."""
+    cols = [f"{v} AS {a.name}" for v, a in zip(_row(c, "o"), c.arrays, strict=True)]
+    return (f"SELECT c.trace_id, {', '.join(cols)} FROM {c.chunks} c {_detoasted(c)} "
             f"CROSS JOIN LATERAL generate_series(1, cardinality(c.{c.key})) o")
 
 
@@ -152,15 +160,8 @@ def keyed_sql(c: CodedChunks) -> str:
     chunk's arrays decompressed once (500 goroutines by id: 0.27 s one
     chunk per key, 0.03 s this way), a key's row at its position in the key
     array. Plain SQL and STABLE, so that the planner can inline it."""
-    cols = []
-    returns = ["trace_id integer"]
-    for a in c.arrays:
-        v = f"cd.{a.name}[p.o]"
-        if a.nullable and a.sql != "text":
-            v = f"NULLIF({v}, {a.null})"
-        cols.append(v)
-        returns.append(f"{a.name} {a.sql}")
-    flat = ", ".join(f"c.{a.name} || '{{}}'::{a.sql}[] AS {a.name}" for a in c.arrays)
+    cols = _row(c, "p.o")
+    returns = ["trace_id integer", *(f"{a.name} {a.sql}" for a in c.arrays)]
     return (f"CREATE FUNCTION {keyed_function(c.table.name)}(integer, bigint[]) "
             # ROWS 10: a few keys, not the 1000 rows a function is guessed to
             # return; the texts are then joined by their key, not by hashing
@@ -171,8 +172,7 @@ def keyed_sql(c: CodedChunks) -> str:
             f"CROSS JOIN LATERAL (SELECT c.{c.first} AS first FROM {c.chunks} c "
             f"WHERE c.trace_id = $1 AND c.{c.first} <= k.key ORDER BY c.{c.first} DESC LIMIT 1) f "
             f"GROUP BY f.first) g JOIN {c.chunks} c ON c.trace_id = $1 AND c.{c.first} = g.first "
-            f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd "
-            "CROSS JOIN LATERAL unnest(g.keys) AS kk(key) "
+            f"{_detoasted(c)} CROSS JOIN LATERAL unnest(g.keys) AS kk(key) "
             f"CROSS JOIN LATERAL (SELECT array_position(cd.{c.key}, kk.key) AS o) p "
             "WHERE p.o IS NOT NULL $$")
 
