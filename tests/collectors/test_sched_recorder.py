@@ -91,22 +91,39 @@ def steal_resolution_ns() -> int:
     return (os.cpu_count() or 1) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+def _any_runnable(pid: int) -> bool:
+    """Whether a thread of ``pid`` is running or waiting for a CPU now (state R)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2] == "R":
+            return True
+    return False
+
+
 def quiet_schedstat(pid: int) -> tuple[int, dict[int, tuple[int, int, int]]]:
     """(wall ns, schedstat) read once no thread is runnable: a wait that spans
     the reading would be counted whole by the kernel (when it ends) but only
-    from the recording's start by the recording."""
+    from the recording's start by the recording.
+
+    The wall time is read between two equal schedstat readings, with no thread
+    runnable before the first or after the second: the kernel adds a wait when
+    it ends and a running thread's runtime when it leaves the CPU, so equal
+    readings say nothing ended between them. A single reading after the check
+    is not enough on a loaded machine: in a clean-clone run this process was
+    off its CPU for longer than a thread woken just after the check waited
+    (76 ms), and the kernel's reading held that wait, ended after the wall time.
+    """
     while True:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                    stat = fh.read()
-            except OSError:
-                continue
-            states.append(stat[stat.rfind(")") + 2])
-        if states and "R" not in states:
+        if not _any_runnable(pid):
+            first = schedstat(pid)
             now = time.time_ns()
-            return now, schedstat(pid)
+            second = schedstat(pid)
+            if first == second and not _any_runnable(pid):
+                return now, second
         time.sleep(0.001)
 
 
