@@ -535,7 +535,8 @@ def pg_delete_rows(coded_chunks: tuple[str, ...] = pg_coded.ALL,
                    listed: bool = True) -> tuple[str, str]:
     """The delete function and trigger of PG_DELETE_ROWS (``coded_chunks``:
     the coded views whose tables are chunks (ingest.store.pg_coded): two from
-    0017, five from 0020; ``listed``: with the table coded_files, from 0018)."""
+    0017, five from 0020, six from 0021; ``listed``: with the table coded_files, from
+    0018)."""
     # The rows of the three ranged tables live in chunks there
     # (ingest.store.pg_chunks), deleted by their trace's index.
     big = {*RANGE_NAME, *(pg_coded.CHUNKED[v].table.name for v in coded_chunks)}
@@ -562,7 +563,7 @@ $$"""
 #: foreign key there, see _traces_fk): deleting a traces row first deletes
 #: the trace's rows of every table, the big three's chunks by their trace_id
 #: index, the others by their primary key's leading trace_id. Statements, in
-#: order; revisions 0015, 0017 and 0020 make the same.
+#: order; revisions 0015, 0017, 0020 and 0021 make the same.
 PG_DELETE_ROWS = pg_delete_rows()
 
 
@@ -570,8 +571,8 @@ def pg_chunk_schema() -> list[str]:
     """PostgreSQL: what turns the tables ``interval_rows``, ``proc_run_index``,
     ``syscall_outcomes`` (ingest.store.pg_chunks) and the tables of
     ``pg_coded.ALL`` just made from the models into views over chunk tables,
-    with their functions: statements, in order. Revisions 0015, 0017 and 0020
-    make the same from the former tables."""
+    with their functions: statements, in order. Revisions 0015, 0017, 0020 and
+    0021 make the same from the former tables."""
     drops = [f"DROP TABLE {t}" for t in [*(c.view for c in pg_chunks.CHUNKED.values()),
                                          *pg_coded.BY_TABLE]]
     return [*pg_chunks.create_tables(), *pg_coded.create_tables(), *drops,

@@ -4,7 +4,9 @@
 of rows of a big trace (3.3 M and 3.1 M of the 200 MB benchmark trace): as heap
 rows with a primary-key entry each they took 740 MB of its 1.7 GB database and
 11 s of its load's COPY; from revision 0020 the goroutine, task and range rows
-and ``transition_stacks`` (202 of the 970 MB left) join them. On PostgreSQL
+and ``transition_stacks`` (202 of the 970 MB left) join them, and from 0021
+``log_rows`` (1.46 M rows: 161 MB and a 44 MB key index as rows, 31 MB as
+chunks). On PostgreSQL
 each is kept, as the intervals are
 (ingest.store.pg_chunks, whose rows per chunk, NULL inside an integer array and
 lz4 compression it shares), as chunk rows: up to :data:`CHUNK` consecutive rows
@@ -43,19 +45,24 @@ from ingest.store.pg_chunks import CHUNK, NULL_VALUE, lz4_sql
 Arr = npt.NDArray[Any]
 
 #: The coded views whose tables are chunked, by view name: ``metrics`` and
-#: ``regions`` from revision 0017, the others from 0020. (Not ``logs``: its
-#: page joins a page of records to the trace's messages, 290 k on the 200 MB
-#: trace, in key order from an offset; over chunks the server carried every
-#: row's decompressed arrays into that join and the sort, and the page at
-#: offset 1,000,000 took 105 s, 2.1 s over rows.) A reader of some rows by
-#: key reads them through the function ``gmpscope_<table>_at(trace, keys)`` (:func:`keyed_sql`):
-#: the view would make every row of the trace to find them.
+#: ``regions`` from revision 0017, ``goroutines``, ``tasks`` and ``ranges`` from
+#: 0020, ``logs`` from 0021. A reader of some rows by key reads them through the
+#: function ``gmpscope_<table>_at(trace, keys)`` (:func:`keyed_sql`), and of a
+#: page in key order through :func:`page_sql`: the view would make every row
+#: of the trace to find them. (A query that joins or sorts many rows of the
+#: view carries each chunk's decompressed arrays along: the logs page at
+#: offset 1,000,000, its 1000 rows joined to the trace's 290 k messages before
+#: the page was cut, took 105 s; the page is now cut first, then joined.)
 VIEWS = PG_CHUNKED
 #: Those of revisions 0017 to 0019.
 VIEWS_0017 = ("metrics", "regions")
+#: Those of revision 0020.
+VIEWS_0020 = (*VIEWS_0017, "goroutines", "tasks", "ranges")
 #: Every chunked table, by the name :data:`CHUNKED` gives it: the coded
 #: views' and ``transition_stacks`` (from 0020; read by users' SQL only).
 ALL = (*VIEWS, "transition_stacks")
+#: Every chunked table of revision 0020.
+ALL_0020 = (*VIEWS_0020, "transition_stacks")
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,26 @@ def keyed_sql(c: CodedChunks) -> str:
             f"{_detoasted(c)} CROSS JOIN LATERAL unnest(g.keys) AS kk(key) "
             f"CROSS JOIN LATERAL (SELECT array_position(cd.{c.key}, kk.key) AS o) p "
             "WHERE p.o IS NOT NULL $$")
+
+
+def page_sql(view: str, trace_id: int, offset: int, limit: int) -> tuple[str, dict[str, int]]:
+    """SQL (and its parameters) of trace ``trace_id``'s rows ``offset`` to
+    ``offset + limit - 1`` of ``view``'s table in key order, with the view's
+    columns: every chunk but a trace's last holds :data:`CHUNK` rows
+    (:func:`write_chunks`, :func:`aggregate_sql`), so the rows are in the
+    chunks ``offset // CHUNK`` on, found by the chunks' key, and only those
+    are decompressed (the logs page at offset 1,000,000 of 1.46 M: 0.70 s
+    sorting the view, a few ms this way)."""
+    c = CHUNKED[view]
+    offset, limit = max(0, offset), max(0, limit)
+    within = offset % CHUNK
+    cols = [f"{v} AS {a.name}" for v, a in zip(_row(c, "o"), c.arrays, strict=True)]
+    sql = (f"SELECT c.trace_id, {', '.join(cols)} FROM (SELECT * FROM {c.chunks} "
+           f"WHERE trace_id = :trace ORDER BY {c.first} OFFSET :skip LIMIT :chunks) c "
+           f"{_detoasted(c)} CROSS JOIN LATERAL generate_series(1, cardinality(c.{c.key})) o "
+           f"ORDER BY c.{c.first}, o OFFSET :within LIMIT :limit")
+    return sql, {"trace": trace_id, "skip": offset // CHUNK, "within": within, "limit": limit,
+                 "chunks": (within + limit + CHUNK - 1) // CHUNK}
 
 
 def _chunked_of(views: tuple[str, ...]) -> list[CodedChunks]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, Select, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ingest.derive.annotation_index import (
@@ -40,7 +40,7 @@ from ingest.derive.annotation_index import (
 )
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
-from ingest.store.coded_models import CodedQuery, rows_by_key, strings
+from ingest.store.coded_models import CodedQuery, page_rows, rows_by_key, strings
 
 #: Log rows in a page by default, and at most.
 LOG_LIMIT = 1000
@@ -223,6 +223,21 @@ def _contains(conn: Connection, col: Any, text: str) -> ColumnElement[bool]:
     return found
 
 
+def _page(q: CodedQuery, trace_id: int, cond: list[ColumnElement[bool]], dialect: str,
+          limit: int, offset: int) -> Select[Any]:
+    """The page's rows with their texts: the page cut from the coded rows
+    first, its texts joined after (PostgreSQL joined every row before the
+    cut, carrying its chunk's arrays: 105 s at offset 1,000,000)."""
+    if cond:
+        t = q.t
+        cut = (select(t).where(t.c.trace_id == trace_id, *cond).order_by(t.c.seq)
+               .limit(limit).offset(offset).subquery("page"))
+    else:
+        cut = page_rows("logs", trace_id, offset, limit, dialect)
+    p = CodedQuery("logs", trace_id, cut)
+    return p.select(("seq", "ts", "g", "task_id", "category", "message")).order_by(p.col("seq"))
+
+
 def logs(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
          category: str | None = None, text: str | None = None, g: int | None = None,
          task_id: int | None = None, limit: int = LOG_LIMIT, offset: int = 0) -> dict[str, Any]:
@@ -262,9 +277,8 @@ def logs(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
         if total is None:
             total = int(conn.execute(select(func.count()).select_from(q.t)
                                      .where(q.t.c.trace_id == trace_id, *cond)).scalar_one())
-        rows = conn.execute(q.select(("seq", "ts", "g", "task_id", "category", "message"))
-                            .where(*cond).order_by(q.col("seq"))
-                            .limit(limit).offset(offset)).all() if limit and total else []
+        rows = conn.execute(_page(q, trace_id, cond, conn.dialect.name, limit, offset)
+                            ).all() if limit and total else []
     return {"total": total, "offset": offset, "rows": [dict(r._mapping) for r in rows],
             "categories": cats}
 

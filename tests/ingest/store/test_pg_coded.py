@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import Boolean, Engine, text
+from sqlalchemy import Boolean, Engine, select, text
 
 from ingest.columns import Nullable
 from ingest.store import pg_coded
 from ingest.store.bulk import insert_columns
 from ingest.store.coded_insert import CodeBook, in_book, store_coded, stored_columns
-from ingest.store.coded_models import CODED, rows_by_key, strings
+from ingest.store.coded_models import CODED, page_rows, rows_by_key, strings
 from ingest.store.db import make_engine, write_tx
 from tests.ingest.store.test_pg_chunks import _alembic, _trace
 from tests.support.ingest_fixtures import make_db_url
@@ -154,6 +154,18 @@ def test_parts_show_as_given(pg: Engine, view: str) -> None:
     # Cut every CHUNK rows of the trace, whatever the parts: 3 whole and 77.
     assert [s for t, _, _, s in chunks if t == traces[0]] == [CHUNK] * 3 + [77]
     assert [sum(s for t, _, _, s in chunks if t == tid) for tid in traces] == [n, n]
+    # A page in key order from the chunks that hold it is the rows' own page.
+    rows = CODED[view].rows
+    with pg.connect() as conn:
+        for offset, limit in ((0, 5), (CHUNK - 2, 4), (CHUNK, CHUNK + 3), (3 * CHUNK + 70, 20),
+                              (n, 5), (5, 0), (1, 3 * CHUNK)):
+            got = [tuple(r) for r in conn.execute(
+                select(page_rows(view, traces[0], offset, limit, "postgresql")))]
+            want = [tuple(r) for r in conn.execute(
+                select(rows).where(rows.c.trace_id == traces[0])
+                .order_by(rows.c[c.key]).limit(limit).offset(offset))]
+            assert got == want, (offset, limit)
+            assert len(got) == max(0, min(limit, n - offset))
     with write_tx(pg) as conn:
         conn.exec_driver_sql(f"DELETE FROM traces WHERE id = {traces[0]}")
     with pg.connect() as conn:
@@ -209,7 +221,7 @@ def test_revision_0017_carries_rows_over_and_back(tmp_path: Path) -> None:
         engine.dispose()
 
 
-@pytest.mark.parametrize("view", ("goroutines", "tasks", "ranges", "regions"))
+@pytest.mark.parametrize("view", ("goroutines", "tasks", "ranges", "regions", "logs"))
 def test_rows_by_key_are_the_views_rows(pg: Engine, view: str) -> None:
     """``rows_by_key`` (through the table's keyed function) gives the rows the
     view gives for the same keys: a chunk's first and last rows, keys no row

@@ -84,15 +84,15 @@ def upgrade() -> None:
     for statement in pg_coded.create_row_views(_NEW):
         op.execute(statement)
     _views(create=True)
-    for statement in pg_coded.create_keyed():
+    for statement in pg_coded.create_keyed(pg_coded.ALL_0020):
         op.execute(statement)
-    _trigger(pg_coded.ALL)
+    _trigger(pg_coded.ALL_0020)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    for statement in pg_coded.drop_keyed():
+    for statement in pg_coded.drop_keyed(pg_coded.ALL_0020):
         op.execute(statement)
     _views(create=False)
     for c in _CHUNKED:
