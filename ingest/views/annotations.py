@@ -40,7 +40,7 @@ from ingest.derive.annotation_index import (
 )
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
-from ingest.store.coded_models import CodedQuery, page_rows, rows_by_key, strings
+from ingest.store.coded_models import CodedQuery, keyed_rows, page_rows, rows_by_key, strings
 
 #: Log rows in a page by default, and at most.
 LOG_LIMIT = 1000
@@ -223,15 +223,19 @@ def _contains(conn: Connection, col: Any, text: str) -> ColumnElement[bool]:
     return found
 
 
-def _page(q: CodedQuery, trace_id: int, cond: list[ColumnElement[bool]], dialect: str,
+def _page(conn: Connection, q: CodedQuery, trace_id: int, cond: list[ColumnElement[bool]],
           limit: int, offset: int) -> Select[Any]:
     """The page's rows with their texts: the page cut from the coded rows
     first, its texts joined after (PostgreSQL joined every row before the
-    cut, carrying its chunk's arrays: 105 s at offset 1,000,000)."""
+    cut, carrying its chunk's arrays: 105 s at offset 1,000,000). A filtered
+    page's keys are found first, reading only the filtered columns, and its
+    rows then by key."""
+    dialect = conn.dialect.name
     if cond:
         t = q.t
-        cut = (select(t).where(t.c.trace_id == trace_id, *cond).order_by(t.c.seq)
-               .limit(limit).offset(offset).subquery("page"))
+        keys = conn.execute(select(t.c.seq).where(t.c.trace_id == trace_id, *cond)
+                            .order_by(t.c.seq).limit(limit).offset(offset)).scalars().all()
+        cut = keyed_rows("logs", trace_id, keys, dialect)
     else:
         cut = page_rows("logs", trace_id, offset, limit, dialect)
     p = CodedQuery("logs", trace_id, cut)
@@ -277,7 +281,7 @@ def logs(engine: Engine, trace_id: int, frames: TraceFrames | None = None, *,
         if total is None:
             total = int(conn.execute(select(func.count()).select_from(q.t)
                                      .where(q.t.c.trace_id == trace_id, *cond)).scalar_one())
-        rows = conn.execute(_page(q, trace_id, cond, conn.dialect.name, limit, offset)
+        rows = conn.execute(_page(conn, q, trace_id, cond, limit, offset)
                             ).all() if limit and total else []
     return {"total": total, "offset": offset, "rows": [dict(r._mapping) for r in rows],
             "categories": cats}

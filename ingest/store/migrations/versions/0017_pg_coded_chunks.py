@@ -65,7 +65,7 @@ def upgrade() -> None:
     _coded_views(create=False)
     for c in _CHUNKED:
         op.execute(f"DROP TABLE {c.table.name}")
-    for statement in pg_coded.create_row_views(_VIEWS):
+    for statement in pg_coded.create_row_views(_VIEWS, scalars=False):
         op.execute(statement)
     _coded_views(create=True)
     _trigger(coded_chunks=True)

@@ -81,7 +81,7 @@ def upgrade() -> None:
     _views(create=False)
     for c in _CHUNKED:
         op.execute(f"DROP TABLE {c.table.name}")
-    for statement in pg_coded.create_row_views(_NEW):
+    for statement in pg_coded.create_row_views(_NEW, scalars=False):
         op.execute(statement)
     _views(create=True)
     for statement in pg_coded.create_keyed(pg_coded.ALL_0020):

@@ -1,4 +1,4 @@
-"""PostgreSQL: log rows kept as chunk rows of arrays
+"""PostgreSQL: log rows kept as chunk rows of arrays; chunk views of scalars
 
 Revision ID: 0021
 Revises: 0020
@@ -10,8 +10,11 @@ coded tables, the rows of ``log_rows`` move into ``log_chunks``
 key order, the columns as arrays, behind a view of the table's name and
 columns, with the function ``gmpscope_log_rows_at(trace, keys)``. The logs
 page now cuts its page before it joins the texts (ingest/views/annotations.py),
-which a view over chunks needs (docs/schema.md). The delete trigger deletes a
-trace's chunks. Downgrade moves the rows back.
+which a view over chunks needs (docs/schema.md). The views over every coded
+table's chunks now take a row's values from the arrays inside a subquery, so
+that joins and sorts above them carry scalars, not each chunk's arrays
+(pg_coded.view_sql). The delete trigger deletes a trace's chunks. Downgrade
+moves the rows back and restores 0020's views.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def upgrade() -> None:
     op.execute(pg_coded.aggregate_sql(_CHUNKED, _CHUNKED.table.name))
     _views(create=False)
     op.execute(f"DROP TABLE {_CHUNKED.table.name}")
-    for statement in pg_coded.create_row_views(_NEW):
+    for statement in [*pg_coded.create_row_views(_NEW),
+                      *pg_coded.replace_row_views(pg_coded.ALL_0020, scalars=True)]:
         op.execute(statement)
     _views(create=True)
     for statement in pg_coded.create_keyed(_NEW):
@@ -79,5 +83,7 @@ def downgrade() -> None:
     op.execute(f"INSERT INTO {name} SELECT * FROM {name}_chunked")
     op.execute(f"DROP VIEW {name}_chunked")
     op.execute(f"DROP TABLE {_CHUNKED.chunks}")
+    for statement in pg_coded.replace_row_views(pg_coded.ALL_0020, scalars=False):
+        op.execute(statement)
     _views(create=True)
     _trigger(pg_coded.ALL_0020)
