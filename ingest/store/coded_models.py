@@ -48,7 +48,6 @@ from sqlalchemy import (
     func,
     literal,
     select,
-    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
@@ -319,25 +318,6 @@ def keyed_rows(view: str, trace_id: int, keys: Sequence[int], dialect: str) -> A
     rows = coded.rows
     return select(rows).where(rows.c.trace_id == trace_id,
                               rows.c[key.name].in_(wanted)).subquery("t")
-
-
-def page_rows(view: str, trace_id: int, offset: int, limit: int, dialect: str) -> Any:
-    """A FROM item with the columns of ``CODED[view].rows`` holding trace
-    ``trace_id``'s rows ``offset`` to ``offset + limit - 1`` in key order: on
-    PostgreSQL, where the table is chunks, from the chunks that hold them
-    (``ORDER BY`` key with ``OFFSET`` over the view makes and sorts every row
-    of the trace: 0.49 s for the first 1000 of 1.46 M logs); elsewhere the rows
-    in key order."""
-    if dialect == "postgresql" and view in PG_CHUNKED:
-        # Here, not at the top: pg_coded builds its chunk tables from this module's.
-        from ingest.store.pg_coded import page_sql
-
-        sql, params = page_sql(view, trace_id, offset, limit)
-        return text(sql).bindparams(**params).columns(*CODED[view].rows.columns).subquery("t")
-    rows = CODED[view].rows
-    key = next(c for c in CODED[view].table.primary_key.columns if c.name != "trace_id")
-    return (select(rows).where(rows.c.trace_id == trace_id).order_by(rows.c[key.name])
-            .limit(max(0, limit)).offset(max(0, offset)).subquery("t"))
 
 
 def rows_by_key(conn: Connection, view: str, trace_id: int, keys: Sequence[int],

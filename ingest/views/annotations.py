@@ -40,7 +40,8 @@ from ingest.derive.annotation_index import (
 )
 from ingest.derive.frames import TraceFrames
 from ingest.store import models
-from ingest.store.coded_models import CodedQuery, keyed_rows, page_rows, rows_by_key, strings
+from ingest.store.coded_models import CodedQuery, keyed_rows, rows_by_key, strings
+from ingest.store.coded_pages import page_rows
 
 #: Log rows in a page by default, and at most.
 LOG_LIMIT = 1000

@@ -18,7 +18,8 @@ from ingest.columns import Nullable
 from ingest.store import pg_coded
 from ingest.store.bulk import insert_columns
 from ingest.store.coded_insert import CodeBook, in_book, store_coded, stored_columns
-from ingest.store.coded_models import CODED, page_rows, rows_by_key, strings
+from ingest.store.coded_models import CODED, rows_by_key, strings
+from ingest.store.coded_pages import page_rows
 from ingest.store.db import make_engine, write_tx
 from tests.ingest.store.test_pg_chunks import _alembic, _trace
 from tests.support.ingest_fixtures import make_db_url
