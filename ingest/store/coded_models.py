@@ -206,6 +206,11 @@ class Coded:
     #: ``<table>_all`` of the rows and the files (ingest.store.coded_files).
     rows: Table
 
+    @property
+    def key(self) -> str:
+        """The key column of a trace's rows (the table's and the view's)."""
+        return next(c.name for c in self.table.primary_key.columns if c.name != "trace_id")
+
     def stored(self, column: str) -> str:
         """The table's column that stores the view's ``column``."""
         if column in self.sources:
@@ -309,7 +314,6 @@ def keyed_rows(view: str, trace_id: int, keys: Sequence[int], dialect: str) -> A
     make every row of the trace to find them); elsewhere the rows filtered by
     their key."""
     coded = CODED[view]
-    key = next(c for c in coded.table.primary_key.columns if c.name != "trace_id")
     wanted = sorted({int(k) for k in keys})
     if dialect == "postgresql" and view in PG_CHUNKED:
         fn = getattr(func, keyed_function(coded.table.name))(
@@ -317,7 +321,7 @@ def keyed_rows(view: str, trace_id: int, keys: Sequence[int], dialect: str) -> A
         return fn.table_valued(*(column(c.name, c.type) for c in coded.rows.columns)).alias("t")
     rows = coded.rows
     return select(rows).where(rows.c.trace_id == trace_id,
-                              rows.c[key.name].in_(wanted)).subquery("t")
+                              rows.c[coded.key].in_(wanted)).subquery("t")
 
 
 def rows_by_key(conn: Connection, view: str, trace_id: int, keys: Sequence[int],
@@ -327,10 +331,9 @@ def rows_by_key(conn: Connection, view: str, trace_id: int, keys: Sequence[int],
     key is one of ``keys``, in key order: through :func:`keyed_rows`, fast
     on either database."""
     coded = CODED[view]
-    key = next(c.name for c in coded.view.primary_key.columns if c.name != "trace_id")
     cols = list(columns or [c.name for c in coded.view.columns if c.name != "trace_id"])
     q = CodedQuery(view, trace_id, keyed_rows(view, trace_id, keys, conn.dialect.name))
-    return list(conn.execute(q.select(cols).order_by(q.col(key))))
+    return list(conn.execute(q.select(cols).order_by(q.col(coded.key))))
 
 
 #: What gmpscope reads the coded tables' rows from (Coded.rows: the rows and,

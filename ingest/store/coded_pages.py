@@ -26,6 +26,5 @@ def page_rows(view: str, trace_id: int, offset: int, limit: int, dialect: str) -
         sql, params = page_sql(view, trace_id, offset, limit)
         return text(sql).bindparams(**params).columns(*CODED[view].rows.columns).subquery("t")
     rows = CODED[view].rows
-    key = next(c for c in CODED[view].table.primary_key.columns if c.name != "trace_id")
-    return (select(rows).where(rows.c.trace_id == trace_id).order_by(rows.c[key.name])
+    return (select(rows).where(rows.c.trace_id == trace_id).order_by(rows.c[CODED[view].key])
             .limit(max(0, limit)).offset(max(0, offset)).subquery("t"))
