@@ -40,7 +40,7 @@ from sqlalchemy import BigInteger, Boolean, Connection, Integer, Table, Text
 
 from ingest.columns import Nullable
 from ingest.store.coded_models import CODED, PG_CHUNKED, keyed_function, transition_stacks
-from ingest.store.pg_chunks import CHUNK, NULL_VALUE, lz4_sql
+from ingest.store.pg_chunks import CHUNK, NULL_VALUE, lz4_sql, scalar_rows
 
 Arr = npt.NDArray[Any]
 
@@ -134,12 +134,14 @@ def _table_sql(c: CodedChunks) -> str:
             f"{arrays}, CONSTRAINT {c.chunks}_pkey PRIMARY KEY (trace_id, {c.first}))")
 
 
-def _detoasted(c: CodedChunks) -> str:
+def _detoasted(c: CodedChunks, lateral: bool = True) -> str:
     """SQL: the LATERAL subquery ``cd`` of chunk ``c``'s arrays, each detoasted
     once (``a || '{}'``, as ingest.store.pg_chunks does), only those a query
-    reads (OFFSET 0 keeps the subquery whole for the planner to prune)."""
+    reads (OFFSET 0 keeps the subquery whole for the planner to prune);
+    without ``lateral``, the subquery alone."""
     flat = ", ".join(f"c.{a.name} || '{{}}'::{a.sql}[] AS {a.name}" for a in c.arrays)
-    return f"CROSS JOIN LATERAL (SELECT {flat} OFFSET 0) cd"
+    sub = f"(SELECT {flat} OFFSET 0)"
+    return f"CROSS JOIN LATERAL {sub} cd" if lateral else sub
 
 
 def _row(c: CodedChunks, at: str) -> list[str]:
@@ -151,7 +153,7 @@ def _row(c: CodedChunks, at: str) -> list[str]:
     return out
 
 
-def view_sql(c: CodedChunks, scalars: bool = True) -> str:
+def view_sql(c: CodedChunks, scalars: bool = True, pruned: bool = True) -> str:
     """The SELECT of the view in place of the table: a row per array position,
     the table's columns in its order (:func:`_detoasted`, :func:`_row`).
 
@@ -161,15 +163,20 @@ def view_sql(c: CodedChunks, scalars: bool = True) -> str:
     evaluated wherever the planner puts them, often after a join or a sort,
     which then carry every row's chunk arrays along: exporting the 200 MB
     trace's 1.46 M logs, joined to their 290 k messages and sorted, wrote
-    33 GB of temporary files and took 114 s, against 8.4 s this way. The
-    planner still drops the columns a query does not read (a count reads
-    one array)."""
+    33 GB of temporary files and took 114 s, against 8.4 s this way.
+
+    ``pruned`` (revision 0022): the subquery of pg_chunks.scalar_rows, which
+    detoasts only the arrays a query reads (0021's detoasted every one) and
+    takes the query's conditions in (an OFFSET 0 kept them out)."""
     cols = [f"{v} AS {a.name}" for v, a in zip(_row(c, "o"), c.arrays, strict=True)]
     series = f"generate_series(1, cardinality(c.{c.key})) o"
     if not scalars:
         return (f"SELECT c.trace_id, {', '.join(cols)} FROM {c.chunks} c {_detoasted(c)} "
                 f"CROSS JOIN LATERAL {series}")
     names = ", ".join(f"u.{a.name}" for a in c.arrays)
+    if pruned:
+        return (f"SELECT c.trace_id, {names} FROM {c.chunks} c "
+                f"{scalar_rows(cols, _detoasted(c, lateral=False), series)}")
     return (f"SELECT c.trace_id, {names} FROM {c.chunks} c {_detoasted(c)} "
             f"CROSS JOIN LATERAL (SELECT {', '.join(cols)} FROM {series} OFFSET 0) u")
 
@@ -229,18 +236,20 @@ def create_tables(views: tuple[str, ...] = ALL) -> list[str]:
         _table_sql(c), lz4_sql(c.chunks, [a.name for a in c.arrays]))]
 
 
-def create_row_views(views: tuple[str, ...] = ALL, scalars: bool = True) -> list[str]:
+def create_row_views(views: tuple[str, ...] = ALL, scalars: bool = True,
+                     pruned: bool = True) -> list[str]:
     """The views in place of the tables (:func:`view_sql`), each with a rule
     that makes a DELETE from it do nothing (a trace's chunks go with its
     ``traces`` row, by the delete trigger: models.PG_DELETE_ROWS)."""
     return [s for c in _chunked_of(views) for s in (
-        f"CREATE VIEW {c.table.name} AS {view_sql(c, scalars)}",
+        f"CREATE VIEW {c.table.name} AS {view_sql(c, scalars, pruned)}",
         f"CREATE RULE {c.table.name}_delete AS ON DELETE TO {c.table.name} DO INSTEAD NOTHING")]
 
 
-def replace_row_views(views: tuple[str, ...], scalars: bool) -> list[str]:
+def replace_row_views(views: tuple[str, ...], scalars: bool,
+                      pruned: bool = True) -> list[str]:
     """CREATE OR REPLACE of the views of ``views``' tables (:func:`view_sql`)."""
-    return [f"CREATE OR REPLACE VIEW {c.table.name} AS {view_sql(c, scalars)}"
+    return [f"CREATE OR REPLACE VIEW {c.table.name} AS {view_sql(c, scalars, pruned)}"
             for c in _chunked_of(views)]
 
 

@@ -88,8 +88,8 @@ def upgrade() -> None:
         op.execute(f"DROP VIEW {view}")
     for c in pg_chunks.CHUNKED.values():
         op.execute(f"DROP TABLE {c.view}")
-    for statement in [*pg_chunks.create_row_views(), *_views(),
-                      *pg_chunks.create_functions()]:
+    for statement in [*pg_chunks.create_row_views(scalars=False), *_views(),
+                      *pg_chunks.create_functions(scalars=False)]:
         op.execute(statement)
     # 0017 chunks the coded tables; 0018 lists coded_files.
     _trigger(models.pg_delete_rows(coded_chunks=(), listed=False)[0])

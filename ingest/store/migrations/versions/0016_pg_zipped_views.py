@@ -107,9 +107,11 @@ def upgrade() -> None:
     _drop()
     # As the chunks keep their arrays until 0019 (absolute).
     views = {**models.dialect_views("postgresql"), **models.file_views(False),
-             **pg_chunks.pg_views(relative=False)}
-    _make({c.view: pg_chunks.view_sql(c, relative=False) for c in pg_chunks.CHUNKED.values()},
-          views, [pg_chunks.function_sql(name, relative=False) for name in pg_chunks.CHUNKED])
+             **pg_chunks.pg_views(relative=False, scalars=False)}
+    _make({c.view: pg_chunks.view_sql(c, relative=False, scalars=False)
+           for c in pg_chunks.CHUNKED.values()},
+          views, [pg_chunks.function_sql(name, relative=False, scalars=False)
+                  for name in pg_chunks.CHUNKED])
 
 
 def downgrade() -> None:

@@ -43,11 +43,13 @@ def _views(relative: bool) -> None:
     """The views and functions over the chunks as they read the arrays (the
     same columns: made again in place, their dependents untouched)."""
     ivc = pg_chunks.CHUNKED["intervals"]
-    op.execute(f"CREATE OR REPLACE VIEW {ivc.view} AS {pg_chunks.view_sql(ivc, relative)}")
-    for name, sql in pg_chunks.pg_views(relative).items():
+    op.execute(f"CREATE OR REPLACE VIEW {ivc.view} AS "
+               f"{pg_chunks.view_sql(ivc, relative, scalars=False)}")
+    for name, sql in pg_chunks.pg_views(relative, scalars=False).items():
         op.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
     for name in pg_chunks.CHUNKED:
-        op.execute(pg_chunks.function_sql(name, relative=relative, replace=True))
+        op.execute(pg_chunks.function_sql(name, relative=relative, replace=True,
+                                          scalars=False))
 
 
 def upgrade() -> None:

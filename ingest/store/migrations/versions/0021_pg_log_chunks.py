@@ -62,8 +62,9 @@ def upgrade() -> None:
     op.execute(pg_coded.aggregate_sql(_CHUNKED, _CHUNKED.table.name))
     _views(create=False)
     op.execute(f"DROP TABLE {_CHUNKED.table.name}")
-    for statement in [*pg_coded.create_row_views(_NEW),
-                      *pg_coded.replace_row_views(pg_coded.ALL_0020, scalars=True)]:
+    for statement in [*pg_coded.create_row_views(_NEW, pruned=False),
+                      *pg_coded.replace_row_views(pg_coded.ALL_0020, scalars=True,
+                                                  pruned=False)]:
         op.execute(statement)
     _views(create=True)
     for statement in pg_coded.create_keyed(_NEW):
