@@ -49,10 +49,11 @@ Arr = npt.NDArray[Any]
 #: 0020, ``logs`` from 0021. A reader of some rows by key reads them through the
 #: function ``gmpscope_<table>_at(trace, keys)`` (:func:`keyed_sql`), and of a
 #: page in key order through :func:`page_sql`: the view would make every row
-#: of the trace to find them. (A query that joins or sorts many rows of the
-#: view carries each chunk's decompressed arrays along: the logs page at
-#: offset 1,000,000, its 1000 rows joined to the trace's 290 k messages before
-#: the page was cut, took 105 s; the page is now cut first, then joined.)
+#: of the trace to find them. (Before revision 0021's views of scalars a query
+#: that joined or sorted many rows of a view carried each chunk's decompressed
+#: arrays along: the logs page at offset 1,000,000, its 1000 rows joined to the
+#: trace's 290 k messages before the page was cut, took 105 s; the page is now
+#: cut first, then joined.)
 VIEWS = PG_CHUNKED
 #: Those of revisions 0017 to 0019.
 VIEWS_0017 = ("metrics", "regions")
