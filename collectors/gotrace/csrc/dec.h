@@ -110,6 +110,9 @@ typedef struct {
     uint32_t *str_dense;
     uint32_t *res_dense;
     size_t str_dense_n, res_dense_n;
+    /* A name's global string id + 1 by its string id (str_dense_n of them),
+     * 0 until first interned: each region, task or range event names one. */
+    uint32_t *name_dense;
 } Gen;
 
 #define DENSE_MAX 65536
@@ -193,6 +196,10 @@ enum { K_SYNC, K_METRIC, K_LABEL, K_STACK_SAMPLE, K_RANGE_BEGIN, K_RANGE_ACTIVE,
 /* Events split into groups (Decoder(groups=...)), at most this many. */
 #define MAX_GROUPS 8
 
+/* A string dictionary's cache of recent strings: 2^bits slots by address
+ * (a generation's log messages, thousands, share few slots at 256). */
+#define DICT_CACHE_BITS 12
+
 /* A dictionary the decoder builds of the strings it writes as indices:
  * each distinct string once, as valid UTF-8. map: global string id
  * (intern.c) -> index + 1; cache: recent (bytes, length) -> index, to skip
@@ -202,7 +209,7 @@ typedef struct {
     Buf bytes; /* utf-8 */
     Buf off;   /* int32 offsets, entries + 1 */
     Buf map;   /* uint32 */
-    struct { const uint8_t *p; size_t n; int32_t idx; } cache[256];
+    struct { const uint8_t *p; size_t n; int32_t idx; } cache[1 << DICT_CACHE_BITS];
 } StrDict;
 
 /* ------------------------------------------------------------ decoder */

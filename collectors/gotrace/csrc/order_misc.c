@@ -79,6 +79,9 @@ static const uint8_t *gen_string(Dec *d, uint64_t sid, size_t *len)
 
 static int64_t name_id(Dec *d, uint64_t sid, int typ, Err *err)
 {
+    Gen *g = &d->gen;
+    if (sid < g->str_dense_n && g->name_dense[sid])
+        return (int64_t)g->name_dense[sid] - 1;
     size_t n;
     const uint8_t *s = gen_string(d, sid, &n);
     if (!s) {
@@ -89,6 +92,8 @@ static int64_t name_id(Dec *d, uint64_t sid, int typ, Err *err)
     if (id < 0) {
         d->nomem = 1;
         set_err(err, -1, "out of memory");
+    } else if (sid < g->str_dense_n && id < UINT32_MAX - 1) {
+        g->name_dense[sid] = (uint32_t)(id + 1);
     }
     return id;
 }

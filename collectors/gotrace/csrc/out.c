@@ -41,7 +41,7 @@ static inline void put_idx(Col *c, int64_t row, int valid, int32_t v)
  * memory. */
 static int32_t dict_index(Dec *d, StrDict *t, const uint8_t *s, size_t n)
 {
-    size_t slot = (size_t)(((uintptr_t)s * 0x9E3779B97F4A7C15ull) >> 56);
+    size_t slot = (size_t)(((uintptr_t)s * 0x9E3779B97F4A7C15ull) >> (64 - DICT_CACHE_BITS));
     if (t->cache[slot].p == s && t->cache[slot].n == n) {
         int32_t idx = t->cache[slot].idx;
         const int32_t *off = (const int32_t *)t->off.p;

@@ -100,7 +100,8 @@ void gen_reset(Gen *g)
     map_clear(&g->resolved);
     free(g->str_dense);
     free(g->res_dense);
-    g->str_dense = g->res_dense = NULL;
+    free(g->name_dense);
+    g->str_dense = g->res_dense = g->name_dense = NULL;
     g->str_dense_n = g->res_dense_n = 0;
 }
 
@@ -121,7 +122,8 @@ void gen_free(Gen *g)
     map_free(&g->resolved);
     free(g->str_dense);
     free(g->res_dense);
-    g->str_dense = g->res_dense = NULL;
+    free(g->name_dense);
+    g->str_dense = g->res_dense = g->name_dense = NULL;
 }
 
 #define NOMEM()                                                                                    \
@@ -388,7 +390,8 @@ static int finish(Dec *d, Err *err)
     }
     g->str_dense = (uint32_t *)calloc(max_str + 1, sizeof(uint32_t));
     g->res_dense = (uint32_t *)calloc(max_stk + 1, sizeof(uint32_t));
-    if (!g->str_dense || !g->res_dense)
+    g->name_dense = (uint32_t *)calloc(max_str + 1, sizeof(uint32_t));
+    if (!g->str_dense || !g->res_dense || !g->name_dense)
         NOMEM();
     g->str_dense_n = max_str + 1;
     g->res_dense_n = max_stk + 1;
