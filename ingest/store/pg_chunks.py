@@ -166,7 +166,8 @@ def _rows_sql(c: Chunked, chunks: str = "", positions: str = "", relative: bool 
     ``scalars`` (revision 0022): the values are taken from the arrays inside
     a subquery kept apart (:func:`scalar_rows`), so that a join, a sort or a
     window above carries scalars, not each row's chunk arrays (a join of the
-    200 MB trace's intervals to their goroutines: over 150 s against 17 s)."""
+    200 MB trace's intervals to their goroutines failed after 118 s, its
+    temporary files having filled the disk; 19 s this way)."""
     vals = [f"{_value(c, x, f'cd.{x}', 'o', relative=relative)} AS {x}" for x in c.names]
     series = f"generate_series(1, cardinality(c.{_count_array(c)})) o"
     if not scalars:
@@ -192,7 +193,7 @@ def scalar_rows(values: Sequence[str], detoasted: str, series: str, where: str =
     scalars leave it; unlike an OFFSET 0, it lets the query's own conditions
     on the other columns into the subquery, where they are tested before the
     other values are taken (the 200 MB trace's ``thread_intervals`` of one M:
-    5.7 s behind an OFFSET 0, 3.3 s this way). The arrays are detoasted
+    5.7 s behind an OFFSET 0, 2.9 s this way). The arrays are detoasted
     (``detoasted``, a subquery named ``cd``) inside it too: the planner drops
     a subquery's unused columns by what its parent reads, and one level up
     ``cd`` kept every array that ``u``'s select list names."""
