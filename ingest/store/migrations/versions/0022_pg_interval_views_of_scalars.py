@@ -27,6 +27,9 @@ down_revision = "0021"
 branch_labels = None
 depends_on = None
 
+#: The coded tables kept as chunks at this revision (0021's; pg_coded.ALL may grow).
+_CODED = (*pg_coded.VIEWS_0020, "logs", "transition_stacks")
+
 
 def _views(scalars: bool) -> None:
     for c in pg_chunks.CHUNKED.values():
@@ -34,7 +37,7 @@ def _views(scalars: bool) -> None:
     sql = pg_chunks.pg_views(scalars=scalars)["thread_intervals"]
     op.execute(f"CREATE OR REPLACE VIEW thread_intervals AS {sql}")
     op.execute(pg_chunks.function_sql("intervals", replace=True, scalars=scalars))
-    for statement in pg_coded.replace_row_views(pg_coded.ALL, scalars=True, pruned=scalars):
+    for statement in pg_coded.replace_row_views(_CODED, scalars=True, pruned=scalars):
         op.execute(statement)
 
 
