@@ -7,6 +7,7 @@ views give. Needs GMPSCOPE_TEST_PG_URL."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -135,6 +136,14 @@ def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _plan_nodes(child)
 
 
+def _plan(engine: Engine, sql: str) -> dict[str, Any]:
+    """The top node of the server's plan of ``sql`` (EXPLAIN VERBOSE)."""
+    with engine.connect() as conn:
+        plan = conn.execute(text(f"EXPLAIN (VERBOSE, FORMAT JSON) {sql}")).scalar_one()
+    top: dict[str, Any] = (plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]
+    return top
+
+
 def _is_array(expr: str) -> bool:
     """Whether a plan's output expression is a whole chunk array, detoasted
     (``c.x || '{}'::bigint[]``), not a value taken from one."""
@@ -158,17 +167,11 @@ def test_sorts_over_chunk_views_carry_scalars(both: dict[str, Engine], view: str
     took over 150 s carrying them, 4.3 s now): the arrays, detoasted as
     ``a || '{}'``, are read inside the view's subquery, and the sort outputs
     none."""
-    import json
-
-    with both["postgresql"].connect() as conn:
-        # A window: its rows are sorted before it, and the values it
-        # passes on are taken after it (where a plain ORDER BY takes them
-        # before the sort).
-        col = CHUNK_VIEWS[view]
-        plan = conn.execute(text(f"EXPLAIN (VERBOSE, FORMAT JSON) SELECT *, lag({col}) "
-                                 f"OVER (ORDER BY {col}) FROM {view}")).scalar_one()
-    nodes = list(_plan_nodes((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]))
-    sort = next(n for n in nodes if n["Node Type"] == "Sort")
+    # A window: its rows are sorted before it, and the values it passes on
+    # are taken after it (where a plain ORDER BY takes them before the sort).
+    col = CHUNK_VIEWS[view]
+    plan = _plan(both["postgresql"], f"SELECT *, lag({col}) OVER (ORDER BY {col}) FROM {view}")
+    sort = next(n for n in _plan_nodes(plan) if n["Node Type"] == "Sort")
     assert sort["Output"]
     assert not [o for o in sort["Output"] if _is_array(o)], sort["Output"]
     # The arrays are read below the sort, each detoasted once a chunk.
@@ -178,13 +181,8 @@ def test_sorts_over_chunk_views_carry_scalars(both: dict[str, Engine], view: str
 def test_conditions_reach_inside_chunk_views(both: dict[str, Engine]) -> None:
     """A condition on a view's column is tested where the values are taken,
     before the other columns' values are (an OFFSET 0 kept it out)."""
-    import json
-
-    with both["postgresql"].connect() as conn:
-        plan = conn.execute(text(
-            "EXPLAIN (VERBOSE, FORMAT JSON) SELECT max(end_ts) FROM thread_intervals "
-            "WHERE m = 5")).scalar_one()
-    nodes = list(_plan_nodes((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]))
+    nodes = list(_plan_nodes(_plan(both["postgresql"],
+                                   "SELECT max(end_ts) FROM thread_intervals WHERE m = 5")))
     tests = [n.get("Join Filter", "") + n.get("Filter", "") for n in nodes]
     assert any("'{}'" in f and "= 5" in f for f in tests), tests
     assert not [n for n in nodes if n["Node Type"] == "Subquery Scan"]
