@@ -80,3 +80,29 @@ def test_pages_load_the_basic_bundle_only(samples_server: Served) -> None:
     assert any("async-graph" in s for s in scripts)
     bundle = next(s for s in scripts if "plotly-basic" in s)
     assert samples_server.get(bundle).status_code == 200
+
+
+def test_pages_load_no_polyfill_but_the_regenerator_runtime(samples_server: Served) -> None:
+    """Babel's polyfill is left out (app.server.POLYFILL); the one thing of it Dash's
+    bundles call, the global ``regeneratorRuntime``, is vendored and loads first."""
+    html = samples_server.get("/").text
+    scripts = re.findall(r'<script src="([^"]+)"', html)
+    assert not any("polyfill" in s for s in scripts), scripts
+    runtime = [i for i, s in enumerate(scripts) if "vendor/regenerator-runtime.js" in s]
+    renderer = [i for i, s in enumerate(scripts) if "dash_renderer" in s]
+    assert runtime and renderer and runtime[0] < renderer[0], scripts
+    assert samples_server.get(scripts[runtime[0]]).status_code == 200
+
+
+def test_dash_bundles_still_need_the_regenerator_runtime() -> None:
+    """When Dash's bundles stop calling the global ``regeneratorRuntime``, the vendored
+    static/vendor/regenerator-runtime.js can go (static/vendor/README.md)."""
+    import dash
+
+    root = Path(dash.__file__).parent
+    bundles = [root / "dash-renderer" / "build" / "dash_renderer.min.js",
+               root / "dcc" / "dash_core_components.js", root / "dash_table" / "bundle.js"]
+    assert all("regeneratorRuntime.mark(" in b.read_text(encoding="utf-8") for b in bundles)
+    vendored = (REPO / "static" / "vendor" / "regenerator-runtime.js").read_text()
+    assert "regeneratorRuntime = runtime" in vendored
+    assert (REPO / "static" / "vendor" / "regenerator-runtime-LICENSE").is_file()
