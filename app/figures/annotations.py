@@ -8,12 +8,16 @@ from typing import Any
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from app.figures.margins import X_TITLED, left_for
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
 from ingest.store.traces import get_trace
 from ingest.views.annotations import region_stats, task_page
 from ingest.views.states import format_ns
 
+#: The figures' left margin at least, wider for longer labels: the two
+#: figures' plots line up on the page.
+LEFT = 220
 #: Tasks drawn at most (the export draws the longest this many).
 MAX_TASK_BARS = 300
 
@@ -45,7 +49,7 @@ def tasks_figure(rows: list[dict[str, Any]], first_ts: int, last_ts: int,
     more = f" ({len(shown):,} of {total:,})" if total > len(shown) else ""
     fig.update_layout(title=f"Tasks over time{more}", template="plotly_white",
                       height=max(260, 16 * len(shown) + 90),
-                      margin={"l": 220, "r": 20, "t": 50, "b": 40},
+                      margin={"l": max(LEFT, left_for(y)), "r": 20, "t": 50, "b": X_TITLED},
                       xaxis_title="time since trace start (s)",
                       yaxis={"autorange": "reversed", "type": "category"})
     return fig
@@ -62,7 +66,8 @@ def regions_figure(stats: list[dict[str, Any]]) -> go.Figure:
                    f"p99 {format_ns(s['p99_ns'])}" for s in stats], hoverinfo="text"))
     fig.update_layout(title="Regions by name (total time)", template="plotly_white",
                       height=max(240, 22 * len(stats) + 90),
-                      margin={"l": 220, "r": 20, "t": 50, "b": 40}, xaxis_title="ms",
+                      margin={"l": max(LEFT, left_for(names)), "r": 20, "t": 50,
+                              "b": X_TITLED}, xaxis_title="ms",
                       yaxis={"autorange": "reversed", "type": "category"})
     return fig
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from app.figures.margins import X_TITLED, below_legend, left_for
 from app.figures.source import DiagramSource
 from app.figures.syscalls import LEGEND_BELOW
 from app.figures.text import plotly_text
@@ -48,8 +49,10 @@ def groups_figure(data: dict[str, Any], max_bars: int = MAX_BARS) -> go.Figure:
             name=CATEGORY_LABELS[c], marker_color=COLORS[c],
             hovertemplate="%{y}<br>" + CATEGORY_LABELS[c] + ": %{x:.4g} " + unit
             + "<extra></extra>"))
-    fig.update_layout(barmode="stack", height=max(300, 130 + 24 * len(groups)),
-                      margin={"l": 10, "r": 10, "t": 30, "b": 90},
+    height = max(300, 130 + 24 * len(groups))
+    fig.update_layout(barmode="stack", height=height,
+                      margin={"l": left_for(names), "r": 10, "t": 30,
+                              "b": below_legend(height)},
                       xaxis_title=f"time summed over the group's goroutines ({unit})",
                       legend=LEGEND_BELOW,
                       title={"text": "Time by category per start function "
@@ -65,7 +68,9 @@ def breakdown_figure(times: dict[str, int], title: str) -> go.Figure:
         fig.add_trace(go.Bar(y=[""], x=[_ms(times.get(c, 0))], orientation="h",
                              name=CATEGORY_LABELS[c], marker_color=COLORS[c],
                              hovertemplate=CATEGORY_LABELS[c] + ": %{x:.3f} ms<extra></extra>"))
-    fig.update_layout(barmode="stack", height=190, margin={"l": 10, "r": 10, "t": 30, "b": 80},
+    # The bar's one label is empty (the left margin holds its tick's pad); the
+    # x axis's last label may stand out past the plot's right edge.
+    fig.update_layout(barmode="stack", height=190, margin={"l": 16, "r": 20, "t": 30, "b": 88},
                       xaxis_title="ms", legend={**LEGEND_BELOW, "y": -0.5},
                       title={"text": title, "font": {"size": 13}})
     return fig
@@ -101,7 +106,9 @@ def gantt_figure(detail: dict[str, Any]) -> go.Figure:
     title = f"Goroutine {detail['goid']}: states over its lifetime"
     if seg.get("truncated"):
         title += f" (longest {len(seg['start'])} segments)"
-    fig.update_layout(height=260, margin={"l": 10, "r": 10, "t": 30, "b": 40}, showlegend=False,
+    fig.update_layout(height=260, showlegend=False,
+                      margin={"l": left_for(CATEGORY_LABELS[c] for c in row), "r": 10, "t": 30,
+                              "b": X_TITLED},
                       xaxis_title="ms since the goroutine's first event",
                       title={"text": title, "font": {"size": 13}})
     fig.update_yaxes(tickvals=list(row.values()),

@@ -8,6 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from app.figures.margins import Y_TITLED, below_legend
 from app.figures.source import DiagramSource
 from app.figures.syscalls import LEGEND_BELOW, _window, histogram_figure
 from ingest.views.latency import latency_report
@@ -30,7 +31,8 @@ def over_time_figure(data: dict[str, Any], origin: int) -> go.Figure:
         fig.add_trace(go.Scatter(x=x, y=[_us(v) for v in ot[k]], name=k, mode="lines+markers",
                                  marker={"size": 4}, line={"color": color, "width": 1.5},
                                  connectgaps=False))
-    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+    fig.update_layout(height=380,
+                      margin={"l": Y_TITLED, "r": 10, "t": 30, "b": below_legend(380)},
                       legend=LEGEND_BELOW,
                       xaxis_title="ms since trace start (bin of the Runnable→Running transition)",
                       yaxis_title="latency (µs, log)", yaxis_type="log",
@@ -49,7 +51,8 @@ def per_p_figure(data: dict[str, Any]) -> go.Figure:
                              customdata=pp["count"],
                              hovertemplate="%{x} " + k + ": %{y:.4g} µs (%{customdata} "
                              "samples)<extra></extra>"))
-    fig.update_layout(barmode="group", height=360, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+    fig.update_layout(barmode="group", height=360,
+                      margin={"l": Y_TITLED, "r": 10, "t": 30, "b": below_legend(360)},
                       yaxis_type="log", yaxis_title="latency (µs, log)",
                       legend=LEGEND_BELOW,
                       title={"text": "Latency by the P it ran on", "font": {"size": 13}})

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from app.figures.margins import Y2_TITLED, Y_TITLED
 from app.figures.source import DiagramSource
 from app.figures.text import plotly_text
 from ingest.derive.overview_counters import GOMAXPROCS_METRIC, HEAP_METRICS
@@ -51,9 +52,14 @@ def _mids(data: dict[str, Any]) -> F64:
     return mids
 
 
-def _base(fig: go.Figure, title: str, ytitle: str) -> go.Figure:
+#: The figures' bottom margin: the x axis's title over a legend of one or two
+#: rows (plotly grew 45 to 82-107 px on the 200 MB benchmark trace).
+_BOTTOM = 110
+
+
+def _base(fig: go.Figure, title: str, ytitle: str, right: int = 20) -> go.Figure:
     fig.update_layout(title=title, template="plotly_white", height=360,
-                      margin={"l": 60, "r": 20, "t": 50, "b": 45},
+                      margin={"l": Y_TITLED, "r": right, "t": 50, "b": _BOTTOM},
                       legend={"orientation": "h", "y": -0.18},
                       xaxis_title="time since trace start (s)", yaxis_title=ytitle,
                       hovermode="x unified")
@@ -165,7 +171,7 @@ def heap_figure(data: dict[str, Any]) -> go.Figure:
                                   "dtick": 1, "showgrid": False})
     _bands(fig, data)
     return _base(fig, "Heap and GOMAXPROCS (runtime metrics; band: min–max per bucket)",
-                 "MiB")
+                 "MiB", right=Y2_TITLED if g and g["ts"] else 20)
 
 
 def threads_figure(data: dict[str, Any]) -> go.Figure:

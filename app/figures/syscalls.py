@@ -10,6 +10,7 @@ from typing import Any
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
+from app.figures.margins import X_UPRIGHT_TITLED, Y2_TITLED, Y_TITLED, below_legend
 from app.figures.source import DiagramSource
 from ingest.views.syscalls import netpoll_summary, syscall_summary
 
@@ -26,15 +27,17 @@ def fmt_ns(ns: float) -> str:
 
 
 def histogram_figure(hist: dict[str, Any], title: str, color: str = "#2f6fdf",
-                     what: str = "count") -> go.Figure:
+                     what: str = "count", bottom: int = X_UPRIGHT_TITLED) -> go.Figure:
     """Bars of a log histogram (ingest.views.histo.log_histogram): one bar per bin,
-    labelled by its lower edge."""
+    labelled by its lower edge; ``bottom``: X_TITLED where the figure is wide
+    enough for its labels to lie level (app.figures.margins)."""
     edges, counts = hist.get("edges", []), hist.get("counts", [])
     labels = [fmt_ns(e) for e in edges[:-1]]
     hover = [f"{fmt_ns(a)} – {fmt_ns(b)}" for a, b in zip(edges[:-1], edges[1:], strict=False)]
     fig = go.Figure(go.Bar(x=labels, y=counts, marker_color=color, customdata=hover,
                            hovertemplate="%{customdata}: %{y}<extra></extra>"))
-    fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 30, "b": 50}, bargap=0.05,
+    fig.update_layout(height=300, margin={"l": Y_TITLED, "r": 10, "t": 30, "b": bottom},
+                      bargap=0.05,
                       title={"text": title, "font": {"size": 13}},
                       xaxis_title="duration (log-scaled bins, lower edge)", yaxis_title=what)
     if not counts:
@@ -63,7 +66,9 @@ def handoff_figure(data: dict[str, Any], origin: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=[v / 1e6 if v else None for v in ot["handoff_mean_ns"]],
                              name="mean handoff (ms)", mode="markers",
                              marker={"color": "#e0a526"}), secondary_y=True)
-    fig.update_layout(barmode="overlay", height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+    fig.update_layout(barmode="overlay", height=380,
+                      margin={"l": Y_TITLED, "r": Y2_TITLED, "t": 30,
+                              "b": below_legend(380, rows=2)},
                       legend=LEGEND_BELOW,
                       title={"text": "Syscalls and P handoffs over time", "font": {"size": 13}})
     fig.update_xaxes(title_text="ms since trace start")
@@ -84,7 +89,8 @@ def parked_figure(data: dict[str, Any], origin: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=start_x, y=ot["parked"], name="goroutines parked",
                              mode="lines", line={"color": "#2f8fd0", "shape": "hv"}),
                   secondary_y=True)
-    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 30, "b": 90},
+    fig.update_layout(height=380,
+                      margin={"l": Y_TITLED, "r": Y2_TITLED, "t": 30, "b": below_legend(380)},
                       legend=LEGEND_BELOW,
                       title={"text": "Netpoller waits over time", "font": {"size": 13}})
     fig.update_xaxes(title_text="ms since trace start")

@@ -95,7 +95,9 @@ def comparison(data: dict[str, Any]) -> html.Div:
     for label, side in (("A", a), ("B", b)):
         tid = side["trace_id"]
         over = states_figure(side)
-        over.update_layout(height=320, yaxis_range=[0, peak * 1.05],
+        # At half the page's width its legend takes three rows: a bottom
+        # margin that fits them (app.figures.margins).
+        over.update_layout(height=320, yaxis_range=[0, peak * 1.05], margin_b=130,
                            title=f"{label}: goroutines by state")
         cols.append(html.Div([
             html.H3([f"{label}: ", dcc.Link(side["key"]["name"],

@@ -9,6 +9,7 @@ from dash import Dash, dcc, html
 
 from app.components import fmt_count, fmt_ns, stat_card
 from app.context import ui_context
+from app.figures.margins import X_TITLED
 from app.figures.syscalls import handoff_figure, histogram_figure, parked_figure
 from app.pages._analysis import (
     api_link,
@@ -139,7 +140,7 @@ def layout(query: dict[str, str], trace_id: int = 0, **_: Any) -> Any:
             _graph_or_note(sc["handoff_found"], "No syscall lost its P to another M.",
                            "syscalls-handoff-hist", histogram_figure(
                                sc["handoff_histogram"], "P handoff: syscall start → P taken",
-                               "#18202c"), f"trace{trace_id}-handoff-hist"),
+                               "#18202c", bottom=X_TITLED), f"trace{trace_id}-handoff-hist"),
         ], className="row"),
         html.Div([_stacks_card("Syscall stacks", sc["stacks"], "syscalls-stacks"),
                   _stacks_card("Network wait stacks", net["stacks"], "syscalls-net-stacks")],

@@ -1,7 +1,8 @@
 """Every page renders in a real browser without JavaScript errors or error boxes.
 
 Opens the library, each per-trace page of the navigation (``TRACE_NAV``) for a
-sample trace, and the compare page; saves a screenshot of each into the
+sample trace, and the compare page, and checks that no figure was drawn twice
+for margins that did not fit (app.figures.margins); saves a screenshot of each into the
 artifacts directory (tests/artifacts/ unless $GMPSCOPE_ARTIFACTS) for a look.
 """
 
@@ -29,6 +30,23 @@ def _open(page: Page, url: str, name: str) -> None:
         .map(g => [g.id, !!g.querySelector('.js-plotly-plot .main-svg')])""")
     undrawn = [gid for gid, drawn in graphs if not drawn]
     assert not undrawn, f"{url}: graphs not drawn: {undrawn}"
+    assert_drawn_once(page, url)
+
+
+#: Each plotly figure's margins as asked for and as drawn (l, r, t, b).
+_MARGINS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
+    const m = gd._fullLayout.margin, s = gd._fullLayout._size;
+    return [gd.parentElement.id, [m.l, m.r, m.t, m.b],
+            [s.l, s.r, s.t, s.b].map(Math.round)];
+})"""
+
+
+def assert_drawn_once(page: Page, url: str) -> None:
+    """No figure had a margin grown by plotly (app.figures.margins): a grown
+    margin means the figure was drawn twice as the page opened."""
+    grown = [(gid, asked, drawn) for gid, asked, drawn in page.evaluate(_MARGINS_JS)
+             if any(d > a for d, a in zip(drawn, asked, strict=True))]
+    assert not grown, f"{url}: margins grown by plotly (id, asked, drawn): {grown}"
 
 
 def test_library(page: Page, samples_server: Served) -> None:
