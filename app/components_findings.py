@@ -25,12 +25,17 @@ def findings_panel(trace_id: int, report: dict[str, Any] | None = None) -> html.
     """The panel: with ``report`` (already kept: ingest.diagnose.kept_report)
     shown at once; without, its content arrives through the registered
     callback, behind a loading indicator (a round trip after the page)."""
-    return html.Div([
-        html.H3("Findings"),
-        dcc.Store(id="findings-trace", data=None if report is not None else trace_id),
-        dcc.Loading(html.Div(findings_view(report) if report is not None else None,
-                             id="findings-body", className="findings-body")),
-    ], className="card findings-panel", id="findings-panel")
+    if report is not None:
+        # No store for the callback to fire on: a page opened on a fresh
+        # server otherwise waited for that request's answer (nothing, 0.4 s
+        # from a worker's first callback) after its figures were drawn.
+        body: list[Any] = [html.Div(findings_view(report), id="findings-body",
+                                    className="findings-body")]
+    else:
+        body = [dcc.Store(id="findings-trace", data=trace_id),
+                dcc.Loading(html.Div(id="findings-body", className="findings-body"))]
+    return html.Div([html.H3("Findings"), *body], className="card findings-panel",
+                    id="findings-panel")
 
 
 def register_findings(dash_app: Dash) -> None:
@@ -38,7 +43,7 @@ def register_findings(dash_app: Dash) -> None:
 
     @dash_app.callback(Output("findings-body", "children"), Input("findings-trace", "data"))
     def _fill(trace_id: int | None) -> Any:
-        if trace_id is None:  # the page came with the report
+        if trace_id is None:
             return no_update
         from app.context import ui_context
         from ingest.derive.frames import TraceNotFound
