@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, dcc, html
 
 from app.components import error_box
 
@@ -42,9 +42,8 @@ def register_findings(dash_app: Dash) -> None:
     """The callback that fills the panel (call once, from the page's register)."""
 
     @dash_app.callback(Output("findings-body", "children"), Input("findings-trace", "data"))
-    def _fill(trace_id: int | None) -> Any:
-        if trace_id is None:
-            return no_update
+    def _fill(trace_id: int) -> Any:
+        # Its store is in the layout only when the page came without the report.
         from app.context import ui_context
         from ingest.derive.frames import TraceNotFound
         from ingest.diagnose import ConfigError, config_from_env, diagnose, rule_defaults
