@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from app.figures.margins import X_TITLED, below_legend, left_for
+from app.figures.margins import LEGEND_BELOW, X_TITLED, below_legend, left_for
 from app.figures.source import DiagramSource
-from app.figures.syscalls import LEGEND_BELOW
 from app.figures.text import plotly_text
 from ingest.views.goroutine import goroutine_detail
 from ingest.views.goroutines import CATEGORIES, CATEGORY_LABELS, goroutine_groups

@@ -8,9 +8,9 @@ from typing import Any
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from app.figures.margins import Y_TITLED, below_legend
+from app.figures.margins import LEGEND_BELOW, Y_TITLED, below_legend
 from app.figures.source import DiagramSource
-from app.figures.syscalls import LEGEND_BELOW, _window, histogram_figure
+from app.figures.syscalls import _window, histogram_figure
 from ingest.views.latency import latency_report
 
 PCT_COLORS = {"p50": "#2e9d57", "p90": "#e0a526", "p99": "#c44e52", "max": "#18202c"}

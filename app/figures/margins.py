@@ -32,14 +32,19 @@ X_UPRIGHT_TITLED = 95
 X_TITLED = 55
 #: The most a left margin grows for long category labels.
 MAX_LEFT = 600
+#: How far under the plot a legend below it starts: a part of the plot's height.
+LEGEND_GAP = 0.28
+#: A legend in a row below the plot: :func:`below_legend` sizes the margin it needs.
+LEGEND_BELOW = {"orientation": "h", "y": -LEGEND_GAP, "yanchor": "top", "x": 0}
 
 
-def below_legend(height: int, rows: int = 1, top: int = 30, y: float = 0.28) -> int:
-    """The bottom margin of an x axis with a title over a legend of ``rows``
-    rows whose top is ``y`` of the plot's height below it (``LEGEND_BELOW``
-    in :mod:`app.figures.syscalls`), in a figure ``height`` px high: the plot's
-    height is what the margins leave of it, so solved for the margin (it
-    matched plotly's own to a pixel on the syscalls and latency pages)."""
+def below_legend(height: int, rows: int = 1, top: int = 30) -> int:
+    """The bottom margin of an x axis with a title over :data:`LEGEND_BELOW`
+    of ``rows`` rows, in a figure ``height`` px high: the legend's place is a
+    part of the plot's height, which is what the margins leave of it, so
+    solved for the margin (it matched plotly's own to a pixel on the syscalls
+    and latency pages)."""
+    y = LEGEND_GAP
     return round((y * (height - top) + 21 + 19 * rows) / (1 + y)) + 2
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
+from app.figures.margins import LEGEND_BELOW
 from app.figures.source import DiagramSource
-from app.figures.syscalls import LEGEND_BELOW, fmt_ns, histogram_figure
+from app.figures.syscalls import fmt_ns, histogram_figure
 from app.figures.text import plotly_text
 
 _MARGIN = {"l": 10, "r": 10, "t": 36, "b": 50}

@@ -10,12 +10,17 @@ from typing import Any
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
-from app.figures.margins import X_UPRIGHT_TITLED, Y2_TITLED, Y_TITLED, below_legend
+from app.figures.margins import (
+    LEGEND_BELOW,
+    X_UPRIGHT_TITLED,
+    Y2_TITLED,
+    Y_TITLED,
+    below_legend,
+)
 from app.figures.source import DiagramSource
 from ingest.views.syscalls import netpoll_summary, syscall_summary
 
 #: Horizontal legend under the x axis title (a legend above collides with the title).
-LEGEND_BELOW = {"orientation": "h", "y": -0.28, "yanchor": "top", "x": 0}
 
 
 def fmt_ns(ns: float) -> str:
