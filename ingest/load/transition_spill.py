@@ -246,6 +246,9 @@ class TransitionSpill(TransitionsBuilder):
 
         rid = _join(column("id"), np.int32)
         by, starts = _by_id(rid)
+        # numpy gathers by an int32 index by casting it to intp for each column
+        # and taking its slower general path: cast once.
+        by = by.astype(np.intp, copy=False)
         goids = rid[by[starts[:-1]]].astype(np.int64)
         del rid
         f = self._file
