@@ -198,9 +198,19 @@ def stage_goroutine_table(frames: FrameWriter, parts: list[dict[str, Any]]) -> b
     frames being written."""
     import numpy as np
 
-    from ingest.derive.goroutine_lanes import goroutines_of
+    from ingest.derive.goroutine_lanes import goroutines_of, goroutines_of_codes
+    from ingest.store.coded_insert import CodedText
 
     goids = np.concatenate([np.asarray(c["goid"], np.int64) for c in parts])
-    functions = [f for c in parts for f in c["start_function"]]
-    table = goroutines_of(goids, goids, functions)
+    texts = [c["start_function"] for c in parts]
+    first = texts[0]
+    if all(isinstance(t, CodedText) and t.codes is not None and t.values == first.values
+           for t in texts):
+        # Codes into one list of names (ingest.derive.intervals.start_functions):
+        # no Python step per goroutine. Code 0 is NULL, -1 for goroutines_of_codes.
+        codes = np.concatenate([np.asarray(t.codes, np.int64) for t in texts]) - 1
+        names = [v or "" for v in first.values[1:]]
+        table = goroutines_of_codes(goids, goids, codes, names)
+    else:
+        table = goroutines_of(goids, goids, [f for t in texts for f in t])
     return frames.add_derived(LaneSetKey.GOROUTINES, table)

@@ -58,3 +58,21 @@ def test_groups_read_in_batches_equal_the_loaders(engine: Engine, tmp_path: Path
     assert built.names == staged.names and len(built.names) > 3
     assert built.group.dtype == staged.group.dtype
     np.testing.assert_array_equal(built.group, staged.group)
+
+
+def test_start_functions_as_codes_read_as_the_stack_lookup() -> None:
+    """intervals.start_functions: row i reads stack_functions.get(stack[i]) where
+    found[i], else None: a stack of no known function, a function of None and a
+    stack id below, between and above the known ones included."""
+    from ingest.derive.intervals import start_functions
+
+    stack_functions = {7: "main.worker", 3: "net/http.(*conn).serve", 12: "main.worker",
+                       40: None}  # type: ignore[dict-item]
+    stack = np.array([7, 3, 12, 40, 5, 1, 99, 7, 3, 0], np.int64)
+    found = np.array([1, 1, 1, 1, 1, 1, 1, 0, 1, 1], bool)
+    got = start_functions(stack, found, stack_functions)  # type: ignore[arg-type]
+    want = [stack_functions.get(int(s)) if f else None
+            for s, f in zip(stack.tolist(), found.tolist(), strict=True)]
+    assert list(got) == want
+    assert got.codes is not None and [got.values[c] for c in got.codes.tolist()] == want
+    assert list(start_functions(stack, found, {})) == [None] * len(stack)
