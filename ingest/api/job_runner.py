@@ -36,6 +36,7 @@ from sqlalchemy import Engine, select
 from ingest.api.warm import warm_reports
 from ingest.config import Settings
 from ingest.load.pipeline import IngestError, find_by_sha, ingest_trace_file
+from ingest.memory import give_back_free_memory
 from ingest.store import models
 from ingest.store.retries import with_retries
 
@@ -270,9 +271,14 @@ class JobRunner:
             # The history row comes after the live file: on SQLite it may wait behind
             # another job's load for minutes, and meanwhile readers already see the end.
             self._record(job)
-        if warm_id is not None:
-            # The job's own thread, the job already ended: warming delays nobody.
-            warm_reports(self.engine, self.settings.data_dir, warm_id)
+        try:
+            if warm_id is not None:
+                # The job's own thread, the job already ended: warming delays nobody.
+                warm_reports(self.engine, self.settings.data_dir, warm_id)
+        finally:
+            # A load keeps what it frees for its next step while the process is
+            # small (ingest.memory); the server gives it all back once done.
+            give_back_free_memory()
 
     def _hash(self, job: Job, path: Path) -> str:
         h = hashlib.sha256()

@@ -54,7 +54,7 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     from ingest.derive.precompute import precompute_steps
     from ingest.diagnose.config import config_from_env
     from ingest.diagnose.runner import diagnose, rule_defaults
-    from ingest.memory import give_back_free_memory
+    from ingest.memory import give_back_if_big
     from ingest.store.db import checkpoint_meanwhile
     from ingest.views.flame import DEFAULT_KIND, flame_tree
     from ingest.views.goroutines import goroutine_groups
@@ -64,7 +64,7 @@ def warm_reports(engine: Engine, data_dir: Path, trace_id: int,
     from ingest.views.syscalls import netpoll_summary, syscall_summary
 
     t = timings if timings is not None else Timings()
-    give_back_free_memory()  # what a load just freed, before the reports' peaks
+    give_back_if_big()  # what a load just freed, before the reports' peaks
     steps: list[tuple[str, Callable[[TraceFrames], object]]] = []
     if reports:
         # Longest first (seconds of each on the 200 MB trace, two at a time,

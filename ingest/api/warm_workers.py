@@ -141,7 +141,7 @@ def _work(queue: StepQueue, steps: Sequence[Step], frames: TraceFrames, done: Do
           what: str) -> bool:
     """Take and run steps until none is left; False if the trace is gone."""
     from ingest.derive.frames import TraceNotFound
-    from ingest.memory import give_back_free_memory
+    from ingest.memory import give_back_if_big
 
     while (i := queue.take()) is not None:
         name, step = steps[i]
@@ -153,7 +153,7 @@ def _work(queue: StepQueue, steps: Sequence[Step], frames: TraceFrames, done: Do
         except Exception:  # a bug: the pages will say so; keep the traceback in the log
             log.exception("%s of %s failed", name, what)
         frames.release()
-        give_back_free_memory()
+        give_back_if_big()
         done(i, time.perf_counter() - started)
     return True
 

@@ -19,7 +19,7 @@ from ingest.load import eventrows
 from ingest.load.bucket_tables import BucketTables, FramePlan
 from ingest.load.event_split import EventParts
 from ingest.load.transition_spill import TransitionSpill
-from ingest.memory import give_back_free_memory
+from ingest.memory import give_back_if_big
 from ingest.timings import Timings
 
 
@@ -128,7 +128,7 @@ class DerivedTables:
                 cols["last_run"] = Nullable(hi.values + rbase, hi.null)
             yield name, cols
             del cols
-            give_back_free_memory()  # the bucket's temporaries
+            give_back_if_big()  # the bucket's temporaries
 
     def threads(self) -> Columns:
         """The threads' table: from both sides' summaries, once both are done."""

@@ -28,7 +28,7 @@ from ingest.load.derived import DerivedTables
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.staged_caches import StagedCaches
 from ingest.load.tables import columns_nbytes, nrows, store_range, store_table
-from ingest.memory import give_back_free_memory
+from ingest.memory import give_back_if_big
 from ingest.store import interval_files
 from ingest.store.coded_files import CodedFiles
 from ingest.timings import Timings
@@ -131,7 +131,7 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
         for table_name, cols in timings.each("derive", tables):
             store(table_name, cols)
             del cols
-            give_back_free_memory()  # the derivation's temporaries
+            give_back_if_big()  # the derivation's temporaries
         caches_done()
         for table_name, first in tables.bases.items():
             if counts.get(table_name):

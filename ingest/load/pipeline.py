@@ -42,7 +42,7 @@ from ingest.load.insert_tables import IN_FILES, Staged, ahead_bytes, insert_tabl
 from ingest.load.raw_copy import RawCopy, kept_path, raw_path
 from ingest.load.tables import next_id
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
-from ingest.memory import give_back_free_memory
+from ingest.memory import give_back_if_big
 from ingest.store import interval_files, models
 from ingest.store.coded_files import CodedFiles
 from ingest.store.coded_models import coded_files
@@ -184,7 +184,7 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
                 from None
         if progress:
             progress("decode", 1, 1)
-        give_back_free_memory()  # the decoder's buffers, before the load's peak
+        give_back_if_big()  # the decoder's buffers, before the load's peak
         # Compressed on a thread while the tables are derived and stored: the
         # decode keeps both cores busy (the C decoder, and this thread taking
         # its rows), the load leaves one of them idle much of the time.
@@ -459,7 +459,7 @@ def _precompute_views(engine: Engine, frame_dir: Path,
     for key, step in precompute_steps(engine).items():
         if key in skip:
             continue
-        give_back_free_memory()
+        give_back_if_big()
         frames = read_frames(frame_dir)
         if frames is None:
             return
