@@ -77,6 +77,11 @@ def ingest_paths(settings: Any, paths: list[Path],
             yield path, *found
     finally:
         engine.dispose()
+        # The loads keep what they free while the process is small
+        # (ingest.memory): handed back before the server's workers are forked.
+        from ingest.memory import give_back_free_memory
+
+        give_back_free_memory()
 
 
 def sample_paths(settings: Any, samples_dir: Path) -> list[Path]:
