@@ -22,6 +22,7 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+from ingest.extensions import optional_extension
 from ingest.load.spill_file import Spilled, SpillFile
 
 Arr = npt.NDArray[Any]
@@ -123,6 +124,9 @@ class EventParts:
         self._m_first: dict[int, int] = {}
         self._m_last: dict[int, int] = {}
         self.rows = 0
+        # A row group's threads in one call holding the GIL, where built
+        # (ingest/csrc/columnappend.c: why so little work is done in C).
+        self._c = optional_extension("ingest.load._columnappend")
 
     def add(self, chunk: pa.Table) -> None:
         """Take in one row group of events (kind as a string or dictionary column)."""
@@ -252,6 +256,14 @@ class EventParts:
             m = m.fill_null(-1)
         m_arr = m.to_numpy()
         ts = chunk.column("ts").to_numpy()
+        if self._c is not None and m_arr.dtype in (np.int32, np.int64) \
+                and ts.dtype == np.int64:
+            ids, _, _, low, high = self._c.thread_spans(np.ascontiguousarray(m_arr),
+                                                        np.ascontiguousarray(ts))
+            for mm, a, b in zip(ids, low, high, strict=True):
+                self._m_first[mm] = min(a, self._m_first.get(mm, a))
+                self._m_last[mm] = max(b, self._m_last.get(mm, b))
+            return
         has = m_arr >= 0
         if not has.any():
             return

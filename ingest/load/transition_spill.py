@@ -187,6 +187,15 @@ class TransitionSpill(TransitionsBuilder):
     def _note_threads(self, m: Arr, ts: Arr) -> None:
         """The first and last time of each thread in one row group (the
         threads' table's; a bucket is not in Go's order across goroutines)."""
+        c = self._c
+        if c is not None and m.dtype in (np.int32, np.int64) and ts.dtype == np.int64:
+            # One call holding the GIL (ingest/csrc/columnappend.c says why).
+            ids, firsts, lasts, _, _ = c.thread_spans(np.ascontiguousarray(m),
+                                                      np.ascontiguousarray(ts))
+            for i, f, la in zip(ids, firsts, lasts, strict=True):
+                self.thread_first.setdefault(i, f)
+                self.thread_last[i] = la
+            return
         has = m >= 0
         if not bool(has.any()):
             return

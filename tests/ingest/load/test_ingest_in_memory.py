@@ -96,6 +96,35 @@ def test_row_group_copy_keeps_wide_values_and_rejects_bad_indices() -> None:
         c.narrow_into(src, np.empty(3, np.int32))
 
 
+@pytest.mark.parametrize("trace", V2[:2] + SAMPLES[:1], ids=lambda p: p.name)
+def test_thread_spans_are_each_threads_first_last_least_and_greatest_time(
+        trace: Path, tmp_path: Path) -> None:
+    """columnappend.thread_spans over a real trace's transitions (its M and
+    time columns in Go's order, a slice of them as a row group, and the rows
+    reversed, so that a thread's first time is its greatest), against the
+    same read row by row; int32 and int64 thread ids alike."""
+    from ingest.load import _columnappend as c  # type: ignore[attr-defined]
+
+    d = tmp_path / "parquet"
+    decode_file_to_dir(trace, d)
+    tr = read_transitions(d)
+    n = len(tr.ts)
+    for m, ts in ((tr.m, tr.ts), (tr.m[n // 3:n // 3 + 5000], tr.ts[n // 3:n // 3 + 5000]),
+                  (tr.m[::-1], tr.ts[::-1]), (tr.m[:0], tr.ts[:0])):
+        m, ts = np.ascontiguousarray(m), np.ascontiguousarray(ts)
+        want: dict[int, list[int]] = {}
+        for mm, t in zip(m.tolist(), ts.tolist(), strict=True):
+            if mm >= 0:
+                s = want.setdefault(mm, [t, t, t, t])
+                s[1], s[2], s[3] = t, min(s[2], t), max(s[3], t)
+        expect = (list(want), *([s[k] for s in want.values()] for k in range(4)))
+        assert c.thread_spans(m, ts) == expect
+        assert c.thread_spans(m.astype(np.int64), ts) == expect
+    assert len(want) == 0 and len(expect[0]) == 0
+    backwards = c.thread_spans(np.ascontiguousarray(tr.m[::-1]), np.ascontiguousarray(tr.ts[::-1]))
+    assert len(backwards[0]) > 1 and backwards[1] == backwards[4] != backwards[3]
+
+
 def test_builder_widens_a_column_whose_later_row_group_leaves_int32() -> None:
     import pyarrow as pa
 
