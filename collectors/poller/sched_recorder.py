@@ -284,8 +284,11 @@ class SchedRecorder:
         asked = clock_pair()  # the recording's end, unless the target ended it before
         died_early = self._proc.poll() is not None
         target_exited = not self.target_alive()
-        if not died_early and self.transport == "bpftrace":
-            # (The ring-buffer loader drains its buffer itself when stopped.)
+        if not died_early and (self.transport == "bpftrace" or target_exited):
+            # The ring-buffer loader drains its buffer itself when stopped, but
+            # a target that exited may not be done: a thread leaves its group
+            # (and the process can be reaped) before its last switch out, so
+            # let that be written first, whatever the transport.
             self._drain()
         # Read while the programs are loaded: the kernel's count of their runs it
         # skipped, for events that came while another BPF program ran on that CPU.

@@ -247,7 +247,10 @@ def test_target_exits_early(cpuquota: Path, tmp_path: Path) -> None:
         if ev == "off":
             states[tid] = st
     dead = sum(1 for st in states.values() if st in sched_parse.DEAD_STATES)
-    assert len(states) >= 3 and dead >= len(states) - 1, states
+    # A probe run the kernel skipped (another BPF program running on that CPU:
+    # a parallel test's) may have been an exit: CI once saw 3 of 6 missing.
+    skipped = summary["skipped_runs"] or 0
+    assert len(states) >= 3 and dead + skipped >= len(states) - 1, (states, skipped)
     assert not list(tmp_path.glob("sched.bpftrace.txt")), "the raw file is removed"
 
 
