@@ -11,6 +11,8 @@
 | ``state`` | string | for ``off``: ``runnable`` (still wants a CPU), ``sleep`` (S), |
 | | | ``disk`` (D), else the kernel's letter; null otherwise |
 | ``target_cpu`` | int32 | for ``wakeup``: the CPU whose run queue it joined; null otherwise |
+| ``slices`` | int64 | for ``off``: the thread's timeslices so far (the kernel's |
+| | | ``sched_info.pcount``); null otherwise and in recordings made before it |
 
 The file's key-value metadata ``gmpscope_sched`` is a JSON object: the clock
 mapping (``clock``), the window recorded (``started_ns``/``ended_ns``, wall),
@@ -29,7 +31,7 @@ on-CPU ``[on, off)``, waiting for a CPU ``[wakeup or runnable off, on)``, asleep
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,9 @@ RAW_META_FILE = "sched.meta.json"
 META_KEY = b"gmpscope_sched"
 SCHEMA_VERSION = "1"
 
+#: Columns a recording made by an older gmpscope lacks (read as all null).
+OPTIONAL_COLUMNS = frozenset({"slices"})
+
 SCHED_SCHEMA = pa.schema(
     [
         ("ts_ns", pa.int64()),
@@ -56,6 +61,7 @@ SCHED_SCHEMA = pa.schema(
         ("event", pa.string()),
         ("state", pa.string()),
         ("target_cpu", pa.int32()),
+        ("slices", pa.int64()),
     ],
     metadata={b"schema_version": SCHEMA_VERSION.encode(), b"producer": b"gmpscope sched"},
 )
@@ -74,8 +80,11 @@ ON_CPU = "on_cpu"
 WAITING = "waiting"
 ASLEEP = "asleep"
 #: Between two events that cannot follow each other (a switch-out while not on
-#: a CPU, a switch-in while on one, or while asleep without a wakeup): an event
-#: in between was not recorded
+#: a CPU, a switch-in while on one, or while asleep without a wakeup), or
+#: between two switch-outs whose timeslice counts (``slices``) jump by more
+#: than one (a whole switch in and out, or a sleep, wakeup and switch in, not
+#: recorded, which the order of events alone cannot show): an event in between
+#: was not recorded
 #: (measured: about 1 in 2,500 switches, with another BPF tracer running: the
 #: kernel skips a probe whose event comes while a BPF program runs on that CPU,
 #: counted in the recording's ``skipped_runs``), so the time is neither on-CPU
@@ -138,6 +147,7 @@ class Parsed:
     event: list[str] = field(default_factory=list)
     state: list[str | None] = field(default_factory=list)
     target_cpu: list[int | None] = field(default_factory=list)
+    slices: list[int | None] = field(default_factory=list)
     ready_mono: int | None = None  # the probes were attached (BEGIN)
     new_threads: int = 0
     created: dict[int, int] = field(default_factory=dict)  # tid -> monotonic ns (task_newtask)
@@ -156,7 +166,8 @@ def parse_lines(lines: Iterable[str]) -> Parsed:
         try:
             if tag == "R" and len(parts) == 2:
                 out.ready_mono = int(parts[1])
-            elif tag in ("O", "F", "W") and len(parts) == (4 if tag == "O" else 5):
+            elif tag in ("O", "F", "W") and (len(parts) == {"O": 4, "W": 5}.get(tag)
+                                             or (tag == "F" and len(parts) in (5, 6))):
                 mono, cpu, tid = int(parts[1]), int(parts[2]), int(parts[3])
                 out.mono.append(mono)
                 out.cpu.append(cpu)
@@ -165,14 +176,18 @@ def parse_lines(lines: Iterable[str]) -> Parsed:
                     out.event.append("on")
                     out.state.append(None)
                     out.target_cpu.append(None)
+                    out.slices.append(None)
                 elif tag == "F":
                     out.event.append("off")
                     out.state.append(state_name(int(parts[4])))
                     out.target_cpu.append(None)
+                    # Five fields: written before the switches carried it.
+                    out.slices.append(int(parts[5]) if len(parts) == 6 else None)
                 else:
                     out.event.append("wakeup")
                     out.state.append(None)
                     out.target_cpu.append(int(parts[4]))
+                    out.slices.append(None)
             elif tag == "N" and len(parts) == 4:
                 out.new_threads += 1
                 out.created[int(parts[3])] = int(parts[1])
@@ -209,6 +224,7 @@ def to_table(parsed: Parsed, clock: Clock, meta: Mapping[str, Any]) -> Any:
         pa.array(pick(parsed.event), pa.string()),
         pa.array(pick(parsed.state), pa.string()),
         pa.array(pick(parsed.target_cpu), pa.int32()),
+        pa.array(pick(parsed.slices), pa.int64()),
     ]
     schema = SCHED_SCHEMA.with_metadata({**SCHED_SCHEMA.metadata,
                                          META_KEY: json.dumps(dict(meta), sort_keys=True)})
@@ -249,7 +265,8 @@ def read_sched(directory: Path) -> Any | None:
             table = pq.read_table(pfile)
         except Exception as e:  # noqa: BLE001 - pyarrow raises many types for bad files
             raise BadSchedError(f"{SCHED_FILE}: not a readable Parquet file: {e}") from None
-        missing = [n for n in SCHED_SCHEMA.names if n not in table.column_names]
+        missing = [n for n in SCHED_SCHEMA.names
+                   if n not in table.column_names and n not in OPTIONAL_COLUMNS]
         if missing:
             raise BadSchedError(f"{SCHED_FILE}: missing columns {', '.join(missing)}")
         return table
@@ -293,7 +310,8 @@ class Intervals:
 
 def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[str | None],
                      target_cpu: list[int | None], start_ns: int, end_ns: int,
-                     created: Mapping[int, int] | None = None) -> Intervals:
+                     created: Mapping[int, int] | None = None,
+                     slices: Sequence[int | None] | None = None) -> Intervals:
     """Each thread's on-CPU, waiting and asleep intervals within [start_ns, end_ns].
 
     The state before a thread's first event is inferred from that event: an
@@ -301,7 +319,9 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
     woken first), a ``wakeup`` was asleep; each from ``start_ns``, except for a
     thread ``created`` while recording (tid -> ns), which has no state before
     its first wakeup. The last state lasts until ``end_ns``, except after a
-    thread's exit (X, Z).
+    thread's exit (X, Z). With ``slices`` (each switch-out's timeslice count),
+    everything between two switch-outs of a thread whose counts differ by more
+    than one is UNKNOWN.
     """
     created = created or {}
     ts_a = np.asarray(ts, dtype=np.int64)
@@ -327,6 +347,10 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
 
     cur_tid: int | None = None
     born = False
+    # The thread's last switch-out's timeslice count, and where its intervals
+    # since then begin in the output.
+    last_slices: int | None = None
+    since_off = 0
     kind: str | None = None  # the state the thread is in since `since`
     since, where, why = start_ns, -1, ""
     for i in order:
@@ -336,6 +360,7 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
                 emit(cur_tid, since, end_ns, where, kind, why)
             cur_tid, kind, since, where, why = t, None, start_ns, -1, ""
             born = t in created
+            last_slices, since_off = None, len(out_t)
         if ev == "on":
             if kind is None:
                 kind, where = WAITING, c
@@ -347,10 +372,19 @@ def thread_intervals(ts: Any, tid: Any, cpu: Any, event: list[str], state: list[
                 emit(t, since, now, where if where >= 0 else c, kind, why)
             kind, since, where, why = ON_CPU, now, c, ""
         elif ev == "off":
-            if kind is None or kind == ON_CPU:
+            count = None if slices is None else slices[i]
+            if count is not None and last_slices is not None and count > last_slices + 1:
+                # Timeslices between the two switch-outs went unrecorded.
+                for j in range(since_off, len(out_t)):
+                    out_k[j], out_st[j] = UNKNOWN, ""
+                emit(t, since, now, c, UNKNOWN, "")
+            elif kind is None or kind == ON_CPU:
                 emit(t, since, now, c, ON_CPU, "")
             else:  # its switch-in was missed
                 emit(t, since, now, c, UNKNOWN, "")
+            if count is not None:
+                last_slices = count
+            since_off = len(out_t)
             st = state[i] or "?"
             if st == "runnable":
                 kind, why = WAITING, ""
@@ -389,7 +423,9 @@ def table_intervals(table: Any, start_ns: int | None = None,
     if hi is None:
         hi = int(ts.max()) if len(ts) else 0
     created = {int(t): int(w) for t, w in (meta.get("created_ns") or {}).items()}
+    slices = table.column("slices").to_pylist() if "slices" in table.column_names else None
     return thread_intervals(ts, table.column("tid").to_numpy(zero_copy_only=False),
                             table.column("cpu").to_numpy(zero_copy_only=False),
                             table.column("event").to_pylist(), table.column("state").to_pylist(),
-                            table.column("target_cpu").to_pylist(), int(lo), int(hi), created)
+                            table.column("target_cpu").to_pylist(), int(lo), int(hi), created,
+                            slices)

@@ -20,9 +20,16 @@ followed from its first switch out.
 Each event is one text line (``printf`` into bpftrace's output file):
 
     O <nsecs> <cpu> <tid>                  switched in (sched_switch next)
-    F <nsecs> <cpu> <tid> <prev_state>     switched out (sched_switch prev)
+    F <nsecs> <cpu> <tid> <prev_state> <slices>
+                                           switched out (sched_switch prev)
     W <nsecs> <cpu> <tid> <target_cpu>     woken (sched_wakeup, sched_wakeup_new)
     N <nsecs> <cpu> <tid>                  a new thread of the target (task_newtask)
+
+``slices`` is the thread's timeslices so far (``sched_info.pcount``, the third
+field of ``/proc/PID/task/TID/schedstat``; the tracepoint comes after the
+thread's arrival on the CPU was counted): consecutive switches out of a thread
+count up by one, so a jump says the kernel skipped probes in between
+(:func:`.sched_parse.thread_intervals` marks that time unknown).
 
 ``nsecs`` is ``ktime_get_ns()``: CLOCK_MONOTONIC; :mod:`.sched_parse` maps it
 to the wall clock. A ``R <nsecs>`` line from ``BEGIN`` says the probes are
@@ -67,7 +74,8 @@ tracepoint:sched:sched_switch
         if (@t[args->prev_pid] != 1) {{
             @t[args->prev_pid] = 1;
         }}
-        printf("F %llu %d %d %lld\\n", nsecs, cpu, args->prev_pid, args->prev_state);
+        printf("F %llu %d %d %lld %llu\\n", nsecs, cpu, args->prev_pid, args->prev_state,
+               curtask->sched_info.pcount);
     }}
     if (@t[args->next_pid] == 1) {{
         printf("O %llu %d %d\\n", nsecs, cpu, args->next_pid);

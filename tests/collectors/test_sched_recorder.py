@@ -162,6 +162,18 @@ def _expected(table: Any, a_ns: int, b_ns: int) -> dict[int, tuple[int, int, int
     return out
 
 
+def _last_slices(table: Any, b_ns: int) -> dict[int, int]:
+    """tid -> the timeslice count of its last switch-out at or before wall ns ``b_ns``."""
+    out: dict[int, int] = {}
+    for t, ts, ev, n in zip(table.column("tid").to_pylist(), table.column("ts_ns").to_pylist(),
+                            table.column("event").to_pylist(), table.column("slices").to_pylist(),
+                            strict=True):
+        if ev == "off" and ts <= b_ns:  # the table is in time order
+            assert n is not None
+            out[t] = n
+    return out
+
+
 @pytest.mark.parametrize("mode", ["none", "auto"])
 def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) -> None:
     """``none``: GOMAXPROCS 4 on this machine's CPUs, no limit (its threads
@@ -194,6 +206,7 @@ def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) 
     table = pq.read_table(tmp_path / sched_parse.SCHED_FILE)
     assert table.num_rows == summary["rows"] > 100
     got = _expected(table, a_ns, b_ns)
+    last_slices = _last_slices(table, b_ns)
     checked = 0
     total_on = total_kernel_on = 0
     for tid, (run1, wait1, n1) in after.items():
@@ -217,6 +230,10 @@ def test_recording_matches_schedstat(cpuquota: Path, tmp_path: Path, mode: str) 
         assert abs(on - d_run) <= slack + 0.15 * d_run + moved, (
             tid, on, d_run, wait, d_wait, unknown)
         assert abs(n - d_n) <= 2 + missed, (tid, n, d_n, missed)
+        # Asleep at the reading, so its last switch-out came after its last
+        # switch-in: the count it carries is the kernel's, exactly.
+        if tid in last_slices:
+            assert last_slices[tid] == n1 or summary["skipped_runs"], (tid, last_slices[tid], n1)
         total_on += on
         total_kernel_on += d_run
         checked += d_run > 0
@@ -321,3 +338,40 @@ def test_recorder_killed_leaves_a_partial_recording(cpuquota: Path, tmp_path: Pa
 def test_no_such_process(tmp_path: Path) -> None:
     with pytest.raises(SchedRecorderError, match="no such process"):
         SchedRecorder(2**22 + 7, tmp_path).start()
+
+
+def test_a_skipped_sleep_is_unknown(tmp_path: Path) -> None:
+    """A real recording of 40 sleeps with one sleep's three events taken out, as
+    the kernel drops them when it skips the probe runs: the order of events alone
+    reads the thread as on the CPU for two sleeps; the switch-outs' timeslice
+    counts show the gap, and the time is unknown. Without the counts (a recording
+    made before them) it reads as before."""
+    from tests.support.sleeps import record_sleeps
+
+    got = record_sleeps(tmp_path, 40)
+    rows = got.table.to_pylist()
+    sleeper = max({r["tid"] for r in rows}, key=lambda t: sum(r["tid"] == t for r in rows))
+    mine = [i for i, r in enumerate(rows) if r["tid"] == sleeper]
+    events = [rows[i]["event"] for i in mine]
+    # The 20th sleep: its switch-out, wakeup and switch-in.
+    k = [j for j in range(len(events) - 3) if events[j:j + 3] == ["off", "wakeup", "on"]
+         and rows[mine[j]]["state"] == "sleep"][20]
+    gone = set(mine[k:k + 3])
+    before, after = rows[mine[k - 1]], rows[mine[k + 3]]
+    assert before["event"] == "on" and after["event"] == "off"
+    assert after["slices"] == rows[mine[k]]["slices"] + 1  # one timeslice apart, as recorded
+    kept = got.table.take([i for i in range(len(rows)) if i not in gone])
+
+    def kind_at(table: Any, ts: int) -> str:
+        iv = sched_parse.table_intervals(table)
+        hit = [iv.kind[i] for i in range(len(iv))
+               if iv.tid[i] == sleeper and iv.start[i] <= ts < iv.end[i]]
+        assert len(hit) == 1
+        return hit[0]
+
+    middle = rows[mine[k + 1]]["ts_ns"]  # the wakeup taken out
+    assert kind_at(got.table, middle) == sched_parse.WAITING
+    assert kind_at(kept, middle) == sched_parse.UNKNOWN
+    assert kind_at(kept, before["ts_ns"]) == sched_parse.UNKNOWN  # from the last switch-out
+    old = kept.drop_columns(["slices"])
+    assert kind_at(old, middle) == sched_parse.ON_CPU

@@ -3,7 +3,9 @@
 // what collectors/poller/sched_probes.py's bpftrace program records, as binary
 // records in a BPF ring buffer drained by sched_loader.c, which prints that
 // program's lines (O, F, W, N). Submitted without waking the reader: the
-// switches of a busy program are tens of thousands a second.
+// switches of a busy program are tens of thousands a second. A switch out
+// carries the thread's timeslices so far (sched_info.pcount, schedstat's third
+// field), so a reader sees a switch the kernel skipped the probe of.
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -42,9 +44,11 @@ struct sched_rec {
 	__u32 tid;
 	__s32 target_cpu;
 	__s64 state;
+	__u64 slices; /* 'F': the thread's timeslices so far */
 };
 
-static __always_inline void emit(__u8 kind, __u32 tid, __s64 state, __s32 target_cpu)
+static __always_inline void emit(__u8 kind, __u32 tid, __s64 state, __s32 target_cpu,
+				 __u64 slices)
 {
 	struct sched_rec *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
@@ -60,6 +64,7 @@ static __always_inline void emit(__u8 kind, __u32 tid, __s64 state, __s32 target
 	e->tid = tid;
 	e->target_cpu = target_cpu;
 	e->state = state;
+	e->slices = slices;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
@@ -81,10 +86,13 @@ int on_switch(struct trace_event_raw_sched_switch *ctx)
 			__u8 one = 1;
 			bpf_map_update_elem(&threads, &prev, &one, BPF_NOEXIST);
 		}
-		emit('F', prev, ctx->prev_state, 0);
+		/* The current task is prev: the tracepoint comes before the switch,
+		 * after prev's arrival was counted. */
+		struct task_struct *cur = bpf_get_current_task_btf();
+		emit('F', prev, ctx->prev_state, 0, cur->sched_info.pcount);
 	}
 	if (followed(next))
-		emit('O', next, 0, 0);
+		emit('O', next, 0, 0, 0);
 	return 0;
 }
 
@@ -94,7 +102,7 @@ static __always_inline int woken(struct trace_event_raw_sched_wakeup_template *c
 		return 0;
 	__u32 tid = ctx->pid;
 	if (followed(tid))
-		emit('W', tid, 0, ctx->target_cpu);
+		emit('W', tid, 0, ctx->target_cpu, 0);
 	return 0;
 }
 
@@ -120,7 +128,7 @@ int on_newtask(struct trace_event_raw_task_newtask *ctx)
 	__u32 tid = ctx->pid;
 	__u8 one = 1;
 	bpf_map_update_elem(&threads, &tid, &one, BPF_ANY);
-	emit('N', tid, 0, 0);
+	emit('N', tid, 0, 0, 0);
 	return 0;
 }
 

@@ -6,7 +6,9 @@
 //
 //   R <nsecs>                        the probes are attached (first line)
 //   O <nsecs> <cpu> <tid>            switched in
-//   F <nsecs> <cpu> <tid> <state>    switched out (the kernel's prev_state)
+//   F <nsecs> <cpu> <tid> <state> <slices>
+//                                    switched out (the kernel's prev_state; the
+//                                    thread's timeslices so far)
 //   W <nsecs> <cpu> <tid> <cpu>      woken, onto that CPU's run queue
 //   N <nsecs> <cpu> <tid>            a new thread of the target
 //   Lost <n> events                  (at the end) records the full buffer refused
@@ -33,6 +35,7 @@ struct sched_rec {
 	__u32 tid;
 	__s32 target_cpu;
 	__s64 state;
+	__u64 slices;
 };
 
 static volatile sig_atomic_t stop;
@@ -49,7 +52,7 @@ static int handle(void *ctx, void *data, size_t len)
 	put_str(tag, 2);
 	put_u64(e->t); SP(); put_u64(e->cpu); SP(); put_u64(e->tid);
 	if (e->kind == 'F') {
-		SP(); put_s64(e->state);
+		SP(); put_s64(e->state); SP(); put_u64(e->slices);
 	} else if (e->kind == 'W') {
 		SP(); put_s64(e->target_cpu);
 	}
