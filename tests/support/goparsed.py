@@ -267,69 +267,58 @@ def _parse_head(line: str) -> dict[str, Any]:
     return f
 
 
+_EVENT_START = re.compile(r"^M=", re.M)
 _FRAME_FUNC = re.compile(r"\t(.*) @ 0x([0-9a-f]+)", re.S)
 _FRAME_FILE = re.compile(r"\t\t(.*):(\d+)", re.S)
 
 
-def parse_go_parsed(text: str) -> list[GoEvent]:
-    """Parse the stdout of ``go tool trace -d=parsed`` into events."""
+def _parse_stacks(lines: list[str]) -> dict[str, tuple[Frame, ...]]:
+    """An event's lines after its first, in the plain form only: ``Stack=`` or
+    ``TransitionStack=`` lines, each followed by pairs of ``\tfunc @ 0xpc`` and
+    ``\t\tfile:line``."""
+    out: dict[str, tuple[Frame, ...]] = {}
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        if line == "Stack=" or line == "TransitionStack=":
+            frames: list[Frame] = []
+            key = "stack" if line == "Stack=" else "tstack"
+            i += 1
+            while i + 1 < n and lines[i].startswith("\t"):
+                m, f = _FRAME_FUNC.fullmatch(lines[i]), _FRAME_FILE.fullmatch(lines[i + 1])
+                if m is None or f is None:
+                    raise ValueError("not the plain form")
+                frames.append(Frame(int(m.group(2), 16), m.group(1), f.group(1), int(f.group(2))))
+                i += 2
+            out[key] = tuple(frames)
+        elif line == "":
+            i += 1
+        else:
+            raise ValueError("not the plain form")
+    return out
+
+
+def _parse_by_event(text: str) -> list[GoEvent]:
+    """Events as blocks (an ``M=`` line and its stacks), each distinct block of
+    stacks parsed once; ValueError on anything but the plain form."""
+    starts = [m.start() for m in _EVENT_START.finditer(text)]
+    if text[:starts[0] if starts else len(text)].strip("\n"):
+        raise ValueError("text before the first event")
     events: list[GoEvent] = []
-    cur: dict[str, Any] | None = None
-    frames: list[Frame] | None = None
-    target = ""
-    pending: tuple[str, int] | None = None  # (func, pc) waiting for its file line
-
-    def flush() -> None:
-        if cur is not None:
-            events.append(GoEvent(**cur))
-
-    # Only "\n" separates lines: Go's raw strings may hold \r, \v, \u2028 ...
-    for lineno, line in enumerate(text.split("\n"), 1):
-        try:
-            if pending is not None:
-                m = _FRAME_FILE.fullmatch(line)
-                if m is None:
-                    raise ValueError(f"expected a frame's file:line, got {line!r}")
-                assert frames is not None
-                frames.append(Frame(pending[1], pending[0], m.group(1), int(m.group(2))))
-                pending = None
-                continue
-            if line.startswith("M="):
-                if cur is not None and target:
-                    assert frames is not None
-                    cur[target] = tuple(frames)
-                flush()
-                cur, frames, target = _parse_head(line), None, ""
-            elif line == "Stack=" or line == "TransitionStack=":
-                if cur is None:
-                    raise ValueError("stack before any event")
-                if target:
-                    assert frames is not None
-                    cur[target] = tuple(frames)
-                target = "stack" if line == "Stack=" else "tstack"
-                frames = []
-            elif line.startswith("\t"):
-                m = _FRAME_FUNC.fullmatch(line)
-                if m is None or frames is None:
-                    raise ValueError(f"bad frame line {line!r}")
-                pending = (m.group(1), int(m.group(2), 16))
-            elif line == "":
-                continue
-            else:
-                raise ValueError(f"unexpected line {line!r}")
-        except ValueError as e:
-            raise ValueError(f"-d=parsed line {lineno}: {e}") from None
-    if pending is not None:
-        raise ValueError("output ends inside a stack frame")
-    if cur is not None and target:
-        assert frames is not None
-        cur[target] = tuple(frames)
-    flush()
+    # A trace's events share few stacks: each stack's text is parsed once.
+    stacks: dict[str, dict[str, tuple[Frame, ...]]] = {}
+    for k, s in enumerate(starts):
+        e = starts[k + 1] if k + 1 < len(starts) else len(text)
+        nl = text.find("\n", s, e)
+        f = _parse_head(text[s:e] if nl < 0 else text[s:nl])
+        rest = "" if nl < 0 else text[nl + 1:e]
+        if rest:
+            got = stacks.get(rest)
+            if got is None:
+                got = stacks[rest] = _parse_stacks(rest.split("\n"))
+            f.update(got)
+        events.append(GoEvent(**f))
     return events
-
-
-# --------------------------------------------------------------------------
-# Running Go, with a cache
 
 
 def cache_dir() -> str:
@@ -542,3 +531,69 @@ def decode_ours(data: bytes) -> tuple[list[GoEvent], Any]:
     tr = open_trace(data)
     evs = list(tr.events())
     return ours_as_go(tr, evs), tr
+
+
+def _parse_line_by_line(text: str) -> list[GoEvent]:
+    """parse_go_parsed's reference form, one line at a time: what an output the
+    fast form does not take is read by, down to its errors."""
+    events: list[GoEvent] = []
+    cur: dict[str, Any] | None = None
+    frames: list[Frame] | None = None
+    target = ""
+    pending: tuple[str, int] | None = None  # (func, pc) waiting for its file line
+
+    def flush() -> None:
+        if cur is not None:
+            events.append(GoEvent(**cur))
+
+    # Only "\n" separates lines: Go's raw strings may hold \r, \v, \u2028 ...
+    for lineno, line in enumerate(text.split("\n"), 1):
+        try:
+            if pending is not None:
+                m = _FRAME_FILE.fullmatch(line)
+                if m is None:
+                    raise ValueError(f"expected a frame's file:line, got {line!r}")
+                assert frames is not None
+                frames.append(Frame(pending[1], pending[0], m.group(1), int(m.group(2))))
+                pending = None
+                continue
+            if line.startswith("M="):
+                if cur is not None and target:
+                    assert frames is not None
+                    cur[target] = tuple(frames)
+                flush()
+                cur, frames, target = _parse_head(line), None, ""
+            elif line == "Stack=" or line == "TransitionStack=":
+                if cur is None:
+                    raise ValueError("stack before any event")
+                if target:
+                    assert frames is not None
+                    cur[target] = tuple(frames)
+                target = "stack" if line == "Stack=" else "tstack"
+                frames = []
+            elif line.startswith("\t"):
+                m = _FRAME_FUNC.fullmatch(line)
+                if m is None or frames is None:
+                    raise ValueError(f"bad frame line {line!r}")
+                pending = (m.group(1), int(m.group(2), 16))
+            elif line == "":
+                continue
+            else:
+                raise ValueError(f"unexpected line {line!r}")
+        except ValueError as e:
+            raise ValueError(f"-d=parsed line {lineno}: {e}") from None
+    if pending is not None:
+        raise ValueError("output ends inside a stack frame")
+    if cur is not None and target:
+        assert frames is not None
+        cur[target] = tuple(frames)
+    flush()
+    return events
+
+
+def parse_go_parsed(text: str) -> list[GoEvent]:
+    """Parse the stdout of ``go tool trace -d=parsed`` into events."""
+    try:
+        return _parse_by_event(text)
+    except ValueError:
+        return _parse_line_by_line(text)
