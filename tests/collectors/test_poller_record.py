@@ -287,6 +287,9 @@ def test_ptrace_refused(tmp_path: Path) -> None:
             proc = gmpscope("record", "--pid", str(sleeper), "--duration", "1", "-o",
                             str(tmp_path / "rec"), check=False)
         finally:
+            # strace waits for the program it started: end that first.
+            if sleeper is not None:
+                os.kill(sleeper, signal.SIGKILL)
             tracer.send_signal(signal.SIGINT)
             tracer.wait()
     assert proc.returncode == 1
