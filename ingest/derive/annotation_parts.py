@@ -122,7 +122,9 @@ class RegionIndexParts:
         dur = (e - s)[timed]
         t_raw = raw[timed]
         del s, s_null, e, e_null, timed
-        by_name = np.argsort(t_raw, kind="stable")
+        # Codes of 16 bits are radix-sorted (5x faster than int32's merge sort).
+        narrow = len(self._codes.names.names) < 2**15
+        by_name = np.argsort(t_raw.astype(np.int16) if narrow else t_raw, kind="stable")
         t_raw, dur = t_raw[by_name], dur[by_name]
         starts = _runs(t_raw)
         for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(t_raw)], strict=True):

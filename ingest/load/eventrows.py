@@ -88,9 +88,9 @@ def _kinds(t: EventTable) -> list[str | None]:
 
 
 def _is(t: EventTable, *kinds: str) -> Arr:
-    names = _kinds(t)
-    wanted = [i for i, k in enumerate(names) if k in kinds]
-    return np.isin(t.text("kind").codes, wanted)
+    # A lookup by code: np.isin sorts millions of codes (5x slower).
+    wanted = np.array([k in kinds for k in _kinds(t)], dtype=bool)
+    return wanted[t.text("kind").codes]
 
 
 def _at(values: Arr, idx: Arr, missing: Arr) -> Nullable:
