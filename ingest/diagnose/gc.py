@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from sqlalchemy import func, select
 
-from ingest.derive.frame_layout import parts
 from ingest.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -21,6 +21,7 @@ from ingest.diagnose.base import (
     severity_for,
     timeline_link,
 )
+from ingest.store import models
 from ingest.store.coded_models import CodedQuery
 
 
@@ -78,12 +79,16 @@ class GCPressure:
         stw_ns = union_ns([(a, b) for a, b, _ in stw])
         stw_share = stw_ns / ctx.span_ns
         # Assist time is at most the assist ranges' total length, and the
-        # share's denominator at least all Running time (proc_runs): when even
-        # that bound is under the threshold, skip the per-goroutine breakdown.
+        # share's denominator at least the Running time the threads made (the
+        # threads table's sums: the goroutines' Running intervals that have an
+        # M; reading the proc runs' durations took 0.25 s of the 200 MB trace):
+        # when even that bound is under the threshold, skip the per-goroutine
+        # breakdown, which would find nothing either.
         assist_span = int((end[is_assist] - start[is_assist]).sum())
-        # A part at a time: the whole columns were 1 GB on the 1 GB trace.
-        all_running = sum(int(c["duration_ns"].sum())
-                          for _, c in parts(f.proc_runs, ("duration_ns",)))
+        t = models.threads
+        with ctx.engine.connect() as conn:
+            all_running = int(conn.execute(select(func.coalesce(func.sum(t.c.running_ns), 0))
+                                           .where(t.c.trace_id == ctx.trace_id)).scalar_one())
         if (stw_share < cfg["stw_share"]
                 and assist_span < cfg["assist_share"] * max(1, all_running)):
             return []
