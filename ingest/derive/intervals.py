@@ -17,6 +17,8 @@ interval_order, no way back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -97,25 +99,45 @@ def run_sums(tr: Transitions, o: Ordered) -> tuple[dict[int, I64], I64, I64]:
     return {st: sums[:, j] for j, st in enumerate(SUMMED_STATES)}, created, ended
 
 
-def start_functions(stack: Arr, found: Arr, stack_functions: dict[int, str]) -> CodedText:
+@dataclass(frozen=True)
+class FunctionCodes:
+    """Stacks' top functions for lookups by stack id: the ids sorted, each
+    one's code into ``names`` (``names[0]`` is None: no function)."""
+
+    keys: Arr
+    codes: Arr
+    names: list[str | None]
+
+    @staticmethod
+    def of(stack_functions: Mapping[int, str]) -> FunctionCodes:
+        """From stack id -> function (made once per trace: a big trace's
+        buckets share it)."""
+        keys = np.fromiter(stack_functions.keys(), np.int64, len(stack_functions))
+        code_of: dict[str, int] = {}
+        codes = np.fromiter((code_of.setdefault(f, len(code_of) + 1)
+                             for f in stack_functions.values()), np.int64, len(stack_functions))
+        by_key = np.argsort(keys, kind="stable")
+        return FunctionCodes(keys[by_key], codes[by_key], [None, *code_of])
+
+
+def start_functions(stack: Arr, found: Arr,
+                    stack_functions: FunctionCodes | Mapping[int, str]) -> CodedText:
     """Each row's function of ``stack_functions[stack]`` (None where not
     ``found`` or not known), as codes into the functions' names: no Python
     step per goroutine (hundreds of thousands on a big trace)."""
-    keys = np.fromiter(stack_functions.keys(), np.int64, len(stack_functions))
-    code_of: dict[str, int] = {}
-    codes = np.fromiter((code_of.setdefault(f, len(code_of) + 1)
-                         for f in stack_functions.values()), np.int64, len(stack_functions))
-    by_key = np.argsort(keys, kind="stable")
-    keys, codes = keys[by_key], codes[by_key]
+    fc = stack_functions if isinstance(stack_functions, FunctionCodes) else \
+        FunctionCodes.of(stack_functions)
+    keys, codes = fc.keys, fc.codes
     stack = np.asarray(stack, np.int64)
     at = np.minimum(np.searchsorted(keys, stack), max(len(keys) - 1, 0))
     hit = np.asarray(found, bool) & (keys[at] == stack) if len(keys) else \
         np.zeros(len(stack), bool)
     row_codes = np.where(hit, codes[at], 0) if len(keys) else np.zeros(len(stack), np.int64)
-    return coded_text(row_codes, [None, *code_of])
+    return coded_text(row_codes, fc.names)
 
 
-def resource_summaries(tr: Transitions, o: Ordered, stack_functions: dict[int, str],
+def resource_summaries(tr: Transitions, o: Ordered,
+                       stack_functions: FunctionCodes | Mapping[int, str],
                        tstack_seq: Arr, tstack_id: Arr, seq: Arr | None = None,
                        runs_on: dict[int, int] | None = None) -> tuple[Columns, Columns]:
     """Columns of ``goroutines`` and ``procs`` (without trace_id).

@@ -200,7 +200,8 @@ class BucketTables:
                  tstack_seq: Arr, tstack_id: Arr, timings: Timings) -> None:
         self.spill = spill
         self.last_ts = last_ts
-        self.stack_functions = stack_functions
+        # The stacks' functions as a lookup, made once for every bucket.
+        self.stack_functions = derive.FunctionCodes.of(stack_functions)
         self.tstack_seq, self.tstack_id = tstack_seq, tstack_id
         self.timings = timings
         self.kind_rows, self._lut, self._nr = _kinds(spill)
