@@ -244,10 +244,16 @@ def tasks(parts: EventParts) -> Columns:
     del parent
     out["parent_id"] = Nullable(pv[src], pn[src])
     del pv, pn, src
-    names = parts.table("tasks", ("name",)).text("name").objects()[known]
-    b_name = names[bi]
-    out["name"] = np.where(has_b & _truthy(b_name), b_name, np.where(has_e, names[ei], b_name))
-    del names, b_name
+    # The names as codes (code 0 is NULL): whether a name is empty is asked
+    # of the few distinct values, not of each task.
+    text = parts.table("tasks", ("name",)).text("name")
+    name_values = [None, *text.values[1:]]
+    codes = text.codes[known]
+    b_code = codes[bi]
+    named = np.array([bool(v) for v in name_values], dtype=bool)
+    out["name"] = coded_text(np.where(has_b & named[b_code], b_code,
+                                      np.where(has_e, codes[ei], b_code)), name_values)
+    del text, codes, b_code
     for column, start, end in (("ts", "start_ts", "end_ts"), ("g", "start_g", "end_g")):
         values = parts.table("tasks", (column,)).num(column).values[known]
         out[start] = Nullable(np.where(has_b, values[bi], 0), ~has_b)
@@ -274,11 +280,6 @@ def _tasks_in_order(ids: Arr, begin: Arr, ts: Arr, g: Arr, names: Arr, pv: Arr,
             row["name"] = row["name"] or names[i]
     keys = ("task_id", "parent_id", "name", "start_ts", "end_ts", "start_g", "end_g")
     return {k: [row[k] for row in by_id.values()] for k in keys}
-
-
-def _truthy(values: Arr) -> Arr:
-    """Which of an object array's strings are non-empty (None is not)."""
-    return np.array([bool(v) for v in values.tolist()], dtype=bool)
 
 
 def logs(parts: EventParts) -> Iterator[Columns]:
