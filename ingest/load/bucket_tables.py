@@ -261,7 +261,10 @@ class BucketTables:
             [procs] if len(procs.tr) else []), order, ahead=self.read_ahead)
         gor_parts: list[Columns] = []
         prc: Columns = {}
-        runs = _Runs(self.spill.spill_dir)
+        # A trace too big to read ahead sorts its Ps' runs one at a time: two
+        # at once held the 1 GB trace's peak at the load's end (1406-1524 MiB
+        # of its 1536 from run to run, bench/RESULTS.md).
+        runs = _Runs(self.spill.spill_dir, threads=2 if self.read_ahead else 1)
         runs_on: dict[int, int] = {}
         base = 0
         summarised = False
@@ -438,6 +441,8 @@ class _Runs:
     #: P -> (start times, interval rows) of each bucket's segment.
     parts: dict[int, list[tuple[Spilled, Spilled]]] = field(default_factory=dict)
     p_type: Any = np.int16
+    #: Ps sorted at once at the end (each one's starts, rows and order in memory).
+    threads: int = 2
 
     def __post_init__(self) -> None:
         self.file = SpillFile(self.spill_dir, "runs-") if self.spill_dir is not None else None
@@ -467,11 +472,11 @@ class _Runs:
             row = np.concatenate([file.back(r) for _, r in segments])
             return row[np.argsort(ts, kind="stable")]
 
-        # Two Ps at a time: the reads, the sorts and the gathers give up the
-        # GIL, and this runs alone after the last bucket (the 200 MB trace's
-        # 7.9 M runs: 0.3-0.6 s on one core).
+        # Two Ps at a time (``threads``): the reads, the sorts and the gathers
+        # give up the GIL, and this runs alone after the last bucket (the
+        # 200 MB trace's 7.9 M runs: 0.3-0.6 s on one core).
         pvs = sorted(self.parts)
-        with ThreadPoolExecutor(2, thread_name_prefix="gmpscope-runs") as pool:
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="gmpscope-runs") as pool:
             rows = list(pool.map(by_start, [self.parts.pop(pv) for pv in pvs]))
         ps = [np.full(len(r), pv, self.p_type) for pv, r in zip(pvs, rows, strict=True)]
         if self.file is not None:
