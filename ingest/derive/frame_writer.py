@@ -9,11 +9,10 @@ trace once the database has committed it.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -202,7 +201,7 @@ def _link_or_copy(src: Path, dest: Path) -> bool:
         return False
 
 
-@functools.cache
+@cache
 def _sync_file_range() -> Callable[..., int] | None:
     """Linux's sync_file_range(2) from the C library, None where there is none."""
     import ctypes
