@@ -107,6 +107,7 @@ def test_lanes_columns_add_up(db: Stored) -> None:
     lanes = offcpu.offcpu_lanes(db.engine, tid, t1, t2, px)
     # Every recorded thread has a lane (sysmon too, which runs no goroutine).
     assert lanes["px"] == px and {ln["m"] for ln in lanes["lanes"]} >= {r["m"] for r in s["ms"]}
+    alive_columns = []
     for ln in lanes["lanes"]:
         cols = ln["columns"]
         assert all(len(cols[k]) == px for k in offcpu.KINDS) and len(ln["running_offcpu"]) == px
@@ -120,11 +121,14 @@ def test_lanes_columns_add_up(db: Stored) -> None:
         edges[-1] = t2
         width = np.diff(edges)
         alive = (edges[:-1] >= min(spans["start"])) & (edges[1:] <= max(spans["end"]))
-        assert alive.sum() >= px // 2
+        alive_columns.append(int(alive.sum()))
         assert np.array_equal(total[alive], width[alive]) and (total <= width).all()
         on = sum(e - b for b, e, k in zip(spans["start"], spans["end"], spans["kind"],
                                          strict=True) if k == "on_cpu")
         assert on == sum(cols["on_cpu"])
+    # The threads that lived through the window were checked over most of it (a
+    # thread the runtime started late, as one did in CI 85% in, over its own end).
+    assert max(alive_columns) >= px // 2, alive_columns
     assert sum(sum(ln["running_offcpu"]) for ln in lanes["lanes"]) == s["offcpu_ns"]
     states = offcpu.thread_states(db.engine, tid, t1, (t1 + t2) // 2)
     assert states["recording"]["partial"] is False
