@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+from ingest.forking import can_fork, die_with_parent, exit_child
+
 if TYPE_CHECKING:
     from ingest.derive.frames import TraceFrames
 
@@ -50,7 +52,6 @@ Done = Callable[[int, float], None]
 #: A finished step as the child writes it: its number and seconds (fits in
 #: PIPE_BUF, so each record is written whole).
 _RECORD = struct.Struct("<Hd")
-_PR_SET_PDEATHSIG = 1
 
 
 class StepQueue:
@@ -72,11 +73,6 @@ class StepQueue:
 
     def close(self) -> None:
         os.close(self._r)
-
-
-def can_fork() -> bool:
-    """Whether a worker may be a forked process: this is the only thread."""
-    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def run_steps(steps: Sequence[Step], open_frames: Callable[[], TraceFrames], *,
@@ -219,11 +215,8 @@ def _child_main(parent: int, queue: StepQueue, steps: Sequence[Step],
                 records: int, what: str) -> None:
     code = 1
     try:
-        _die_with_parent()
-        if os.getppid() != parent:
+        if not die_with_parent(parent):
             return  # the parent died before the child could ask to follow it
-        # Ctrl-C reaches the whole process group: the parent stops the child.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
         after_fork()
         frames = open_frames()
 
@@ -236,16 +229,4 @@ def _child_main(parent: int, queue: StepQueue, steps: Sequence[Step],
         with contextlib.suppress(BaseException):
             log.exception("the forked worker warming %s failed", what)
     finally:
-        with contextlib.suppress(BaseException):
-            logging.shutdown()  # flush the inherited handlers: os._exit does not
-        os._exit(code)
-
-
-def _die_with_parent() -> None:
-    """SIGKILL when the parent dies, so that no orphan goes on building."""
-    from ingest.memory import libc
-
-    c = libc()
-    prctl = getattr(c, "prctl", None) if c is not None else None
-    if prctl is not None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        exit_child(code)

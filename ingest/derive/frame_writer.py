@@ -281,10 +281,9 @@ class FrameWriter:
         if background:
             # A few tables (or parts) ahead at most: a loader that derives
             # faster than the files are written waits, rather than holding
-            # every part it made meanwhile.
+            # every part it made meanwhile. The thread starts with the first
+            # table: until then the loader may fork (ingest.load.event_side).
             self._queue = queue.Queue(maxsize=_QUEUED)
-            self._thread = threading.Thread(target=self._run, name="frame-writer", daemon=True)
-            self._thread.start()
 
     def add(self, table: str, cols: dict[str, Any], n: int) -> None:
         """Write the columns of ``table`` that frames keep (others are ignored).
@@ -303,6 +302,10 @@ class FrameWriter:
 
     def _do(self, work: Callable[[], None]) -> None:
         if self._queue is not None:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="frame-writer",
+                                                daemon=True)
+                self._thread.start()
             self._queue.put(work)
         else:
             work()

@@ -22,6 +22,9 @@ from ingest.load.transition_spill import TransitionSpill
 from ingest.memory import give_back_if_big
 from ingest.timings import Timings
 
+#: (table name, columns) of each table (or part of one), derived when reached.
+Tables = Iterator[tuple[str, Columns]]
+
 
 class DerivedTables:
     """Iterates (table name, columns), deriving each table when it is reached.
@@ -44,22 +47,50 @@ class DerivedTables:
         self.bases: dict[str, int] = {}
         self._buckets: BucketTables | None = None
         self._thread_times: tuple[Any, Any] | None = None
+        self._split: tuple[Tables, Tables, Tables] | None = None
         #: Called when a table made in parts has given its last part, before
         #: the next table is derived (the loader finishes its caches then).
         self.table_done: Callable[[], None] = _nothing
 
     def __iter__(self) -> Iterator[tuple[str, Columns]]:
-        """Every table on one thread: the events' side, the transitions'
-        side, then the threads."""
-        events, transitions = self.sides()
+        """Every table on one thread: the stacks' tables, the events' side,
+        the transitions' side, then the threads."""
+        stacks, events, transitions = self._sides()
+        yield from stacks
         yield from events
         yield from transitions
         yield "threads", self.threads()
 
-    def sides(self) -> tuple[Iterator[tuple[str, Columns]], Iterator[tuple[str, Columns]]]:
-        """The tables made from the events and stacks, and those made from the
-        transitions: independent of each other; :meth:`threads` once both
-        are done."""
+    def events_side(self) -> Tables:
+        """The tables made from the events alone (regions, tasks, ranges,
+        other events, logs, metrics): what a forked worker may derive
+        (ingest.load.event_side); :attr:`thread_times` is set at its end."""
+        return self._sides()[1]
+
+    def without_events(self) -> Tables:
+        """Every table but the events' side's and the threads': the stacks'
+        tables, then the transitions' side."""
+        stacks, _, transitions = self._sides()
+        self.events = None  # the events' side derives them elsewhere
+        yield from stacks
+        yield from transitions
+
+    @property
+    def thread_times(self) -> tuple[Any, Any] | None:
+        """What the threads' table needs of the events (the events' side's
+        last step): each M's first and last event time."""
+        return self._thread_times
+
+    @thread_times.setter
+    def thread_times(self, value: tuple[Any, Any]) -> None:
+        self._thread_times = value
+
+    def _sides(self) -> tuple[Tables, Tables, Tables]:
+        """The stacks' tables, those made from the events, and those made from
+        the transitions: independent of each other (made once, when first
+        asked for); :meth:`threads` once the last two are done."""
+        if self._split is not None:
+            return self._split
         if self.events is None or self.stacks is None:
             raise RuntimeError("a trace's derived tables are iterated once")
         tstack_seq, tstack_id = transition_stacks(self.tstacks)
@@ -69,24 +100,30 @@ class DerivedTables:
         funcs = self.stacks.column("function").take(top).to_pylist()
         stack_functions = dict(zip(sid[top].tolist(), funcs, strict=True))
         self.tstacks = None
-        return (self._event_tables(tstack_seq, tstack_id),
-                self._transition_tables(stack_functions, tstack_seq, tstack_id))
+        self._split = (self._stack_tables(tstack_seq, tstack_id), self._event_tables(),
+                       self._transition_tables(stack_functions, tstack_seq, tstack_id))
+        return self._split
 
-    def _event_tables(self, tstack_seq: Any, tstack_id: Any) -> Iterator[tuple[str, Columns]]:
-        events, stacks = self.events, self.stacks
-        assert events is not None and stacks is not None
-        self.events = self.stacks = None
+    def _stack_tables(self, tstack_seq: Any, tstack_id: Any) -> Iterator[tuple[str, Columns]]:
+        stacks = self.stacks
+        assert stacks is not None
+        self.stacks = None
+        yield "transition_stacks", {"seq": tstack_seq, "stack_id": tstack_id}
+        del tstack_seq, tstack_id
+        yield "stacks", {
+            "stack_id": stacks.column("stack_id").to_numpy(),
+            "depth": stacks.column("depth").to_numpy(),
+            "function": stacks.column("function").to_pylist(),
+            "file": stacks.column("file").to_pylist(),
+            "line": stacks.column("line").to_numpy(),
+            # PCs above 2**63 wrap to negative, like task ids.
+            "pc": stacks.column("pc").to_numpy().astype(np.int64)}
+
+    def _event_tables(self) -> Iterator[tuple[str, Columns]]:
+        events = self.events
+        assert events is not None
+        self.events = None
         try:
-            yield "transition_stacks", {"seq": tstack_seq, "stack_id": tstack_id}
-            yield "stacks", {
-                "stack_id": stacks.column("stack_id").to_numpy(),
-                "depth": stacks.column("depth").to_numpy(),
-                "function": stacks.column("function").to_pylist(),
-                "file": stacks.column("file").to_pylist(),
-                "line": stacks.column("line").to_numpy(),
-                # PCs above 2**63 wrap to negative, like task ids.
-                "pc": stacks.column("pc").to_numpy().astype(np.int64)}
-            del stacks, tstack_seq, tstack_id
             # The regions' millions are paired first, beside nothing but the
             # stacks (a big trace's events wait in their spill file; the
             # tables made in parts hold a part at a time after).

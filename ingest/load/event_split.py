@@ -197,6 +197,11 @@ class EventParts:
         assert self._spill is not None
         return self._spill.back(part)
 
+    def flush(self) -> None:
+        """The spill file's buffers written out (before a fork)."""
+        if self._spill is not None:
+            self._spill.flush()
+
     def close(self) -> None:
         """Drop the spill file (what was not handed over is gone)."""
         if self._spill is not None:

@@ -25,12 +25,14 @@ from ingest.derive.frame_writer import FrameWriter
 from ingest.derive.interval_order import Columns
 from ingest.derive.lanesets import LaneSetKey
 from ingest.load.derived import DerivedTables
+from ingest.load.event_side import EventSide
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.staged_caches import StagedCaches
 from ingest.load.tables import columns_nbytes, nrows, store_range, store_table
 from ingest.memory import give_back_if_big
 from ingest.store import interval_files
 from ingest.store.coded_files import CodedFiles
+from ingest.store.coded_insert import PreparedCoded, store_prepared
 from ingest.timings import Timings
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,10 @@ AHEAD_BYTES = 256 << 20
 #: 1 GB trace (100.6 M transitions) would reach 1475 of its 1536 MiB with
 #: AHEAD_BYTES (1436 without).
 AHEAD_MAX_TRANSITIONS = 48_000_000
+
+#: Fewer events than this and the load derives the events' side itself: a
+#: fork costs a few milliseconds and a copy of the process's page tables.
+FORK_MIN_EVENTS = 500_000
 
 #: Columns of the goroutines table the timeline's goroutine table is made of.
 _GOROUTINE_TABLE_COLUMNS = ("goid", "start_function")
@@ -76,9 +82,15 @@ class Staged:
     caches: StagedCaches | None = None
     #: The coded rows kept in files with the intervals (ingest.store.coded_files).
     coded: CodedFiles | None = None
+    #: The events' side derived by a forked child (:func:`fork_events`).
+    events: EventSide | None = None
 
     def abandon(self) -> None:
-        """The load failed: its staged frames go, and its interval files."""
+        """The load failed: its events' child stops, its staged frames go, and
+        its interval files."""
+        if self.events is not None:
+            self.events.stop()  # before its staging directories go
+            self.events = None
         if self.frames is not None:
             self.frames.abort()
         if self.coded is not None:
@@ -128,11 +140,37 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
                 staged.early.add(LaneSetKey.RANGES)
 
         tables.table_done = caches_done
-        for table_name, cols in timings.each("derive", tables):
+        child = staged.events
+        for table_name, cols in timings.each("derive", tables if child is None
+                                             else tables.without_events()):
             store(table_name, cols)
             del cols
             give_back_if_big()  # the derivation's temporaries
         caches_done()
+        if child is not None:
+            with timings.phase("events side wait"):
+                got = child.result()
+            staged.events = None
+            for name, seconds in got.seconds.items():
+                timings.add(name, seconds)
+            if staged.coded is not None:
+                staged.coded.parts.extend(got.parts)
+            if LaneSetKey.RANGES in got.staged:
+                staged.early.add(LaneSetKey.RANGES)
+            for name, n in got.counts.items():
+                counts[name] = counts.get(name, 0) + n
+            for name, job in got.jobs:
+                if isinstance(job, PreparedCoded):
+                    worker.submit(partial(timings.timed, f"insert {name}", store_prepared,
+                                          conn, trace_id, job, advance))
+                else:
+                    worker.submit(partial(timings.timed, f"insert {name}", store_table, conn,
+                                          trace_id, name, job, nrows(job),
+                                          tables.bases["intervals"], advance))
+            if got.thread_times is not None:
+                tables.thread_times = got.thread_times
+            del got
+            store("threads", tables.threads())
         for table_name, first in tables.bases.items():
             if counts.get(table_name):
                 worker.submit(partial(store_range, conn, trace_id, table_name, first,
@@ -148,6 +186,22 @@ def ahead_bytes(transitions: int) -> int:
     insert worker (AHEAD_BYTES, or 0: one table stored while the next is
     derived)."""
     return AHEAD_BYTES if transitions <= AHEAD_MAX_TRANSITIONS else 0
+
+
+def fork_events(tables: DerivedTables, staged: Staged, trace_row: dict[str, Any]) -> None:
+    """Have a forked child derive the events' side (ingest.load.event_side)
+    where that pays and is safe: a trace of FORK_MIN_EVENTS events or more
+    and at most AHEAD_MAX_TRANSITIONS transitions (above, the two sides'
+    peaks would add up: the 1 GB trace's is in the regions' pairing), stored
+    with its intervals and coded rows in files, this the process's only
+    thread. Else the load derives both sides itself."""
+    from ingest.forking import can_fork
+
+    if (staged.frames is None or staged.coded is None or not staged.files
+            or int(trace_row["events"]) < FORK_MIN_EVENTS
+            or int(trace_row["transitions"]) > AHEAD_MAX_TRANSITIONS or not can_fork()):
+        return
+    staged.events = EventSide.start(tables, staged.frames, staged.coded, trace_row)
 
 
 def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,

@@ -38,7 +38,7 @@ from ingest.derive.lanesets import LaneSetKey
 from ingest.load.decoded import Decoded, decode_file_in_memory
 from ingest.load.derived import DerivedTables, derived_tables
 from ingest.load.event_split import split_events
-from ingest.load.insert_tables import IN_FILES, Staged, ahead_bytes, insert_tables
+from ingest.load.insert_tables import IN_FILES, Staged, ahead_bytes, fork_events, insert_tables
 from ingest.load.raw_copy import RawCopy, kept_path, raw_path
 from ingest.load.tables import next_id
 from ingest.load.transition_spill import read_transitions_spill, spill_dir
@@ -185,18 +185,24 @@ def ingest_trace_file(engine: Engine, path: Path, name: str | None = None, *,
         if progress:
             progress("decode", 1, 1)
         give_back_if_big()  # the decoder's buffers, before the load's peak
-        # Compressed on a thread while the tables are derived and stored: the
-        # decode keeps both cores busy (the C decoder, and this thread taking
-        # its rows), the load leaves one of them idle much of the time.
-        if kept_path(ddir, sha) is None:
-            copying = RawCopy(path, work / "raw.part")
+
+        def start_copy() -> None:
+            # Compressed on a thread while the tables are derived and stored:
+            # the decode keeps both cores busy (the C decoder, and this thread
+            # taking its rows), the load leaves one of them idle much of the
+            # time. Started once the load has forked (ingest.load.event_side).
+            nonlocal copying
+            if copying is None and kept_path(ddir, sha) is None:
+                copying = RawCopy(path, work / "raw.part")
+
         try:
             if decoded is not None:
                 return _store_decoded(engine, decoded, sha=sha, name=name or path.name,
                                       source="trace", size_bytes=path.stat().st_size,
                                       progress=progress, data_dir=ddir, timings=timings,
                                       where=str(path), before_commit=place_raw,
-                                      lanes=lanes)
+                                      lanes=lanes, forked=start_copy)
+            start_copy()
             return load_parquet_dir(engine, work / "parquet", name or path.name, sha256=sha,
                                     source="trace", size_bytes=path.stat().st_size,
                                     progress=progress, data_dir=ddir, timings=timings,
@@ -287,9 +293,11 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                    size_bytes: int | None, progress: Progress | None, data_dir: Path | None,
                    timings: Timings, where: str, started: float | None = None,
                    before_commit: Callable[[], None] | None = None,
-                   lanes: bool = True) -> IngestResult:
+                   lanes: bool = True,
+                   forked: Callable[[], None] | None = None) -> IngestResult:
     """Store a decoded trace in one transaction (see load_parquet_dir);
-    ``where`` names the input in error messages."""
+    ``where`` names the input in error messages; ``forked`` is called once the
+    events' side was forked (or not): the caller's threads start then."""
     started = time.perf_counter() if started is None else started
     meta, spill, events, tstacks, stacks = decoded.take()
     if spill.last_ts is not None:
@@ -314,6 +322,9 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                      coded=CodedFiles.under(data_dir, interval_files.ROOT)
                      if files and data_dir is not None else None)
     try:
+        fork_events(tables, staged, trace_row)
+        if forked is not None:
+            forked()
         stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance,
                               before_commit)
     except (KeyError, IndexError, ValueError) as e:

@@ -68,6 +68,12 @@ class SpillFile:
             done += n
         return out
 
+    def flush(self) -> None:
+        """Every array kept written out of this process's buffers (before a
+        fork: a child and its parent would each write what is buffered)."""
+        if self._file is not None:
+            self._file.flush()
+
     def close(self) -> None:
         """Drop the file (what was not read back is gone)."""
         if self._file is not None:

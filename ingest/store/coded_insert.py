@@ -10,6 +10,7 @@ hashing a string per row (3.7 M metric names: 0.55 s through a dict).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -168,25 +169,57 @@ def store_coded(conn: Connection, trace_id: int, view: str, cols: dict[str, Any]
     columns) into its table, and its strings; the rows inserted. With
     ``files`` (SQLite keeping the trace's intervals in files) the rows of the
     tables kept in files too go there instead (ingest.store.coded_files)."""
+    prepared = prepare_coded(view, cols, files)
+    if prepared is None:
+        return 0
+    store_prepared(conn, trace_id, prepared, advance)
+    return prepared.rows
+
+
+@dataclass
+class PreparedCoded:
+    """One part of a coded view's rows, coded for storing: the strings rows
+    it adds, and its table's columns unless they went to files."""
+
+    view: str
+    rows: int
+    texts: list[tuple[int, int, list[str]]]
+    #: None: the rows are kept in files already (ingest.store.coded_files).
+    table_cols: dict[str, Col] | None
+
+
+def prepare_coded(view: str, cols: dict[str, Any],
+                  files: CodedFiles | None = None) -> PreparedCoded | None:
+    """The part's rows coded (and written to ``files`` where they can be),
+    without the database: a forked worker does this (ingest.load.event_side);
+    None for a part of no rows."""
     coded = CODED[view]
     lengths = [n for n in map(column_length, cols.values()) if n is not None]
     if not lengths or not max(lengths):
-        return 0
+        return None
+    n = max(lengths)
     table_cols, texts = stored_columns(coded, cols)
-    for source, first, values in texts:
+    in_files = files is not None and files.write(coded.table.name, table_cols, n)
+    return PreparedCoded(view, n, texts, None if in_files else table_cols)
+
+
+def store_prepared(conn: Connection, trace_id: int, prepared: PreparedCoded,
+                   advance: Advance | None = None) -> None:
+    """Insert a prepared part's strings, and its rows unless in files."""
+    for source, first, values in prepared.texts:
         if values:
             insert_columns(conn, strings, {
                 "source": np.full(len(values), source, np.int64),
                 "code": np.arange(first, first + len(values), dtype=np.int64),
                 "value": values}, {"trace_id": trace_id})
-    if files is not None and files.write(coded.table.name, table_cols, max(lengths)):
+    n, table_cols = prepared.rows, prepared.table_cols
+    if table_cols is None:
         if advance is not None:
-            advance(max(lengths))
-        return max(lengths)
-    if conn.dialect.name == "postgresql" and view in pg_coded.CHUNKED:
+            advance(n)
+        return
+    if conn.dialect.name == "postgresql" and prepared.view in pg_coded.CHUNKED:
         # There the biggest coded tables are chunk rows (ingest.store.pg_coded).
-        n = max(lengths)
-        pg_coded.write_chunks(conn, view, trace_id, table_cols, n, advance)
-        return n
-    return insert_columns(conn, coded.table, table_cols, {"trace_id": trace_id}, advance)
-
+        pg_coded.write_chunks(conn, prepared.view, trace_id, table_cols, n, advance)
+        return
+    insert_columns(conn, CODED[prepared.view].table, table_cols, {"trace_id": trace_id},
+                   advance)

@@ -1,0 +1,149 @@
+"""The events' side derived by a forked child (ingest.load.event_side) stores
+what one process deriving both sides does: each real trace ingested both
+ways makes the same database and the same frames and caches, its events'
+tables whole and in parts of 3 rows; a child that fails or dies fails the
+load with nothing stored, and a load that fails on its own side stops the
+child."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from collectors.gotrace import columnar
+from collectors.gotrace.reader import read_header
+from ingest.load import event_side, eventrows, insert_tables
+from ingest.load.pipeline import BadParquetError, ingest_trace_file
+from ingest.store import interval_files
+from ingest.store.db import make_engine
+from tests.ingest.load.test_bucket_tables import _assert_same_store
+from tests.support.consistency import database_problems, integrity_ok
+from tests.support.ingest_fixtures import ROOT, TRACES
+
+V2 = [t for t in TRACES if read_header(t.read_bytes()[:64])[1] == "v2"]
+SAMPLES = [ROOT / "samples" / n for n in ("go1.27-httpnet-2MB.trace", "go1.27-mutex.trace")]
+
+needs_c = pytest.mark.skipif(not columnar.available(), reason="the C decoder is not built")
+
+
+def _forking(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every trace's events' side forked; the children's pids, as started."""
+    monkeypatch.setattr(insert_tables, "FORK_MIN_EVENTS", 0)
+    pids: list[int] = []
+    real = event_side.EventSide.start.__func__  # type: ignore[attr-defined]
+
+    def start(cls: type[event_side.EventSide], *a: object) -> event_side.EventSide:
+        child = real(cls, *a)
+        pids.append(child.pid)
+        return child  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(event_side.EventSide, "start", classmethod(start))
+    return pids
+
+
+def _engine(d: Path) -> Engine:
+    return make_engine(f"sqlite:///{d / 'db.sqlite'}")
+
+
+def _nothing_stored(engine: Engine, data: Path) -> None:
+    with engine.connect() as conn:
+        for table in ("traces", "region_rows_all", "metric_rows_all", "strings"):
+            assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() == 0, table
+    for d in (data / "frames", data / interval_files.ROOT):
+        assert not list(d.glob("*")) if d.exists() else True, list(d.glob("*"))
+    integrity_ok(engine)
+    assert database_problems(engine, data) == []
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@needs_c
+@pytest.mark.parametrize("parts", [False, True], ids=["whole", "parts of 3 rows"])
+@pytest.mark.parametrize("trace", V2 + SAMPLES, ids=lambda p: p.name)
+def test_a_forked_events_side_stores_what_one_process_does(
+        trace: Path, parts: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if parts:
+        monkeypatch.setattr(eventrows, "PART_ROWS", 3)
+    one = _engine(tmp_path / "one")
+    ingest_trace_file(one, trace, data_dir=tmp_path / "one" / "data")
+    pids = _forking(monkeypatch)
+    forked = _engine(tmp_path / "forked")
+    ingest_trace_file(forked, trace, data_dir=tmp_path / "forked" / "data")
+    assert len(pids) == 1 and _gone(pids[0])
+    _assert_same_store(one, tmp_path / "one" / "data", forked, tmp_path / "forked" / "data")
+    one.dispose()
+    forked.dispose()
+
+
+@needs_c
+def test_a_failing_events_side_fails_the_load(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's error is the load's (a ValueError: the trace's columns do
+    not fit together); nothing is stored, and the trace loads after."""
+    pids = _forking(monkeypatch)
+    real = eventrows.tasks
+
+    def tasks(events: object) -> object:
+        raise ValueError("tasks that do not fit together")
+
+    monkeypatch.setattr(eventrows, "tasks", tasks)
+    data = tmp_path / "data"
+    engine = _engine(data)
+    with pytest.raises(BadParquetError, match="tasks that do not fit together"):
+        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+    assert len(pids) == 1 and _gone(pids[0])
+    _nothing_stored(engine, data)
+    monkeypatch.setattr(eventrows, "tasks", real)
+    assert ingest_trace_file(engine, SAMPLES[0], data_dir=data).created
+    assert len(pids) == 2
+    engine.dispose()
+
+
+@needs_c
+def test_a_killed_events_worker_fails_the_load(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _forking(monkeypatch)
+
+    def killed(events: object) -> object:
+        os.kill(os.getpid(), signal.SIGKILL)  # the child: it never returns
+        raise AssertionError
+
+    monkeypatch.setattr(eventrows, "ranges", killed)
+    data = tmp_path / "data"
+    engine = _engine(data)
+    with pytest.raises(OSError, match="events' worker .* ended with status 0x9 before"):
+        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+    _nothing_stored(engine, data)
+    engine.dispose()
+
+
+@needs_c
+def test_a_load_failing_beside_the_child_stops_it(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transitions' side fails while the child derives: the child is
+    killed and reaped, its staged files go with the load's."""
+    from ingest.load import bucket_tables
+
+    pids = _forking(monkeypatch)
+
+    def failing(self: object, *a: object) -> object:
+        raise OSError("a disk that failed mid-load")
+
+    monkeypatch.setattr(bucket_tables.BucketTables, "_syscall_part", failing)
+    data = tmp_path / "data"
+    engine = _engine(data)
+    with pytest.raises(OSError, match="mid-load"):
+        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+    assert len(pids) == 1 and _gone(pids[0])
+    _nothing_stored(engine, data)
+    engine.dispose()
