@@ -9,7 +9,7 @@ relative ones resolved). The checks:
     (flask, dash, sqlalchemy, plotly, werkzeug); ingest imports neither Dash nor
     Plotly;
 (b) inside ingest, the sub-packages in order, lowest first: the top-level
-    modules (config, codes, columns, extensions, timings, memory) < store <
+    modules (config, codes, columns, extensions, timings, memory, forking, npy) < store <
     derive < load < views < diagnose < live < api. A module imports its own
     sub-package and lower ones only;
 (c) no import cycle between modules of the tree (imports under
@@ -42,7 +42,7 @@ FORBIDDEN_EXTERNAL = {
 }
 #: ingest's sub-packages, lowest first; the top-level modules (ingest/*.py) are below all.
 INGEST_LAYERS = ("store", "derive", "load", "views", "diagnose", "live", "api")
-INGEST_TOP = ("config", "codes", "columns", "extensions", "timings", "memory")
+INGEST_TOP = ("config", "codes", "columns", "extensions", "timings", "memory", "forking", "npy")
 MAX_LINES = 600
 #: Also measured, but only reported: test and benchmark code.
 REPORTED_ONLY = ("tests", "bench")

@@ -41,7 +41,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.npy import map_npy
+from ingest.npy import map_npy, save_npy
 
 #: Bumped whenever a persisted value's layout or the way it is built changes:
 #: values of an older version are ignored (and removed with their frames).
@@ -95,7 +95,7 @@ def _save_fields(d: Path, prefix: str, value: Any) -> dict[str, Any]:
         name = prefix + f.name
         if isinstance(v, np.ndarray):
             # Read back a window at a time, later, through a memory map.
-            np.save(d / f"{name}.npy", np.ascontiguousarray(v))
+            save_npy(d / f"{name}.npy", v)
             fields[f.name] = {"array": f"{name}.npy"}
         elif v is None or isinstance(v, int | str) or (
                 isinstance(v, list) and all(isinstance(x, str) for x in v)):

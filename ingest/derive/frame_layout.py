@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ingest.derive.npy import map_npy
+from ingest.npy import map_npy
 
 Arr = npt.NDArray[Any]
 

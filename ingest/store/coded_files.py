@@ -22,7 +22,6 @@ they keep none for, a key twice; and a part of fewer than MIN_PART_ROWS rows.
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import numpy.typing as npt
 from sqlalchemy import Connection, func, select
 
 from ingest.columns import Nullable
+from ingest.npy import save_npy
 from ingest.store.coded_models import CODED, FILE_TABLES, coded_files
 
 Arr = npt.NDArray[Any]
@@ -200,11 +200,7 @@ class CodedFiles:
         part = len(mine)
         self.staging.mkdir(parents=True, exist_ok=True)
         for name, values in out.items():
-            path = self.staging / f"{table}.{part}.{name}.npy"
-            with open(path, "wb") as f:
-                np.lib.format.write_array(f, values, version=(1, 0))
-                f.flush()
-                os.fsync(f.fileno())
+            save_npy(self.staging / f"{table}.{part}.{name}.npy", values, durable=True)
         self.parts.append(Part(table, part, first, last, n))
         return True
 

@@ -21,7 +21,7 @@ from sqlalchemy import Engine, text
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
 from collectors.gotrace.todir import decode_file_to_dir
-from ingest.load import bucket_tables, eventrows, insert_tables, transition_spill
+from ingest.load import bucket_tables, event_split, eventrows, insert_tables, transition_spill
 from ingest.load.pipeline import file_sha256, ingest_trace_file, load_parquet_dir
 from ingest.store.db import make_engine
 from tests.support.consistency import STORED_HOW, db_content
@@ -35,11 +35,13 @@ _HOW = {**STORED_HOW, "interval_files": frozenset({"directory"})}
 
 def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
     """Buckets of 300 rows, runs of 2000 rows, every trace spilled, the
-    events' tables made in parts of 3 rows, the procs' steals looked for 7 rows
+    events' tables made in parts of 3 rows (their event columns read back about
+    5 events at a time), the procs' steals looked for 7 rows
     at a time, the load not running ahead."""
     monkeypatch.setattr(insert_tables, "AHEAD_MAX_TRANSITIONS", -1)
     monkeypatch.setattr(bucket_tables, "STEAL_SLICE", 7)
     monkeypatch.setattr(eventrows, "PART_ROWS", 3)
+    monkeypatch.setattr(event_split, "GATHER_ROWS", 5)
     monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 300)
     monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
     monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)

@@ -7,6 +7,7 @@ child."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from pathlib import Path
@@ -147,3 +148,29 @@ def test_a_load_failing_beside_the_child_stops_it(tmp_path: Path,
     assert len(pids) == 1 and _gone(pids[0])
     _nothing_stored(engine, data)
     engine.dispose()
+
+
+@needs_c
+@pytest.mark.parametrize("size", ["3m", "5m"])
+def test_a_full_disk_beside_the_child_stores_nothing(size: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data directory a small tmpfs that fills up while the two processes
+    write (their caches, coded files, frames and interval files): the load
+    fails with the disk's error, nothing is stored, and with room the same
+    trace loads."""
+    import subprocess
+
+    from tests.support.tmpfs import small_tmpfs
+
+    pids = _forking(monkeypatch)
+    with small_tmpfs(tmp_path, size) as disk:
+        data = disk / "data"
+        engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+        with pytest.raises(OSError) as failed:
+            ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+        assert failed.value.errno == errno.ENOSPC or "No space left" in str(failed.value)
+        assert pids and all(_gone(p) for p in pids)
+        _nothing_stored(engine, data)
+        subprocess.run(["mount", "-o", "remount,size=200m", str(disk)], check=True)
+        assert ingest_trace_file(engine, SAMPLES[0], data_dir=data).created
+        engine.dispose()

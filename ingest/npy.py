@@ -12,6 +12,7 @@ form (a structured ``descr``) goes to numpy's reader.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from pathlib import Path
@@ -23,6 +24,26 @@ import numpy.typing as npt
 #: numpy's writer sorts the keys and ends with ", }" and padding.
 _HEADER = re.compile(
     r"\{'descr': '([^']+)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), *\}\s*$")
+
+
+def save_npy(path: Path, a: npt.NDArray[Any], durable: bool = False) -> None:
+    """Write ``a`` to ``path`` as ``np.save`` does (the same bytes), through
+    Python's file writes, whose full disk is an OSError with ENOSPC (numpy's
+    own short write is "N requested and M written", with no errno);
+    ``durable``: flushed to the disk before it returns."""
+    if a.dtype.hasobject:
+        np.save(path, a)  # pickled: never a gmpscope column
+        return
+    if not a.flags.c_contiguous and not a.flags.f_contiguous:
+        a = a.copy(order="C")
+    header = np.lib.format.header_data_from_array_1_0(a)
+    flat = (a.T if header["fortran_order"] else a).reshape(-1)  # a view: contiguous
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(flat.view(np.uint8).data)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def map_npy(path: Path) -> npt.NDArray[Any]:

@@ -1,6 +1,7 @@
-"""ingest.derive.npy.map_npy reads what numpy's writer wrote: the same
+"""ingest.npy.map_npy reads what numpy's writer wrote: the same
 arrays as np.load, mapped, for every shape and type the frames and caches
-use; other headers through numpy; not a .npy file is a ValueError."""
+use; other headers through numpy; not a .npy file is a ValueError.
+ingest.npy.save_npy writes the bytes np.save does, and a full disk is ENOSPC."""
 
 from __future__ import annotations
 
@@ -9,13 +10,35 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingest.derive.npy import map_npy
+from ingest.npy import map_npy, save_npy
 
-
-@pytest.mark.parametrize("array", [
+ARRAYS = [
     np.arange(10, dtype=np.int64), np.arange(-5, 5, dtype=np.int16), np.array([1, -1], np.int8),
     np.array([True, False]), np.zeros(0, np.int32), np.arange(12, dtype=np.int32).reshape(3, 4),
-    np.array(7, np.int64), np.arange(3, dtype=">i8"), np.linspace(0, 1, 5)])
+    np.array(7, np.int64), np.arange(3, dtype=">i8"), np.linspace(0, 1, 5)]
+
+
+@pytest.mark.parametrize("array", [*ARRAYS, np.arange(20)[::3],
+                                   np.arange(12, dtype=np.int32).reshape(3, 4).T])
+def test_save_npy_writes_what_np_save_does(tmp_path: Path, array: np.ndarray) -> None:
+    np.save(tmp_path / "numpy.npy", array)
+    save_npy(tmp_path / "ours.npy", array, durable=True)
+    assert (tmp_path / "ours.npy").read_bytes() == (tmp_path / "numpy.npy").read_bytes()
+
+
+def test_a_full_disk_is_enospc(tmp_path: Path) -> None:
+    """numpy's own writer says "N requested and M written" with no errno."""
+    import errno
+
+    from tests.support.tmpfs import small_tmpfs
+
+    with small_tmpfs(tmp_path, "1m") as disk:
+        with pytest.raises(OSError) as full:
+            save_npy(disk / "big.npy", np.arange(1 << 20))
+        assert full.value.errno == errno.ENOSPC
+
+
+@pytest.mark.parametrize("array", ARRAYS)
 def test_same_array_as_numpy(tmp_path: Path, array: np.ndarray) -> None:
     path = tmp_path / "a.npy"
     np.save(path, array)
