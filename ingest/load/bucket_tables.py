@@ -214,6 +214,8 @@ class BucketTables:
         #: Each bucket read and ordered while the one before is derived
         #: (:func:`_read_ahead`): a spilled trace up to READ_AHEAD_MAX_ROWS.
         self.read_ahead = spill.spill_dir is not None and spill.rows <= READ_AHEAD_MAX_ROWS
+        #: Rows per bucket (None: transition_spill.BUCKET_ROWS).
+        self.bucket_rows: int | None = None
 
     def frame_plans(self) -> dict[str, FramePlan]:
         """The tables yielded in parts, with their rows and bounds."""
@@ -257,7 +259,8 @@ class BucketTables:
             return op if b is procs else self._order(b.tr)
 
         every = _read_ahead(itertools.chain(
-            self.spill.buckets(extra=self._steals[0] if self._steals is not None else None),
+            self.spill.buckets(self.bucket_rows,
+                               extra=self._steals[0] if self._steals is not None else None),
             [procs] if len(procs.tr) else []), order, ahead=self.read_ahead)
         gor_parts: list[Columns] = []
         prc: Columns = {}

@@ -19,7 +19,7 @@ from ingest.load import eventrows
 from ingest.load.bucket_tables import BucketTables, FramePlan
 from ingest.load.event_split import EventParts
 from ingest.load.transition_spill import TransitionSpill
-from ingest.memory import give_back_if_big
+from ingest.memory import KEEP_FREE_BELOW, give_back_if_big
 from ingest.timings import Timings
 
 #: (table name, columns) of each table (or part of one), derived when reached.
@@ -48,6 +48,11 @@ class DerivedTables:
         self._buckets: BucketTables | None = None
         self._thread_times: tuple[Any, Any] | None = None
         self._split: tuple[Tables, Tables, Tables] | None = None
+        #: Resident bytes from which freed memory is handed back between
+        #: buckets (ingest.memory).
+        self.keep_free_below = KEEP_FREE_BELOW
+        #: Rows per transitions bucket (None: transition_spill.BUCKET_ROWS).
+        self.bucket_rows: int | None = None
         #: Called when a table made in parts has given its last part, before
         #: the next table is derived (the loader finishes its caches then).
         self.table_done: Callable[[], None] = _nothing
@@ -165,7 +170,7 @@ class DerivedTables:
                 cols["last_run"] = Nullable(hi.values + rbase, hi.null)
             yield name, cols
             del cols
-            give_back_if_big()  # the bucket's temporaries
+            give_back_if_big(self.keep_free_below)  # the bucket's temporaries
 
     def threads(self) -> Columns:
         """The threads' table: from both sides' summaries, once both are done."""
@@ -182,6 +187,7 @@ class DerivedTables:
         if self._buckets is None:
             self._buckets = BucketTables(self.spill, self.last_ts, stack_functions, tstack_seq,
                                          tstack_id, self.timings)
+            self._buckets.bucket_rows = self.bucket_rows
         return self._buckets
 
     def frame_plans(self) -> dict[str, FramePlan]:

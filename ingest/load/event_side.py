@@ -40,7 +40,7 @@ from ingest.forking import die_with_parent, exit_child
 from ingest.load.derived import DerivedTables
 from ingest.load.staged_caches import StagedCaches
 from ingest.load.tables import nrows
-from ingest.memory import give_back_if_big
+from ingest.memory import KEEP_FREE_BELOW_OF_TWO, give_back_if_big
 from ingest.store.coded_files import CodedFiles, Part
 from ingest.store.coded_insert import PreparedCoded, prepare_coded
 from ingest.store.coded_models import CODED
@@ -160,7 +160,7 @@ def derive_events(tables: DerivedTables, events: Any, frames: FrameWriter,
         else:
             out.jobs.append((name, cols))
         del cols
-        give_back_if_big()  # the derivation's temporaries
+        give_back_if_big(KEEP_FREE_BELOW_OF_TWO)  # the derivation's temporaries
     table_done()
     out.parts = coded.parts[first_part:]
     out.thread_times = tables.thread_times

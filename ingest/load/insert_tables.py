@@ -24,12 +24,13 @@ from ingest.derive.frame_layout import Kind
 from ingest.derive.frame_writer import FrameWriter
 from ingest.derive.interval_order import Columns
 from ingest.derive.lanesets import LaneSetKey
+from ingest.load import transition_spill
 from ingest.load.derived import DerivedTables
 from ingest.load.event_side import EventSide
 from ingest.load.insert_worker import InsertWorker
 from ingest.load.staged_caches import StagedCaches
 from ingest.load.tables import columns_nbytes, nrows, store_range, store_table
-from ingest.memory import give_back_if_big
+from ingest.memory import KEEP_FREE_BELOW, KEEP_FREE_BELOW_OF_TWO, give_back_if_big
 from ingest.store import interval_files
 from ingest.store.coded_files import CodedFiles
 from ingest.store.coded_insert import PreparedCoded, store_prepared
@@ -141,12 +142,20 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
 
         tables.table_done = caches_done
         child = staged.events
+        if child is not None:
+            # Beside the child: each process keeps half the freed memory, and
+            # the buckets are half as big (the 200 MB trace's summed peak
+            # 873-937 MiB with 2 M rows, 757-811 with 1 M; wall 1.025,
+            # within this machine's noise: bench/RESULTS.md).
+            tables.keep_free_below = KEEP_FREE_BELOW_OF_TWO
+            tables.bucket_rows = transition_spill.BUCKET_ROWS // 2
         for table_name, cols in timings.each("derive", tables if child is None
                                              else tables.without_events()):
             store(table_name, cols)
             del cols
-            give_back_if_big()  # the derivation's temporaries
+            give_back_if_big(tables.keep_free_below)  # the derivation's temporaries
         caches_done()
+        tables.keep_free_below = KEEP_FREE_BELOW
         if child is not None:
             with timings.phase("events side wait"):
                 got = child.result()

@@ -1,7 +1,8 @@
 """The events' side derived by a forked child (ingest.load.event_side) stores
 what one process deriving both sides does: each real trace ingested both
-ways makes the same database and the same frames and caches, its events'
-tables whole and in parts of 3 rows; a child that fails or dies fails the
+ways makes the same database and the same frames and caches, in memory and
+whole, and spilled in small buckets with its events' tables in parts of 3
+rows; a child that fails or dies fails the
 load with nothing stored, and a load that fails on its own side stops the
 child."""
 
@@ -17,11 +18,11 @@ from sqlalchemy import Engine, text
 
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
-from ingest.load import event_side, eventrows, insert_tables
+from ingest.load import event_side, event_split, eventrows, insert_tables, transition_spill
 from ingest.load.pipeline import BadParquetError, ingest_trace_file
 from ingest.store import interval_files
 from ingest.store.db import make_engine
-from tests.ingest.load.test_bucket_tables import _assert_same_store
+from tests.ingest.load.test_bucket_tables import _assert_same_store, _count_buckets
 from tests.support.consistency import database_problems, integrity_ok
 from tests.support.ingest_fixtures import ROOT, TRACES
 
@@ -69,18 +70,27 @@ def _gone(pid: int) -> bool:
 
 
 @needs_c
-@pytest.mark.parametrize("parts", [False, True], ids=["whole", "parts of 3 rows"])
+@pytest.mark.parametrize("parts", [False, True], ids=["whole", "spilled, in parts"])
 @pytest.mark.parametrize("trace", V2 + SAMPLES, ids=lambda p: p.name)
 def test_a_forked_events_side_stores_what_one_process_does(
         trace: Path, parts: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if parts:
+        # And spilled, in buckets of 600 transitions (300 beside the child).
         monkeypatch.setattr(eventrows, "PART_ROWS", 3)
+        monkeypatch.setattr(event_split, "GATHER_ROWS", 5)
+        monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 600)
+        monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
+        monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)
+        monkeypatch.setattr(transition_spill, "SPILL_MIN_ROWS", 0)
     one = _engine(tmp_path / "one")
     ingest_trace_file(one, trace, data_dir=tmp_path / "one" / "data")
     pids = _forking(monkeypatch)
+    sizes = _count_buckets(monkeypatch)
     forked = _engine(tmp_path / "forked")
     ingest_trace_file(forked, trace, data_dir=tmp_path / "forked" / "data")
     assert len(pids) == 1 and _gone(pids[0])
+    if parts:  # a goroutine's rows are never split: a bucket may be one goroutine's
+        assert len(sizes) > 1 or "allocfree" in trace.name, sizes
     _assert_same_store(one, tmp_path / "one" / "data", forked, tmp_path / "forked" / "data")
     one.dispose()
     forked.dispose()
