@@ -281,8 +281,9 @@ class FrameWriter:
         if background:
             # A few tables (or parts) ahead at most: a loader that derives
             # faster than the files are written waits, rather than holding
-            # every part it made meanwhile. The thread starts with the first
-            # table: until then the loader may fork (ingest.load.event_side).
+            # every part it made meanwhile. The thread starts when the loader
+            # says (:meth:`start_background`): before, it may fork
+            # (ingest.load.event_side), and the work is done on the caller's.
             self._queue = queue.Queue(maxsize=_QUEUED)
 
     def add(self, table: str, cols: dict[str, Any], n: int) -> None:
@@ -300,12 +301,14 @@ class FrameWriter:
         as written once they all are."""
         self._do(partial(self._begin, table, rows, bounds))
 
+    def start_background(self) -> None:
+        """From now on the background mode's writes go to its thread."""
+        if self._queue is not None and self._thread is None and not self._stopped:
+            self._thread = threading.Thread(target=self._run, name="frame-writer", daemon=True)
+            self._thread.start()
+
     def _do(self, work: Callable[[], None]) -> None:
-        if self._queue is not None:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="frame-writer",
-                                                daemon=True)
-                self._thread.start()
+        if self._queue is not None and self._thread is not None:
             self._queue.put(work)
         else:
             work()

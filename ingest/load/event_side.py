@@ -114,7 +114,10 @@ class EventSide:
         if not chunks:
             raise OSError(f"the events' worker (pid {self.pid}) ended with status "
                           f"{status:#x} before its result")
-        got = pickle.loads(b"".join(chunks))
+        try:
+            got = pickle.loads(b"".join(chunks))
+        except Exception as e:  # an exception whose class does not unpickle
+            raise OSError(f"the events' worker's result could not be read: {e!r}") from None
         if isinstance(got, BaseException):
             raise got
         if not isinstance(got, EventSideResult):

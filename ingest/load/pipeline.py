@@ -323,6 +323,8 @@ def _store_decoded(engine: Engine, decoded: Decoded, *, sha: str, name: str, sou
                      if files and data_dir is not None else None)
     try:
         fork_events(tables, staged, trace_row)
+        if staged.frames is not None:
+            staged.frames.start_background()
         if forked is not None:
             forked()
         stored = _write_trace(engine, sha, trace_row, tables, staged, timings, started, advance,

@@ -114,7 +114,9 @@ def test_workload_trace_is_cached_and_versioned(version: str, workload: str) -> 
     assert path.name == f"{workload}-{wt.workload_hash(version, workload)}.trace"
     head = path.read_bytes()[:16]
     assert head.rstrip(b"\0") == f"go {HEADER_VERSION[version]} trace".encode()
-    assert 1_000 < path.stat().st_size < 4_000_000
+    # Small enough for the tests that read them: the busiest (gcpressure) wrote
+    # 4.66 MB on a 2-core AMD EPYC machine (session 36), less on slower ones.
+    assert 1_000 < path.stat().st_size < 8_000_000
 
 
 def test_hash_depends_on_source_and_version(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -160,6 +160,7 @@ def test_background_writer_failure_only_drops_the_cache(tmp_path: Path) -> None:
 
     (tmp_path / "frames").write_text("not a directory")
     w = FrameWriter(tmp_path, background=True)
+    w.start_background()
     w.add("syscalls", {c: np.arange(3) for c in TABLE_COLUMNS["syscalls"]}, 3)
     assert w.finish(1, "ab" * 32, 0, 10, {0: Kind("goroutine", "Running", "Idle", "")}) is None
     assert isinstance(w.error, OSError)

@@ -4,7 +4,8 @@ mutex held by a holder sleeping (i + 1) * 10 ms then working 3 ms inside it.
 The path of the consumer, or of its task, must be consumer <- feeder <-
 holder, with the holder's sleep and work on it, timed by the trace's own
 timestamps (SQL over the same trace), and the hand-offs at Go's own
-unblock events."""
+unblock events (the feeder's wait for the holder's "locked" send among them
+when it began after the consumer's wait)."""
 
 from __future__ import annotations
 
@@ -66,9 +67,17 @@ def _check_path(store: Loaded, name: str, d: dict[str, Any], rnd: int,
     # the feeder were waiting (the holder may have fallen asleep a little
     # before) to the sleep's end, as the trace says.
     sleep = _wait(store, name, holder, "sleep", d["t1"])
+    # The feeder's wait for the lock: the hop from the holder that ended a
+    # wait on sync (a hop before it, from the holder too, can be the
+    # feeder's wait for the holder's "locked" send, when that wait began after
+    # the consumer's: cmd/chain's feeder receives it before it locks).
+    locked = [h for h in d["hops"] if (h["from"], h["to"]) == (holder, feeder)
+              and h["wait"]["reason"] == "sync"]
+    assert len(locked) == 1
     lock = store.rows("SELECT start_ts FROM interval_view WHERE trace_id = :t AND "
                       "resource = 'goroutine' AND rid = :g AND state = 'Waiting' AND "
-                      "end_ts = :e", t=store.ids[name], g=feeder, e=d["hops"][0]["ts"])
+                      "reason = 'sync' AND end_ts = :e", t=store.ids[name], g=feeder,
+                      e=locked[0]["ts"])
     assert len(lock) == 1
     slept = [x for x in links if x["goroutine"] == holder and x["state"] == "Waiting"]
     assert len(slept) == 1 and slept[0]["reason"] == "sleep"
@@ -83,9 +92,12 @@ def _check_path(store: Loaded, name: str, d: dict[str, Any], rnd: int,
     # The hand-offs are Go's own unblocks: holder -> feeder, feeder -> consumer.
     wakes = {(g, w) for _, g, w, _ in go_unblocks(store.files[name])}
     hops = [(h["from"], h["to"]) for h in d["hops"]]
-    assert hops == [(holder, feeder), (feeder, consumer)]
+    assert hops[-2:] == [(holder, feeder), (feeder, consumer)]
+    assert d["hops"][-2] is locked[0]
+    assert all(h["wait"]["reason"] == "chan receive" and (h["from"], h["to"]) == (holder, feeder)
+               for h in d["hops"][:-2])
     assert all((to, frm) in wakes for frm, to in hops)
-    assert d["hops"][1]["ts"] == recv.end_ts
+    assert d["hops"][-1]["ts"] == recv.end_ts
 
 
 @pytest.mark.parametrize("name", NAMES)
