@@ -91,7 +91,13 @@ class EventSide:
         # What exists now is never collected in the child (nor touched by
         # the collector: pages the two processes share stay shared).
         gc.freeze()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            os.close(r)
+            os.close(w)
+            raise
         if pid == 0:  # the child: never returns
             os.close(r)
             _child_main(parent, w, tables, events, frames, coded, trace_row)
@@ -107,9 +113,11 @@ class EventSide:
         try:
             while chunk := os.read(self._pipe, 1 << 20):
                 chunks.append(chunk)
-        finally:
-            os.close(self._pipe)
-            self._pipe = None
+        except BaseException:
+            self.stop()  # interrupted: the child is killed and reaped
+            raise
+        os.close(self._pipe)
+        self._pipe = None
         _, status = os.waitpid(self.pid, 0)
         if not chunks:
             raise OSError(f"the events' worker (pid {self.pid}) ended with status "

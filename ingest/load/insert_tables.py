@@ -145,7 +145,7 @@ def insert_tables(conn: Connection, trace_id: int, tables: DerivedTables, staged
         if child is not None:
             # Beside the child: each process keeps half the freed memory, and
             # the buckets are half as big (the 200 MB trace's summed peak
-            # 873-937 MiB with 2 M rows, 757-811 with 1 M; wall 1.025,
+            # 873-937 MiB with 2 M rows, 741-834 with 1 M; wall 1.025,
             # within this machine's noise: bench/RESULTS.md).
             tables.keep_free_below = KEEP_FREE_BELOW_OF_TWO
             tables.bucket_rows = transition_spill.BUCKET_ROWS // 2
@@ -210,7 +210,10 @@ def fork_events(tables: DerivedTables, staged: Staged, trace_row: dict[str, Any]
             or int(trace_row["events"]) < FORK_MIN_EVENTS
             or int(trace_row["transitions"]) > AHEAD_MAX_TRANSITIONS or not can_fork()):
         return
-    staged.events = EventSide.start(tables, staged.frames, staged.coded, trace_row)
+    try:
+        staged.events = EventSide.start(tables, staged.frames, staged.coded, trace_row)
+    except OSError as e:  # no fork (EAGAIN, ENOMEM): both sides here, as before
+        log.warning("the events' side not forked (%s): derived by the load itself", e)
 
 
 def stage_table(staged: Staged, table_name: str, cols: dict[str, Any], n: int,

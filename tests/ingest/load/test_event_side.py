@@ -184,3 +184,24 @@ def test_a_full_disk_beside_the_child_stores_nothing(size: str, tmp_path: Path,
         subprocess.run(["mount", "-o", "remount,size=200m", str(disk)], check=True)
         assert ingest_trace_file(engine, SAMPLES[0], data_dir=data).created
         engine.dispose()
+
+
+@needs_c
+def test_a_fork_refused_derives_both_sides_here(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """os.fork failing (EAGAIN: too many processes) leaves the load to derive
+    the events' side itself: the same store as one process's."""
+    def refused() -> int:
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    one = _engine(tmp_path / "one")
+    ingest_trace_file(one, SAMPLES[0], data_dir=tmp_path / "one" / "data")
+    monkeypatch.setattr(insert_tables, "FORK_MIN_EVENTS", 0)
+    monkeypatch.setattr(os, "fork", refused)
+    here = _engine(tmp_path / "here")
+    ingest_trace_file(here, SAMPLES[0], data_dir=tmp_path / "here" / "data")
+    assert "the events' side not forked" in caplog.text
+    _assert_same_store(one, tmp_path / "one" / "data", here, tmp_path / "here" / "data")
+    one.dispose()
+    here.dispose()
