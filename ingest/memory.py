@@ -34,8 +34,8 @@ from functools import cache
 KEEP_FREE_BELOW = 512 << 20
 #: The same for each of two processes deriving side by side (a load's forked
 #: events' side, ingest.load.event_side): their sum is what the target bounds
-#: (the 200 MB trace's summed peak 911-964 MiB with the whole mark each,
-#: 823-896 with half).
+#: (the 200 MB trace's summed peak 916-988 MiB with the whole mark each,
+#: 873-937 with half: bench/RESULTS.md, session 36).
 KEEP_FREE_BELOW_OF_TWO = KEEP_FREE_BELOW // 2
 
 
