@@ -34,15 +34,20 @@ _HOW = {**STORED_HOW, "interval_files": frozenset({"directory"})}
 
 
 def _small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Buckets of 300 rows, runs of 2000 rows, every trace spilled, the
-    events' tables made in parts of 3 rows (their event columns read back about
-    5 events at a time), the procs' steals looked for 7 rows
-    at a time, the load not running ahead."""
+    """:func:`spilled_in_parts` in buckets of 300 rows, the procs' steals
+    looked for 7 rows at a time, the load not running ahead."""
     monkeypatch.setattr(insert_tables, "AHEAD_MAX_TRANSITIONS", -1)
     monkeypatch.setattr(bucket_tables, "STEAL_SLICE", 7)
+    spilled_in_parts(monkeypatch, 300)
+
+
+def spilled_in_parts(monkeypatch: pytest.MonkeyPatch, bucket_rows: int) -> None:
+    """Buckets of ``bucket_rows`` rows, runs of 2000 rows, every trace
+    spilled, the events' tables made in parts of 3 rows (their event columns
+    read back about 5 events at a time)."""
     monkeypatch.setattr(eventrows, "PART_ROWS", 3)
     monkeypatch.setattr(event_split, "GATHER_ROWS", 5)
-    monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 300)
+    monkeypatch.setattr(transition_spill, "BUCKET_ROWS", bucket_rows)
     monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
     monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)
     monkeypatch.setattr(transition_spill, "SPILL_MIN_ROWS", 0)

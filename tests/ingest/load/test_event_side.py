@@ -18,11 +18,15 @@ from sqlalchemy import Engine, text
 
 from collectors.gotrace import columnar
 from collectors.gotrace.reader import read_header
-from ingest.load import event_side, event_split, eventrows, insert_tables, transition_spill
+from ingest.load import event_side, eventrows, insert_tables
 from ingest.load.pipeline import BadParquetError, ingest_trace_file
 from ingest.store import interval_files
 from ingest.store.db import make_engine
-from tests.ingest.load.test_bucket_tables import _assert_same_store, _count_buckets
+from tests.ingest.load.test_bucket_tables import (
+    _assert_same_store,
+    _count_buckets,
+    spilled_in_parts,
+)
 from tests.support.consistency import database_problems, integrity_ok
 from tests.support.ingest_fixtures import ROOT, TRACES
 
@@ -74,14 +78,8 @@ def _gone(pid: int) -> bool:
 @pytest.mark.parametrize("trace", V2 + SAMPLES, ids=lambda p: p.name)
 def test_a_forked_events_side_stores_what_one_process_does(
         trace: Path, parts: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if parts:
-        # And spilled, in buckets of 600 transitions (300 beside the child).
-        monkeypatch.setattr(eventrows, "PART_ROWS", 3)
-        monkeypatch.setattr(event_split, "GATHER_ROWS", 5)
-        monkeypatch.setattr(transition_spill, "BUCKET_ROWS", 600)
-        monkeypatch.setattr(transition_spill, "FLUSH_ROWS", 2000)
-        monkeypatch.setattr(transition_spill, "SPILL_MIN_BYTES", 0)
-        monkeypatch.setattr(transition_spill, "SPILL_MIN_ROWS", 0)
+    if parts:  # in buckets of 600 transitions (300 beside the child)
+        spilled_in_parts(monkeypatch, 600)
     one = _engine(tmp_path / "one")
     ingest_trace_file(one, trace, data_dir=tmp_path / "one" / "data")
     pids = _forking(monkeypatch)
