@@ -65,6 +65,17 @@ def _nothing_stored(engine: Engine, data: Path) -> None:
     assert database_problems(engine, data) == []
 
 
+def _load_fails(tmp_path: Path, error: type[BaseException], match: str) -> tuple[Engine, Path]:
+    """The sample's load fails with ``error`` (matching ``match``) and stores
+    nothing; its database and data directory, for more."""
+    data = tmp_path / "data"
+    engine = _engine(data)
+    with pytest.raises(error, match=match):
+        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+    _nothing_stored(engine, data)
+    return engine, data
+
+
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -106,12 +117,8 @@ def test_a_failing_events_side_fails_the_load(tmp_path: Path,
         raise ValueError("tasks that do not fit together")
 
     monkeypatch.setattr(eventrows, "tasks", tasks)
-    data = tmp_path / "data"
-    engine = _engine(data)
-    with pytest.raises(BadParquetError, match="tasks that do not fit together"):
-        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+    engine, data = _load_fails(tmp_path, BadParquetError, "tasks that do not fit together")
     assert len(pids) == 1 and _gone(pids[0])
-    _nothing_stored(engine, data)
     monkeypatch.setattr(eventrows, "tasks", real)
     assert ingest_trace_file(engine, SAMPLES[0], data_dir=data).created
     assert len(pids) == 2
@@ -128,11 +135,7 @@ def test_a_killed_events_worker_fails_the_load(tmp_path: Path,
         raise AssertionError
 
     monkeypatch.setattr(eventrows, "ranges", killed)
-    data = tmp_path / "data"
-    engine = _engine(data)
-    with pytest.raises(OSError, match="events' worker .* ended with status 0x9 before"):
-        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
-    _nothing_stored(engine, data)
+    engine, _ = _load_fails(tmp_path, OSError, "events' worker .* ended with status 0x9 before")
     engine.dispose()
 
 
@@ -149,12 +152,8 @@ def test_a_load_failing_beside_the_child_stops_it(tmp_path: Path,
         raise OSError("a disk that failed mid-load")
 
     monkeypatch.setattr(bucket_tables.BucketTables, "_syscall_part", failing)
-    data = tmp_path / "data"
-    engine = _engine(data)
-    with pytest.raises(OSError, match="mid-load"):
-        ingest_trace_file(engine, SAMPLES[0], data_dir=data)
+    engine, _ = _load_fails(tmp_path, OSError, "mid-load")
     assert len(pids) == 1 and _gone(pids[0])
-    _nothing_stored(engine, data)
     engine.dispose()
 
 
